@@ -1,0 +1,287 @@
+//! Command-line definitions and dispatch. Validation of what the user typed
+//! happens in clap; each command's module turns the arguments into settings and
+//! does the work. Commands return [`CmdResult`]; this module prints the error
+//! and turns the result into the process exit code.
+
+use crate::{CmdResult, Exit};
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const EXIT_CODES: &str = "\
+Exit codes:
+  0  everything done
+  1  ran, but some jobs failed for good (or a log had malformed blocks)
+  2  usage, configuration or input error (nothing was submitted)
+  3  interrupted; the run can be resumed with --resume";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "cosched",
+    version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COSCHED_COMMIT"), ")"),
+    about = "Adaptive co-scheduler for HTCondor grids",
+    long_about = "cosched runs N jobs of one HTCondor submit description over several grid sites, \
+finds how many concurrent jobs each site takes before its turnaround degrades, \
+and sends more work to the sites that turn jobs around fastest.",
+    after_help = EXIT_CODES,
+)]
+pub struct Cli {
+    /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
+    #[arg(long, global = true, default_value = "warn", env = "COSCHED_LOG")]
+    pub log_level: String,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run N jobs of a submit description across the sites of sites.toml.
+    #[command(after_help = "Examples:
+  cosched submit 375 sites.example.toml condor/io_job.sub --simulate
+  cosched submit 10000 sites.toml job.sub --state-dir run1
+  cosched submit --resume run1")]
+    Submit(SubmitArgs),
+    /// Validate sites.toml and a submit description without submitting anything.
+    #[command(after_help = "Example:\n  cosched check sites.toml job.sub")]
+    Check(CheckArgs),
+    /// Read HTCondor user (job event) logs.
+    #[command(subcommand)]
+    Log(LogCommand),
+    /// Compare policies on simulated scenarios.
+    #[command(after_help = "Examples:
+  cosched bench ../shared/scenarios/scenarios.toml
+  cosched bench scenarios.toml --scenario S1 --policy adaptive --policy thesis --seeds 1-5
+  cosched bench scenarios.toml --scenario S3 --policy adaptive --seeds 1 --trace")]
+    Bench(BenchArgs),
+    /// Feed recorded user logs through a policy and print its decisions.
+    #[command(after_help = "Example:\n  cosched replay run1/logs/*.log --sites sites.toml --policy thesis")]
+    Replay(ReplayArgs),
+    /// Run as a service that accepts runs over a Unix socket.
+    #[command(after_help = "Example:\n  cosched daemon --config /etc/cosched/daemon.toml")]
+    Daemon(DaemonArgs),
+    /// List the daemon's runs (yours, or all for an admin).
+    Runs(ClientArgs),
+    /// Show a daemon run's progress per site.
+    #[command(after_help = "Example:\n  cosched status 7 --json")]
+    Status(StatusArgs),
+    /// Cancel a daemon run and remove its jobs.
+    Cancel(RunRefArgs),
+    /// Follow a daemon run's progress live.
+    Watch(RunRefArgs),
+    /// Print shell completions.
+    #[command(after_help = "Example:\n  cosched completions bash > /etc/bash_completion.d/cosched")]
+    Completions(CompletionsArgs),
+    /// Print the man page (roff).
+    #[command(after_help = "Example:\n  cosched man > cosched.1 && man ./cosched.1")]
+    Man,
+}
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// Number of jobs to run (each gets a stable index 0..N-1, $(CoschedJob)).
+    #[arg(required_unless_present = "resume")]
+    pub n_jobs: Option<i64>,
+    /// The sites file (see sites.example.toml).
+    #[arg(required_unless_present = "resume")]
+    pub sites: Option<PathBuf>,
+    /// The HTCondor submit description of one job.
+    #[arg(required_unless_present = "resume")]
+    pub job: Option<PathBuf>,
+    /// Scheduling policy; overrides [policy] name in sites.toml.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Where submit files, logs and the state database go.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Continue an interrupted run from its state directory.
+    #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
+    pub resume: Option<PathBuf>,
+    /// Run on the built-in simulated grid: the fake HTCondor commands shipped
+    /// with cosched, driven by each site's [site.simulate] model.
+    #[arg(long)]
+    pub simulate: bool,
+    /// With --simulate: simulated seconds per real second.
+    #[arg(long, default_value_t = 100.0, requires = "simulate")]
+    pub speedup: f64,
+    /// Print the final summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Hand the run to the daemon instead of running it here.
+    #[arg(long)]
+    pub daemon: bool,
+    /// The daemon's socket (with --daemon).
+    #[arg(long, env = "COSCHED_SOCKET")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    pub sites: PathBuf,
+    pub job: PathBuf,
+    /// Also check N (as `cosched submit N …` would).
+    #[arg(long)]
+    pub n_jobs: Option<i64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum LogCommand {
+    /// Print one JSON object per event, with HTCondor's attribute names.
+    #[command(after_help = "Example:\n  cosched log dump job.log | jq .type")]
+    Dump { file: PathBuf },
+    /// Event counts and per-job queue wait, run time and turnaround statistics.
+    #[command(after_help = "Example:\n  cosched log stats logs/*.log --json")]
+    Stats {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print events as they are written (like tail -f, one JSON object each).
+    #[command(after_help = "Example:\n  cosched log follow job.log")]
+    Follow { file: PathBuf },
+    /// Write an HTML report with charts (and CSV/JSON numbers) from logs.
+    #[command(after_help = "Example:\n  cosched log report run1/logs/*.log --out report")]
+    Report {
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        #[arg(long, default_value = "cosched-report")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Scenario file (schema of shared/scenarios/scenarios.toml).
+    pub scenarios: PathBuf,
+    /// Scenario names to run (default: all).
+    #[arg(long)]
+    pub scenario: Vec<String>,
+    /// Policies to run (default: all five).
+    #[arg(long)]
+    pub policy: Vec<String>,
+    /// Seeds, as a range or list: 1-5, 3, 1,4,9.
+    #[arg(long, default_value = "1-5")]
+    pub seeds: String,
+    /// One JSON object per run instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every decision of the (single) run selected.
+    #[arg(long)]
+    pub trace: bool,
+    /// Run each (scenario, seed) twice and report the second run, warm-started
+    /// from what the first learned.
+    #[arg(long)]
+    pub warm: bool,
+    /// Write an SVG chart comparing policies to this file.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    /// Worker threads (default: number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    #[arg(required = true)]
+    pub logs: Vec<PathBuf>,
+    #[arg(long)]
+    pub sites: PathBuf,
+    #[arg(long, default_value = "adaptive")]
+    pub policy: String,
+    /// Print decisions as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct DaemonArgs {
+    #[arg(long)]
+    pub config: PathBuf,
+}
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The daemon's socket.
+    #[arg(long, env = "COSCHED_SOCKET")]
+    pub socket: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    pub run: Option<u64>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RunRefArgs {
+    pub run: u64,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CompletionsArgs {
+    pub shell: clap_complete::Shell,
+}
+
+/// Parses the command line, runs the command, returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return ExitCode::from(if e.use_stderr() { Exit::Usage as u8 } else { 0 });
+        }
+    };
+    init_tracing(&cli.log_level);
+    match dispatch(cli.command) {
+        Ok(exit) => ExitCode::from(exit as u8),
+        Err(failure) => {
+            eprintln!("cosched: {failure}");
+            ExitCode::from(failure.exit as u8)
+        }
+    }
+}
+
+fn init_tracing(level: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(level)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_target(false)
+        .try_init();
+}
+
+fn dispatch(command: Command) -> CmdResult {
+    match command {
+        Command::Submit(args) => crate::run::command(args),
+        Command::Check(args) => crate::run::check_command(args),
+        Command::Log(LogCommand::Dump { file }) => crate::userlog::cmd::dump(&file),
+        Command::Log(LogCommand::Stats { files, json }) => crate::userlog::cmd::stats(&files, json),
+        Command::Log(LogCommand::Follow { file }) => crate::userlog::cmd::follow(&file),
+        Command::Log(LogCommand::Report { logs, out }) => crate::report::command(&logs, &out),
+        Command::Bench(args) => crate::bench::command(args),
+        Command::Replay(args) => crate::replay::command(args),
+        Command::Daemon(args) => crate::daemon::command(args),
+        Command::Runs(args) => crate::daemon::client::runs(args),
+        Command::Status(args) => crate::daemon::client::status(args),
+        Command::Cancel(args) => crate::daemon::client::cancel(args),
+        Command::Watch(args) => crate::daemon::client::watch(args),
+        Command::Completions(args) => {
+            let mut cmd = <Cli as clap::CommandFactory>::command();
+            clap_complete::generate(args.shell, &mut cmd, "cosched", &mut std::io::stdout());
+            Ok(Exit::Ok)
+        }
+        Command::Man => {
+            let cmd = <Cli as clap::CommandFactory>::command();
+            clap_mangen::Man::new(cmd)
+                .render(&mut std::io::stdout())
+                .map_err(|e| crate::Failure::failed(format!("writing the man page: {e}")))?;
+            Ok(Exit::Ok)
+        }
+    }
+}

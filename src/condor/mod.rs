@@ -1,0 +1,1 @@
+//! The HTCondor edge (being written).

@@ -1,0 +1,1 @@
+//! `sites.toml` (being written).

@@ -1,0 +1,248 @@
+//! The engine: runs one policy against one grid, whatever the grid is.
+//!
+//! Layout of a run (the same for real HTCondor, the simulated grid and tests):
+//!
+//! ```text
+//!            actions                       commands
+//!  policy <────────── coordinator ──────────────────> site task × n ──> SiteBackend
+//!  (pure)  ──────────>  (this fn)  <──────────────────  (one per site)  (condor_submit +
+//!           inputs                   site events                          user log, or sim)
+//! ```
+//!
+//! The coordinator owns the policy and the clock; it is the only place where
+//! time is read. Each site task owns its backend and does that site's slow
+//! I/O (a `condor_submit` can take seconds), so one slow site never stalls
+//! another. Events flow back to the coordinator through one channel and are fed
+//! to the policy one at a time.
+//!
+//! Invariants:
+//! - The policy is called from exactly one task, so it needs no locks.
+//! - Every `select!` is `biased` so that, under tokio's paused clock, a run is
+//!   a deterministic function of its inputs (the simulator relies on this).
+//! - The engine never loops forever: past `horizon` it stops and reports a hang.
+
+pub mod observe;
+
+use crate::policy::{Action, Input, JobId, Policy, SiteEvent, SiteId, Time};
+use std::future::Future;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+pub use observe::{NullObserver, Observer, TraceEntry, TraceRecorder};
+
+/// One site as the engine sees it: somewhere to submit and remove jobs, and a
+/// source of events about them. Implemented by the HTCondor backend
+/// ([`crate::condor`]) and the simulated grid ([`crate::sim`]).
+pub trait SiteBackend: Send + 'static {
+    /// Submits `jobs` as one batch. Returns what became of them: normally one
+    /// [`SiteEvent::Submitted`], or [`SiteEvent::SubmitFailed`].
+    fn submit(&mut self, jobs: Vec<JobId>) -> impl Future<Output = Vec<SiteEvent>> + Send;
+    /// Asks the site to remove `jobs`. Returns events known at once (a backend
+    /// may also report removals later through [`SiteBackend::next_events`]).
+    fn remove(&mut self, jobs: Vec<JobId>) -> impl Future<Output = Vec<SiteEvent>> + Send;
+    /// Waits for the next events. Must be cancel-safe: the site task drops this
+    /// future whenever a command arrives, and no event may be lost by that.
+    /// An empty vector means the backend has nothing more to say, ever.
+    fn next_events(&mut self) -> impl Future<Output = Vec<SiteEvent>> + Send;
+}
+
+/// The run's clock: seconds since the run began. A resumed run keeps its
+/// original origin through `offset`.
+#[derive(Clone, Copy, Debug)]
+pub struct RunClock {
+    origin: Instant,
+    offset: f64,
+}
+
+impl RunClock {
+    /// A clock reading `offset` seconds now.
+    pub fn starting_at(offset: f64) -> Self {
+        RunClock { origin: Instant::now(), offset }
+    }
+    pub fn now(&self) -> Time {
+        self.offset + self.origin.elapsed().as_secs_f64()
+    }
+    /// The tokio instant at which the clock will read `t`.
+    pub fn instant_at(&self, t: Time) -> Instant {
+        let from_origin = (t - self.offset).max(0.0);
+        self.origin + std::time::Duration::from_secs_f64(from_origin.min(1e10))
+    }
+}
+
+/// Knobs of the engine itself (the policy has its own).
+#[derive(Clone, Debug)]
+pub struct EngineOptions {
+    /// Give up and report a hang when the run has not settled by then.
+    pub horizon: Time,
+    /// Events fed to the policy before the first `Start` (a resumed run's
+    /// history, replayed so that the policy rebuilds its state).
+    pub history: Vec<(SiteId, SiteEvent)>,
+}
+
+impl Default for EngineOptions {
+    fn default() -> Self {
+        EngineOptions { horizon: 30.0 * 86400.0, history: Vec::new() }
+    }
+}
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ending {
+    /// Every job succeeded or was given up.
+    Settled,
+    /// The horizon passed first: jobs are stuck (dead site without a timeout).
+    Hang,
+    /// Shutdown was requested.
+    Interrupted,
+}
+
+/// What the engine reports about a finished run.
+#[derive(Clone, Debug)]
+pub struct RunReport {
+    pub ending: Ending,
+    /// When the run stopped, seconds since its start.
+    pub stopped_at: Time,
+    /// Highest number of our jobs running at once, per site.
+    pub peak_running: Vec<u32>,
+}
+
+enum Command {
+    Submit(Vec<JobId>),
+    Remove(Vec<JobId>),
+}
+
+/// Runs `policy` over `backends` (one per site, in site order) until every job
+/// settles, the horizon passes, or `shutdown` is cancelled.
+pub async fn run<B>(
+    policy: &mut dyn Policy,
+    backends: Vec<B>,
+    clock: RunClock,
+    options: EngineOptions,
+    observer: &mut dyn Observer,
+    shutdown: CancellationToken,
+) -> RunReport
+where
+    B: SiteBackend,
+{
+    let n_sites = backends.len();
+    let (event_tx, mut event_rx) = mpsc::unbounded_channel::<(SiteId, Vec<SiteEvent>)>();
+    let tracker = tokio_util::task::TaskTracker::new();
+    let stop_sites = shutdown.child_token();
+    let mut commands = Vec::with_capacity(n_sites);
+    for (i, backend) in backends.into_iter().enumerate() {
+        let (tx, rx) = mpsc::unbounded_channel();
+        commands.push(tx);
+        tracker.spawn(site_task(SiteId(i as u32), backend, rx, event_tx.clone(), stop_sites.clone()));
+    }
+    drop(event_tx);
+    tracker.close();
+
+    let mut peak_running = vec![0u32; n_sites];
+    let dispatch = |policy: &mut dyn Policy, now: Time, input: Input, observer: &mut dyn Observer| {
+        let actions = policy.handle(now, &input);
+        for action in actions {
+            observer.action(now, &action);
+            match action {
+                Action::Submit { site, jobs, .. } if !jobs.is_empty() => {
+                    let _ = commands[site.index()].send(Command::Submit(jobs));
+                }
+                Action::Remove { site, jobs, .. } if !jobs.is_empty() => {
+                    let _ = commands[site.index()].send(Command::Remove(jobs));
+                }
+                Action::Submit { .. } | Action::Remove { .. } | Action::GiveUp { .. } => {}
+            }
+        }
+    };
+
+    for (site, event) in options.history {
+        let now = event.at().unwrap_or(0.0);
+        policy.handle(now, &Input::Site { site, event });
+    }
+    let now = clock.now();
+    dispatch(policy, now, Input::Start, observer);
+
+    let ending = loop {
+        if policy.book().settled() {
+            break Ending::Settled;
+        }
+        let deadline = policy.next_deadline().map_or(options.horizon, |d| d.min(options.horizon));
+        enum Wake {
+            Events(Option<(SiteId, Vec<SiteEvent>)>),
+            Deadline,
+            Shutdown,
+        }
+        let wake = tokio::select! {
+            biased;
+            _ = shutdown.cancelled() => Wake::Shutdown,
+            got = event_rx.recv() => Wake::Events(got),
+            _ = tokio::time::sleep_until(clock.instant_at(deadline)) => Wake::Deadline,
+        };
+        let now = clock.now();
+        match wake {
+            Wake::Shutdown => break Ending::Interrupted,
+            Wake::Events(None) => {
+                // Every site task is gone and nothing can change any more.
+                break Ending::Hang;
+            }
+            Wake::Events(Some((site, events))) => {
+                for event in events {
+                    observer.event(now, site, &event);
+                    dispatch(policy, now, Input::Site { site, event }, observer);
+                    let r = policy.book().counts(site).running;
+                    peak_running[site.index()] = peak_running[site.index()].max(r);
+                }
+                observer.progress(now, policy);
+            }
+            Wake::Deadline => {
+                if now >= options.horizon && policy.next_deadline().is_none_or(|d| d >= options.horizon) {
+                    break Ending::Hang;
+                }
+                dispatch(policy, now, Input::Tick, observer);
+                observer.progress(now, policy);
+            }
+        }
+    };
+    let stopped_at = clock.now();
+    stop_sites.cancel();
+    tracker.wait().await;
+    observer.finished(stopped_at, policy, ending);
+    RunReport { ending, stopped_at, peak_running }
+}
+
+async fn site_task<B: SiteBackend>(
+    site: SiteId,
+    mut backend: B,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    events: mpsc::UnboundedSender<(SiteId, Vec<SiteEvent>)>,
+    stop: CancellationToken,
+) {
+    let mut backend_open = true;
+    loop {
+        enum Step {
+            Command(Command),
+            Events(Vec<SiteEvent>),
+            Stop,
+        }
+        let step = tokio::select! {
+            biased;
+            _ = stop.cancelled() => Step::Stop,
+            cmd = commands.recv() => cmd.map_or(Step::Stop, Step::Command),
+            evs = backend.next_events(), if backend_open => Step::Events(evs),
+        };
+        let out = match step {
+            Step::Stop => return,
+            Step::Command(Command::Submit(jobs)) => backend.submit(jobs).await,
+            Step::Command(Command::Remove(jobs)) => backend.remove(jobs).await,
+            Step::Events(evs) => {
+                if evs.is_empty() {
+                    backend_open = false;
+                }
+                evs
+            }
+        };
+        if !out.is_empty() && events.send((site, out)).is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,62 @@
+//! Watching a run without steering it: progress displays, decision traces,
+//! the status a daemon serves. Observers see every action and event but cannot
+//! change them, so a run is the same whether it is watched or not.
+
+use super::Ending;
+use crate::policy::{Action, Policy, SiteEvent, SiteId, Time};
+use serde::Serialize;
+
+/// Callbacks from the engine's coordinator. All methods default to nothing.
+pub trait Observer: Send {
+    /// The policy decided `action` at `now`.
+    fn action(&mut self, _now: Time, _action: &Action) {}
+    /// A site reported `event`, received at `now`.
+    fn event(&mut self, _now: Time, _site: SiteId, _event: &SiteEvent) {}
+    /// Called after each batch of inputs; cheap observers may redraw here.
+    fn progress(&mut self, _now: Time, _policy: &dyn Policy) {}
+    /// The run ended.
+    fn finished(&mut self, _now: Time, _policy: &dyn Policy, _ending: Ending) {}
+}
+
+/// Watches nothing.
+pub struct NullObserver;
+impl Observer for NullObserver {}
+
+/// One decision, for `cosched bench --trace` and `cosched replay`.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TraceEntry {
+    pub time: Time,
+    pub site: Option<SiteId>,
+    /// `submit`, `remove` or `give-up`.
+    pub action: &'static str,
+    pub jobs: usize,
+    pub why: String,
+}
+
+impl TraceEntry {
+    pub fn of(time: Time, action: &Action) -> Self {
+        match action {
+            Action::Submit { site, jobs, why } => {
+                TraceEntry { time, site: Some(*site), action: "submit", jobs: jobs.len(), why: why.clone() }
+            }
+            Action::Remove { site, jobs, why } => {
+                TraceEntry { time, site: Some(*site), action: "remove", jobs: jobs.len(), why: why.clone() }
+            }
+            Action::GiveUp { why, .. } => {
+                TraceEntry { time, site: None, action: "give-up", jobs: 1, why: why.clone() }
+            }
+        }
+    }
+}
+
+/// Records every decision.
+#[derive(Default)]
+pub struct TraceRecorder {
+    pub entries: Vec<TraceEntry>,
+}
+
+impl Observer for TraceRecorder {
+    fn action(&mut self, now: Time, action: &Action) {
+        self.entries.push(TraceEntry::of(now, action));
+    }
+}

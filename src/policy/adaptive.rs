@@ -1,0 +1,1 @@
+//! `adaptive` policy (being written).

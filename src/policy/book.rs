@@ -1,0 +1,413 @@
+//! Where each of the N jobs is: the bookkeeping every policy shares.
+//!
+//! A policy decides *how many* jobs go *where*; the book decides *which* jobs
+//! (lowest index first, so resubmitted jobs go before fresh ones) and keeps the
+//! conservation invariant: a job is in exactly one state, and only a job in the
+//! pool can be submitted. Stale events (a start reported for a job that was
+//! already removed, a second end) are recognised and ignored here, so policies
+//! never see an impossible transition.
+
+use super::{JobId, Outcome, SiteEvent, SiteId, Time};
+use std::collections::BTreeSet;
+
+/// The life of one job, as far as cosched knows it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum JobState {
+    /// Waiting in cosched's own pool; nothing at any site.
+    Pool,
+    /// Handed to `condor_submit`, not yet confirmed.
+    Submitting {
+        site: SiteId,
+    },
+    /// Idle in the site's queue.
+    Idle {
+        site: SiteId,
+        submitted: Time,
+    },
+    Running {
+        site: SiteId,
+        submitted: Time,
+        started: Time,
+    },
+    /// On hold at the site: occupies nothing, needs removing.
+    Held {
+        site: SiteId,
+        submitted: Time,
+    },
+    /// `condor_rm` asked for; back in the pool once the removal is seen.
+    Removing {
+        site: SiteId,
+        submitted: Time,
+    },
+    /// Succeeded. `started` is unknown for grid jobs that finished between polls.
+    Done {
+        site: SiteId,
+        submitted: Time,
+        started: Option<Time>,
+        ended: Time,
+    },
+    /// Failed `max_attempts` times; reported, never retried.
+    GivenUp,
+}
+
+impl JobState {
+    /// The site holding the job, if any.
+    pub fn site(&self) -> Option<SiteId> {
+        match *self {
+            JobState::Submitting { site }
+            | JobState::Idle { site, .. }
+            | JobState::Running { site, .. }
+            | JobState::Held { site, .. }
+            | JobState::Removing { site, .. } => Some(site),
+            JobState::Pool | JobState::Done { .. } | JobState::GivenUp => None,
+        }
+    }
+}
+
+/// What an event did to the book, so a policy can update its statistics.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Change {
+    /// Nothing: the event was stale or a duplicate.
+    None,
+    Submitted {
+        jobs: Vec<JobId>,
+    },
+    Returned {
+        jobs: Vec<JobId>,
+    },
+    Started {
+        job: JobId,
+        submitted: Time,
+    },
+    Succeeded {
+        job: JobId,
+        submitted: Time,
+        started: Option<Time>,
+        ended: Time,
+    },
+    /// The attempt failed (ended badly or held); `exhausted` means it was the
+    /// last allowed attempt and the job is now given up.
+    Failed {
+        job: JobId,
+        held: bool,
+        exhausted: bool,
+    },
+    Removed {
+        job: JobId,
+    },
+}
+
+/// Per-site counts of our jobs, as `condor_q` would show them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct SiteCounts {
+    pub submitting: u32,
+    pub idle: u32,
+    pub running: u32,
+    pub held: u32,
+    pub removing: u32,
+    pub done: u32,
+}
+
+impl SiteCounts {
+    /// Jobs occupying the site's queue (idle, running, held, or on their way).
+    pub fn out(&self) -> u32 {
+        self.submitting + self.idle + self.running + self.held + self.removing
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct JobBook {
+    states: Vec<JobState>,
+    attempts: Vec<u32>,
+    pool: BTreeSet<JobId>,
+    counts: Vec<SiteCounts>,
+    max_attempts: u32,
+    done: u64,
+    given_up: u64,
+}
+
+impl JobBook {
+    pub fn new(n_jobs: u64, n_sites: usize, max_attempts: u32) -> Self {
+        JobBook {
+            states: vec![JobState::Pool; n_jobs as usize],
+            attempts: vec![0; n_jobs as usize],
+            pool: (0..n_jobs).map(JobId).collect(),
+            counts: vec![SiteCounts::default(); n_sites],
+            max_attempts: max_attempts.max(1),
+            done: 0,
+            given_up: 0,
+        }
+    }
+
+    pub fn n_jobs(&self) -> u64 {
+        self.states.len() as u64
+    }
+    pub fn state(&self, job: JobId) -> &JobState {
+        &self.states[job.0 as usize]
+    }
+    pub fn attempts(&self, job: JobId) -> u32 {
+        self.attempts[job.0 as usize]
+    }
+    pub fn pool_len(&self) -> u64 {
+        self.pool.len() as u64
+    }
+    pub fn done(&self) -> u64 {
+        self.done
+    }
+    pub fn given_up(&self) -> u64 {
+        self.given_up
+    }
+    /// Every job either succeeded or was given up.
+    pub fn settled(&self) -> bool {
+        self.done + self.given_up == self.n_jobs()
+    }
+    pub fn counts(&self, site: SiteId) -> SiteCounts {
+        self.counts[site.index()]
+    }
+    /// Jobs out at any site.
+    pub fn out_total(&self) -> u64 {
+        self.counts.iter().map(|c| u64::from(c.out())).sum()
+    }
+
+    /// Takes up to `k` jobs from the pool (lowest index first) and marks them
+    /// as being submitted to `site`.
+    pub fn take(&mut self, site: SiteId, k: u64) -> Vec<JobId> {
+        let mut jobs = Vec::with_capacity(k.min(self.pool.len() as u64) as usize);
+        while (jobs.len() as u64) < k {
+            let Some(job) = self.pool.pop_first() else { break };
+            self.set(job, JobState::Submitting { site });
+            jobs.push(job);
+        }
+        jobs
+    }
+
+    /// Jobs currently in `state` at `site` matching `pred`, in index order.
+    pub fn jobs_at(&self, site: SiteId, pred: impl Fn(&JobState) -> bool) -> Vec<JobId> {
+        self.states
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| s.site() == Some(site) && pred(s))
+            .map(|(i, _)| JobId(i as u64))
+            .collect()
+    }
+
+    /// Marks jobs (idle, running or held at `site`) as being removed. Returns
+    /// those that were; others are skipped.
+    pub fn mark_removing(&mut self, site: SiteId, jobs: &[JobId]) -> Vec<JobId> {
+        let mut marked = Vec::new();
+        for &job in jobs {
+            let submitted = match *self.state(job) {
+                JobState::Idle { site: s, submitted }
+                | JobState::Running { site: s, submitted, .. }
+                | JobState::Held { site: s, submitted }
+                    if s == site =>
+                {
+                    submitted
+                }
+                _ => continue,
+            };
+            self.set(job, JobState::Removing { site, submitted });
+            marked.push(job);
+        }
+        marked
+    }
+
+    /// Applies an event from `site`; returns what changed.
+    pub fn apply(&mut self, site: SiteId, event: &SiteEvent) -> Change {
+        match event {
+            SiteEvent::Submitted { jobs, at } => {
+                let mut ok = Vec::new();
+                for &job in jobs {
+                    if *self.state(job) == (JobState::Submitting { site }) {
+                        self.set(job, JobState::Idle { site, submitted: *at });
+                        ok.push(job);
+                    }
+                }
+                if ok.is_empty() {
+                    Change::None
+                } else {
+                    Change::Submitted { jobs: ok }
+                }
+            }
+            SiteEvent::SubmitFailed { jobs, .. } => {
+                let mut back = Vec::new();
+                for &job in jobs {
+                    if *self.state(job) == (JobState::Submitting { site }) {
+                        self.to_pool(job);
+                        back.push(job);
+                    }
+                }
+                if back.is_empty() {
+                    Change::None
+                } else {
+                    Change::Returned { jobs: back }
+                }
+            }
+            SiteEvent::Started { job, at } => match *self.state(*job) {
+                JobState::Idle { site: s, submitted } if s == site => {
+                    self.set(*job, JobState::Running { site, submitted, started: *at });
+                    Change::Started { job: *job, submitted }
+                }
+                _ => Change::None,
+            },
+            SiteEvent::Ended { job, at, outcome } => {
+                let (submitted, started) = match *self.state(*job) {
+                    JobState::Idle { site: s, submitted } if s == site => (submitted, None),
+                    JobState::Running { site: s, submitted, started } if s == site => {
+                        (submitted, Some(started))
+                    }
+                    // A job can finish while its removal is on the way; the
+                    // result is real, so keep it.
+                    JobState::Removing { site: s, submitted } if s == site => (submitted, None),
+                    _ => return Change::None,
+                };
+                match outcome {
+                    Outcome::Success => {
+                        self.set(*job, JobState::Done { site, submitted, started, ended: *at });
+                        self.done += 1;
+                        Change::Succeeded { job: *job, submitted, started, ended: *at }
+                    }
+                    Outcome::Failed { .. } => {
+                        let exhausted = self.fail_attempt(*job);
+                        Change::Failed { job: *job, held: false, exhausted }
+                    }
+                }
+            }
+            SiteEvent::Held { job, .. } => match *self.state(*job) {
+                JobState::Idle { site: s, submitted } | JobState::Running { site: s, submitted, .. }
+                    if s == site =>
+                {
+                    self.attempts[job.0 as usize] += 1;
+                    let exhausted = self.attempts(*job) >= self.max_attempts;
+                    self.set(*job, JobState::Held { site, submitted });
+                    Change::Failed { job: *job, held: true, exhausted }
+                }
+                _ => Change::None,
+            },
+            SiteEvent::Removed { job, .. } => match *self.state(*job) {
+                JobState::Idle { site: s, .. }
+                | JobState::Running { site: s, .. }
+                | JobState::Held { site: s, .. }
+                | JobState::Removing { site: s, .. }
+                    if s == site =>
+                {
+                    if self.attempts(*job) >= self.max_attempts {
+                        self.set(*job, JobState::GivenUp);
+                        self.given_up += 1;
+                    } else {
+                        self.to_pool(*job);
+                    }
+                    Change::Removed { job: *job }
+                }
+                _ => Change::None,
+            },
+        }
+    }
+
+    /// Counts a failed attempt; the job returns to the pool or is given up.
+    fn fail_attempt(&mut self, job: JobId) -> bool {
+        self.attempts[job.0 as usize] += 1;
+        if self.attempts(job) >= self.max_attempts {
+            self.set(job, JobState::GivenUp);
+            self.given_up += 1;
+            true
+        } else {
+            self.to_pool(job);
+            false
+        }
+    }
+
+    fn to_pool(&mut self, job: JobId) {
+        self.set(job, JobState::Pool);
+        self.pool.insert(job);
+    }
+
+    fn set(&mut self, job: JobId, new: JobState) {
+        let i = job.0 as usize;
+        if let Some(c) = self.site_counter(&self.states[i].clone()) {
+            *c -= 1;
+        }
+        if let Some(c) = self.site_counter(&new) {
+            *c += 1;
+        }
+        self.states[i] = new;
+    }
+
+    fn site_counter(&mut self, state: &JobState) -> Option<&mut u32> {
+        let site = match *state {
+            JobState::Done { site, .. } => site,
+            ref s => s.site()?,
+        };
+        let c = &mut self.counts[site.index()];
+        Some(match state {
+            JobState::Submitting { .. } => &mut c.submitting,
+            JobState::Idle { .. } => &mut c.idle,
+            JobState::Running { .. } => &mut c.running,
+            JobState::Held { .. } => &mut c.held,
+            JobState::Removing { .. } => &mut c.removing,
+            JobState::Done { .. } => &mut c.done,
+            JobState::Pool | JobState::GivenUp => return None,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S0: SiteId = SiteId(0);
+    const S1: SiteId = SiteId(1);
+
+    #[test]
+    fn jobs_flow_and_counts_follow() {
+        let mut book = JobBook::new(5, 2, 2);
+        let jobs = book.take(S0, 3);
+        assert_eq!(jobs, vec![JobId(0), JobId(1), JobId(2)]);
+        assert_eq!(book.counts(S0).submitting, 3);
+        book.apply(S0, &SiteEvent::Submitted { jobs: jobs.clone(), at: 1.0 });
+        assert_eq!(book.counts(S0).idle, 3);
+        book.apply(S0, &SiteEvent::Started { job: JobId(0), at: 2.0 });
+        let c = book.apply(S0, &SiteEvent::Ended { job: JobId(0), at: 9.0, outcome: Outcome::Success });
+        assert_eq!(c, Change::Succeeded { job: JobId(0), submitted: 1.0, started: Some(2.0), ended: 9.0 });
+        assert_eq!(book.counts(S0), SiteCounts { idle: 2, done: 1, ..Default::default() });
+        assert_eq!(book.done(), 1);
+        // A duplicate end is stale.
+        let c = book.apply(S0, &SiteEvent::Ended { job: JobId(0), at: 9.0, outcome: Outcome::Success });
+        assert_eq!(c, Change::None);
+        assert_eq!(book.done(), 1);
+    }
+
+    #[test]
+    fn failed_jobs_return_first_and_are_given_up_after_max_attempts() {
+        let mut book = JobBook::new(3, 2, 2);
+        let jobs = book.take(S0, 2);
+        book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
+        let failed = Outcome::Failed { detail: "exit 1".into() };
+        let c = book.apply(S0, &SiteEvent::Ended { job: JobId(0), at: 5.0, outcome: failed.clone() });
+        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: false });
+        // Job 0 is back and goes before job 2.
+        assert_eq!(book.take(S1, 1), vec![JobId(0)]);
+        book.apply(S1, &SiteEvent::Submitted { jobs: vec![JobId(0)], at: 6.0 });
+        // An event from the old site about job 0 is stale.
+        assert_eq!(book.apply(S0, &SiteEvent::Started { job: JobId(0), at: 7.0 }), Change::None);
+        let c = book.apply(S1, &SiteEvent::Ended { job: JobId(0), at: 8.0, outcome: failed });
+        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: true });
+        assert_eq!(*book.state(JobId(0)), JobState::GivenUp);
+        assert_eq!(book.given_up(), 1);
+    }
+
+    #[test]
+    fn held_then_removed_returns_to_pool() {
+        let mut book = JobBook::new(1, 1, 3);
+        let jobs = book.take(S0, 1);
+        book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
+        let c = book.apply(S0, &SiteEvent::Held { job: JobId(0), at: 1.0, reason: "x".into() });
+        assert_eq!(c, Change::Failed { job: JobId(0), held: true, exhausted: false });
+        assert_eq!(book.counts(S0).held, 1);
+        assert_eq!(book.mark_removing(S0, &[JobId(0)]), vec![JobId(0)]);
+        book.apply(S0, &SiteEvent::Removed { job: JobId(0), at: 2.0 });
+        assert_eq!(*book.state(JobId(0)), JobState::Pool);
+        assert_eq!(book.counts(S0).out(), 0);
+        assert_eq!(book.pool_len(), 1);
+    }
+}

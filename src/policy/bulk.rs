@@ -1,0 +1,119 @@
+//! `bulk`: what plain Condor-G bulk submission does. Every job goes out at
+//! t = 0, split across sites in proportion to their slots; a failed attempt is
+//! resubmitted to the same site. No judgement at all, which is why it is a
+//! baseline: it shows what throttling is worth.
+
+use super::book::Change;
+use super::{Action, Input, JobBook, Policy, RunSpec, SiteId, SiteView, Time};
+
+pub struct Bulk {
+    book: JobBook,
+    /// How many jobs each site is given at the start (proportional to slots).
+    shares: Vec<u64>,
+}
+
+impl Bulk {
+    pub fn new(spec: &RunSpec) -> Self {
+        Bulk {
+            book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
+            shares: proportional_shares(
+                spec.n_jobs,
+                &spec.sites.iter().map(|s| f64::from(s.slots.unwrap_or(1).max(1))).collect::<Vec<_>>(),
+            ),
+        }
+    }
+}
+
+/// Splits `n` into parts proportional to `weights` (largest remainder, ties to
+/// the lower index), so the parts always add up to `n`.
+pub fn proportional_shares(n: u64, weights: &[f64]) -> Vec<u64> {
+    let total: f64 = weights.iter().sum();
+    if weights.is_empty() || total <= 0.0 {
+        return vec![0; weights.len()];
+    }
+    let exact: Vec<f64> = weights.iter().map(|w| n as f64 * w / total).collect();
+    let mut parts: Vec<u64> = exact.iter().map(|x| x.floor() as u64).collect();
+    let mut left = n - parts.iter().sum::<u64>();
+    let mut order: Vec<usize> = (0..weights.len()).collect();
+    order.sort_by(|&a, &b| {
+        let (ra, rb) = (exact[a] - exact[a].floor(), exact[b] - exact[b].floor());
+        rb.partial_cmp(&ra).unwrap_or(std::cmp::Ordering::Equal).then(a.cmp(&b))
+    });
+    for i in order {
+        if left == 0 {
+            break;
+        }
+        parts[i] += 1;
+        left -= 1;
+    }
+    parts
+}
+
+impl Policy for Bulk {
+    fn name(&self) -> &'static str {
+        "bulk"
+    }
+
+    fn handle(&mut self, _now: Time, input: &Input) -> Vec<Action> {
+        let mut actions = Vec::new();
+        match input {
+            Input::Start => {
+                for (i, &share) in self.shares.iter().enumerate() {
+                    let site = SiteId(i as u32);
+                    let jobs = self.book.take(site, share);
+                    if !jobs.is_empty() {
+                        actions.push(Action::Submit { site, jobs, why: "bulk: everything at once".into() });
+                    }
+                }
+            }
+            Input::Site { site, event } => match self.book.apply(*site, event) {
+                Change::Failed { job, held: true, .. } => {
+                    actions.push(Action::Remove { site: *site, jobs: vec![job], why: "held".into() });
+                    self.book.mark_removing(*site, &[job]);
+                }
+                Change::Failed { job, held: false, exhausted: true } => {
+                    actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
+                }
+                Change::Returned { .. } | Change::Removed { .. } | Change::Failed { .. } => {
+                    let jobs = self.book.take(*site, self.book.pool_len());
+                    if !jobs.is_empty() {
+                        actions.push(Action::Submit {
+                            site: *site,
+                            jobs,
+                            why: "resubmit to the same site".into(),
+                        });
+                    }
+                }
+                _ => {}
+            },
+            Input::Tick => {}
+        }
+        actions
+    }
+
+    fn next_deadline(&self) -> Option<Time> {
+        None
+    }
+
+    fn book(&self) -> &JobBook {
+        &self.book
+    }
+
+    fn site_view(&self, site: SiteId) -> SiteView {
+        SiteView { window: self.shares[site.index()] as u32, ..SiteView::default() }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shares_add_up_and_follow_weights() {
+        assert_eq!(proportional_shares(10, &[1.0, 1.0, 1.0]), vec![4, 3, 3]);
+        assert_eq!(proportional_shares(375, &[400.0]), vec![375]);
+        let parts = proportional_shares(1000, &[200.0, 150.0, 300.0]);
+        assert_eq!(parts.iter().sum::<u64>(), 1000);
+        assert_eq!(parts, vec![308, 231, 461]);
+    }
+}

@@ -1,0 +1,1 @@
+//! `jobrouter` policy (being written).

@@ -1,0 +1,234 @@
+//! The decision core: what to submit where, and when to give up on a site.
+//!
+//! Everything here is pure. A policy is a state machine fed with the current
+//! time and one [`Input`] at a time; it answers with [`Action`]s and names the
+//! next instant it wants to be woken ([`Policy::next_deadline`]). It never reads
+//! a clock, touches a file, spawns a process or knows about tokio. That is what
+//! lets one policy run unchanged against real HTCondor, the simulated grid in
+//! virtual time, and a replay of recorded logs.
+//!
+//! Invariants every policy keeps (the engine checks them in debug builds and the
+//! simulator checks them after every run):
+//! - A job is out at no more than one site at a time; it is only submitted again
+//!   after its previous attempt ended, failed, or was confirmed removed.
+//! - The number of jobs out never exceeds N (the thesis's `sumOfK`).
+//! - Actions are deterministic functions of the inputs: iteration over sites and
+//!   jobs is in index order, never hash order.
+//!
+//! Policies: [`bulk`], [`jobrouter`], [`oracle`] (the baselines that judge the
+//! others), [`thesis`] (Algorithms 1–3 of the 2013 thesis, read literally) and
+//! [`adaptive`] (the default).
+
+pub mod adaptive;
+pub mod book;
+pub mod bulk;
+pub mod jobrouter;
+pub mod oracle;
+pub mod thesis;
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+pub use book::{JobBook, JobState};
+
+/// Seconds since the start of the run. Real runs map wall-clock log timestamps
+/// onto this axis; simulated runs use tokio's paused clock.
+pub type Time = f64;
+
+/// Index of a site in the run's site list (the order of `[[site]]` tables).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct SiteId(pub u32);
+
+impl SiteId {
+    pub fn index(self) -> usize {
+        self.0 as usize
+    }
+}
+
+/// Global, stable index of one of the N jobs (0..N-1). A resubmitted job keeps
+/// its index, so `$(CoschedJob)` names its outputs the same wherever it runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct JobId(pub u64);
+
+impl fmt::Display for SiteId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "site#{}", self.0)
+    }
+}
+
+impl fmt::Display for JobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "job#{}", self.0)
+    }
+}
+
+/// What a policy may know about a site before it has run anything there:
+/// what HTCondor or the operator tells, never the site's hidden capacity.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SiteInfo {
+    pub name: String,
+    /// CPU slots available to us, when known (a site's published slot count).
+    pub slots: Option<u32>,
+    /// Operator cap on our jobs out at this site (idle + running).
+    pub max_jobs: Option<u32>,
+    /// Operator cap on our idle jobs at this site.
+    pub max_idle: Option<u32>,
+    /// Remove a job that has been idle this long and send it elsewhere.
+    pub idle_timeout: Option<f64>,
+}
+
+impl SiteInfo {
+    pub fn named(name: impl Into<String>) -> Self {
+        SiteInfo { name: name.into(), slots: None, max_jobs: None, max_idle: None, idle_timeout: None }
+    }
+}
+
+/// What was learned about one site in earlier runs (warm start).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteMemory {
+    /// Concurrency at which the site last ran without degradation.
+    pub capacity: Option<f64>,
+    /// Uncongested run time of one job there, seconds.
+    pub baseline_runtime: Option<f64>,
+    /// Mean queue wait seen there, seconds.
+    pub mean_wait: Option<f64>,
+    /// Whether the site started nothing at all last time.
+    pub unresponsive: bool,
+}
+
+/// Learned site knowledge keyed by site name (names survive edits of the site
+/// list; indexes do not).
+pub type CapacityMemory = BTreeMap<String, SiteMemory>;
+
+/// Everything a policy is constructed from.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunSpec {
+    pub n_jobs: u64,
+    pub sites: Vec<SiteInfo>,
+    /// Warm-start knowledge; empty for a cold start.
+    pub memory: CapacityMemory,
+    /// How many attempts a job gets before it is reported as failed for good.
+    pub max_attempts: u32,
+}
+
+/// How one attempt of a job ended.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Outcome {
+    /// Ran to completion and succeeded.
+    Success,
+    /// Ran to completion and failed (non-zero exit, signal); `detail` says how.
+    Failed { detail: String },
+}
+
+/// One fact about one of our jobs at one site, as HTCondor would report it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum SiteEvent {
+    /// `condor_submit` accepted these jobs (they are now idle at the site).
+    Submitted { jobs: Vec<JobId>, at: Time },
+    /// `condor_submit` did not accept these jobs; they are back in the pool.
+    /// `permanent` means retrying the same submission cannot help.
+    SubmitFailed { jobs: Vec<JobId>, error: String, permanent: bool },
+    /// The job started running (user log 001).
+    Started { job: JobId, at: Time },
+    /// The attempt ended (user log 005).
+    Ended { job: JobId, at: Time, outcome: Outcome },
+    /// The job was put on hold (user log 012); it stays at the site until removed.
+    Held { job: JobId, at: Time, reason: String },
+    /// The job left the queue without finishing (user log 009).
+    Removed { job: JobId, at: Time },
+}
+
+impl SiteEvent {
+    /// The instant the event happened, where the event carries one.
+    pub fn at(&self) -> Option<Time> {
+        match self {
+            SiteEvent::Submitted { at, .. }
+            | SiteEvent::Started { at, .. }
+            | SiteEvent::Ended { at, .. }
+            | SiteEvent::Held { at, .. }
+            | SiteEvent::Removed { at, .. } => Some(*at),
+            SiteEvent::SubmitFailed { .. } => None,
+        }
+    }
+}
+
+/// Everything that can make a policy act.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Input {
+    /// The run begins; the first actions come out of this.
+    Start,
+    /// Something happened at a site.
+    Site { site: SiteId, event: SiteEvent },
+    /// The deadline the policy asked for has come.
+    Tick,
+}
+
+/// What a policy asks the engine to do. `why` is for people: it is printed by
+/// `cosched bench --trace`, `cosched replay` and the logs.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Action {
+    /// Submit these jobs (each in the pool) to a site as one batch.
+    Submit { site: SiteId, jobs: Vec<JobId>, why: String },
+    /// Remove these jobs (each out at the site) with `condor_rm`.
+    Remove { site: SiteId, jobs: Vec<JobId>, why: String },
+    /// Stop trying this job: it failed `max_attempts` times.
+    GiveUp { job: JobId, why: String },
+}
+
+/// A site's class in the AgTime comparison (thesis Algorithm 3).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SiteClass {
+    #[default]
+    Unknown,
+    Fast,
+    Slow,
+    /// Timed out: nothing started there within the idle timeout.
+    Unresponsive,
+}
+
+impl fmt::Display for SiteClass {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            SiteClass::Unknown => "-",
+            SiteClass::Fast => "fast",
+            SiteClass::Slow => "slow",
+            SiteClass::Unresponsive => "unresponsive",
+        })
+    }
+}
+
+/// What a policy currently believes about one site, for progress displays,
+/// `cosched status` and the capacity memory.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteView {
+    /// Jobs the policy is willing to have out at the site now.
+    pub window: u32,
+    /// Capacity found by the search, if one has been found.
+    pub capacity: Option<f64>,
+    pub class: SiteClass,
+    /// Mean AgTime (queue wait + run time) of recent jobs, seconds.
+    pub agtime: Option<f64>,
+}
+
+/// The interface of every scheduling policy.
+pub trait Policy: Send {
+    /// The name used on command lines and in outputs (`thesis`, `adaptive`, …).
+    fn name(&self) -> &'static str;
+    /// Feeds one input at `now`; returns what to do, in order.
+    fn handle(&mut self, now: Time, input: &Input) -> Vec<Action>;
+    /// When the policy next wants an [`Input::Tick`], if ever.
+    fn next_deadline(&self) -> Option<Time>;
+    /// Where every job is. Every policy keeps one; the engine reads it to know
+    /// when the run has settled and to show progress.
+    fn book(&self) -> &JobBook;
+    /// The policy's current belief about a site.
+    fn site_view(&self, site: SiteId) -> SiteView;
+    /// What this run learned, to warm-start the next one.
+    fn learned(&self) -> CapacityMemory {
+        CapacityMemory::new()
+    }
+}
+
+/// Policy names accepted on command lines, in display order.
+pub const POLICY_NAMES: [&str; 5] = ["bulk", "jobrouter", "oracle", "thesis", "adaptive"];

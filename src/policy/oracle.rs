@@ -1,0 +1,1 @@
+//! `oracle` policy (being written).

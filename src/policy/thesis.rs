@@ -1,0 +1,1 @@
+//! `thesis` policy (being written).

@@ -1,0 +1,1 @@
+//! The simulated grid (being written).

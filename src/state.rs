@@ -1,0 +1,1 @@
+//! The SQLite state database (being written).

@@ -1,0 +1,1 @@
+//! The user's submit description (being written).

@@ -1,0 +1,12 @@
+//! cosched's one integration-test binary: a module per area.
+
+mod util;
+
+mod bench;
+mod daemon;
+mod policy;
+mod replay;
+mod report;
+mod sim;
+mod submit;
+mod userlog;
