@@ -232,3 +232,65 @@ pub trait Policy: Send {
 
 /// Policy names accepted on command lines, in display order.
 pub const POLICY_NAMES: [&str; 5] = ["bulk", "jobrouter", "oracle", "thesis", "adaptive"];
+
+/// A policy and its parameters, as chosen in sites.toml or on the command line.
+#[derive(Clone, Debug, PartialEq)]
+pub enum PolicyConfig {
+    Bulk,
+    JobRouter(jobrouter::Params),
+    Oracle,
+    Thesis(thesis::Params),
+    Adaptive(adaptive::Params),
+}
+
+impl PolicyConfig {
+    /// The named policy with default parameters.
+    pub fn named(name: &str) -> Option<Self> {
+        Some(match name {
+            "bulk" => PolicyConfig::Bulk,
+            "jobrouter" => PolicyConfig::JobRouter(Default::default()),
+            "oracle" => PolicyConfig::Oracle,
+            "thesis" => PolicyConfig::Thesis(Default::default()),
+            "adaptive" => PolicyConfig::Adaptive(Default::default()),
+            _ => return None,
+        })
+    }
+
+    pub fn name(&self) -> &'static str {
+        match self {
+            PolicyConfig::Bulk => "bulk",
+            PolicyConfig::JobRouter(_) => "jobrouter",
+            PolicyConfig::Oracle => "oracle",
+            PolicyConfig::Thesis(_) => "thesis",
+            PolicyConfig::Adaptive(_) => "adaptive",
+        }
+    }
+}
+
+/// What only the oracle may know: the true site model (simulation only).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Truth {
+    /// In site order.
+    pub sites: Vec<crate::sim::SiteParams>,
+    /// Mean work of a job, seconds at speed 1.
+    pub base_runtime: f64,
+}
+
+/// Builds the configured policy. Fails only for the oracle without [`Truth`].
+pub fn build(
+    config: &PolicyConfig,
+    spec: &RunSpec,
+    truth: Option<&Truth>,
+) -> Result<Box<dyn Policy>, String> {
+    Ok(match config {
+        PolicyConfig::Bulk => Box::new(bulk::Bulk::new(spec)),
+        PolicyConfig::JobRouter(p) => Box::new(jobrouter::JobRouter::new(spec, p)),
+        PolicyConfig::Oracle => {
+            let truth =
+                truth.ok_or("the oracle policy needs the true site model: it runs only in simulation")?;
+            Box::new(oracle::Oracle::new(spec, truth))
+        }
+        PolicyConfig::Thesis(p) => Box::new(thesis::Thesis::new(spec, p)),
+        PolicyConfig::Adaptive(p) => Box::new(adaptive::Adaptive::new(spec, p)),
+    })
+}
