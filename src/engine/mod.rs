@@ -48,24 +48,33 @@ pub trait SiteBackend: Send + 'static {
 }
 
 /// The run's clock: seconds since the run began. A resumed run keeps its
-/// original origin through `offset`.
+/// original origin through `offset`; a run on the fake HTCondor in scaled real
+/// time runs `rate` simulated seconds per real second.
 #[derive(Clone, Copy, Debug)]
 pub struct RunClock {
     origin: Instant,
     offset: f64,
+    rate: f64,
 }
 
 impl RunClock {
-    /// A clock reading `offset` seconds now.
+    /// A clock reading `offset` seconds now, advancing in real time.
     pub fn starting_at(offset: f64) -> Self {
-        RunClock { origin: Instant::now(), offset }
+        RunClock::scaled(offset, 1.0)
+    }
+    /// A clock reading `offset` now and advancing `rate` seconds per second.
+    pub fn scaled(offset: f64, rate: f64) -> Self {
+        RunClock { origin: Instant::now(), offset, rate: if rate > 0.0 { rate } else { 1.0 } }
+    }
+    pub fn rate(&self) -> f64 {
+        self.rate
     }
     pub fn now(&self) -> Time {
-        self.offset + self.origin.elapsed().as_secs_f64()
+        self.offset + self.origin.elapsed().as_secs_f64() * self.rate
     }
     /// The tokio instant at which the clock will read `t`.
     pub fn instant_at(&self, t: Time) -> Instant {
-        let from_origin = (t - self.offset).max(0.0);
+        let from_origin = ((t - self.offset) / self.rate).max(0.0);
         self.origin + std::time::Duration::from_secs_f64(from_origin.min(1e10))
     }
 }
