@@ -1,5 +1,379 @@
-//! `cosched bench` (being written).
+//! `cosched bench`: every (scenario, policy, seed) on the simulated grid, in
+//! parallel across cores, summarised against the `oracle` and `bulk`
+//! baselines measured in the same invocation (never against stored numbers).
+//!
+//! Each run gets its own OS thread's current-thread runtime with a paused
+//! clock ([`crate::sim::run`]), so runs are independent and deterministic;
+//! only the bench itself reads the wall clock, to report simulator speed.
+//! A run that breaks a conservation rule is reported as an error (exit 1).
 
-pub fn command(_args: crate::cli::BenchArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+use crate::cli::BenchArgs;
+use crate::policy::{CapacityMemory, PolicyConfig, POLICY_NAMES};
+use crate::sim::{self, Scenario, SimOptions, SimResult};
+use crate::{CmdResult, Exit, Failure};
+use serde::Serialize;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// One run to do.
+#[derive(Clone, Debug)]
+struct Task {
+    scenario: usize,
+    policy: String,
+    seed: u64,
+    /// Asked for on the command line (baselines may be run only for ratios).
+    shown: bool,
+}
+
+/// One run's line of `--json`.
+#[derive(Debug, Serialize)]
+pub struct RunLine<'a> {
+    pub scenario: &'a str,
+    pub policy: &'a str,
+    pub seed: u64,
+    pub warm: bool,
+    pub makespan: Option<f64>,
+    pub mean_turnaround: f64,
+    pub p95_turnaround: f64,
+    pub mean_completion: f64,
+    pub goodput_area: f64,
+    pub wasted_area: f64,
+    pub jobs_done: u64,
+    pub hang: bool,
+    pub events: u64,
+    pub sites: &'a [sim::SiteMetrics],
+    pub errors: &'a [String],
+}
+
+/// Parses `1-5`, `3`, `1,4,9` or `1-3,7` into seeds, in the order given.
+pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
+    let mut seeds = Vec::new();
+    for part in text.split(',').map(str::trim) {
+        let bad = || format!("bad --seeds part {part:?}: use e.g. 1-5, 3 or 1,4,9");
+        if let Some((a, b)) = part.split_once('-') {
+            let (a, b): (u64, u64) =
+                (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+            if a > b || b - a > 100_000 {
+                return Err(bad());
+            }
+            seeds.extend(a..=b);
+        } else {
+            seeds.push(part.parse().map_err(|_| bad())?);
+        }
+    }
+    if seeds.is_empty() {
+        return Err("--seeds names no seed".into());
+    }
+    Ok(seeds)
+}
+
+pub fn command(args: BenchArgs) -> CmdResult {
+    let all = sim::load_scenarios(&args.scenarios).map_err(Failure::usage)?;
+    let mut scenarios: Vec<(String, Scenario)> = Vec::new();
+    if args.scenario.is_empty() {
+        scenarios = all;
+    } else {
+        for name in &args.scenario {
+            let found = all.iter().find(|(n, _)| n == name).ok_or_else(|| {
+                let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
+                Failure::usage(format!(
+                    "{}: no scenario {name:?}; the file has {}",
+                    args.scenarios.display(),
+                    names.join(", ")
+                ))
+            })?;
+            scenarios.push(found.clone());
+        }
+    }
+    let policies: Vec<String> = if args.policy.is_empty() {
+        POLICY_NAMES.iter().map(|s| s.to_string()).collect()
+    } else {
+        args.policy.clone()
+    };
+    for p in &policies {
+        if PolicyConfig::named(p).is_none() {
+            return Err(Failure::usage(format!(
+                "unknown policy {p:?}; use one of {}",
+                POLICY_NAMES.join(", ")
+            )));
+        }
+    }
+    let seeds = parse_seeds(&args.seeds).map_err(Failure::usage)?;
+    if args.trace && scenarios.len() * policies.len() * seeds.len() != 1 {
+        return Err(Failure::usage(
+            "--trace prints one run: select one --scenario, one --policy and one seed (e.g. --seeds 1)",
+        ));
+    }
+
+    // The table's ratios need the baselines measured here too.
+    let mut tasks = Vec::new();
+    for (si, _) in scenarios.iter().enumerate() {
+        for seed in &seeds {
+            for p in &policies {
+                tasks.push(Task { scenario: si, policy: p.clone(), seed: *seed, shown: true });
+            }
+            if !args.json && !args.trace {
+                for base in ["bulk", "oracle"] {
+                    if !policies.iter().any(|p| p == base) {
+                        tasks.push(Task { scenario: si, policy: base.into(), seed: *seed, shown: false });
+                    }
+                }
+            }
+        }
+    }
+    let opts = SimOptions { trace: args.trace, ..SimOptions::default() };
+    let threads =
+        args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
+    #[allow(clippy::disallowed_methods)] // wall time of the simulator itself, for runs/s
+    let started = std::time::Instant::now();
+    let results = run_all(&scenarios, &tasks, &opts, args.warm, threads);
+    let wall = started.elapsed().as_secs_f64();
+
+    let mut errors = 0;
+    for (task, r) in tasks.iter().zip(&results) {
+        for e in &r.errors {
+            errors += 1;
+            eprintln!("error: {} {} seed {}: {e}", scenarios[task.scenario].0, task.policy, task.seed);
+        }
+    }
+    if args.trace {
+        let (name, scenario) = &scenarios[tasks[0].scenario];
+        print!("{}", trace_text(name, scenario, &tasks[0], &results[0]));
+    } else if args.json {
+        for (task, r) in tasks.iter().zip(&results).filter(|(t, _)| t.shown) {
+            let line = run_line(&scenarios[task.scenario].0, task, r, args.warm);
+            println!("{}", serde_json::to_string(&line).expect("run lines serialise"));
+        }
+    } else {
+        print!("{}", table(&scenarios, &policies, &tasks, &results, args.warm));
+    }
+    let events: u64 = results.iter().map(|r| r.events).sum();
+    let runs = results.len() * if args.warm { 2 } else { 1 };
+    eprintln!(
+        "{runs} simulated runs in {wall:.2} s on {threads} thread(s): {:.1} runs/s, {:.0} events/s",
+        runs as f64 / wall.max(1e-9),
+        events as f64 * if args.warm { 2.0 } else { 1.0 } / wall.max(1e-9)
+    );
+    if let Some(path) = &args.chart {
+        let rows = chart_rows(&scenarios, &policies, &tasks, &results);
+        std::fs::write(path, crate::report::bench_chart(&rows))
+            .map_err(|e| Failure::failed(format!("{}: cannot write the chart: {e}", path.display())))?;
+    }
+    if errors > 0 {
+        return Err(Failure::failed(format!("{errors} conservation error(s) in simulated runs; see above")));
+    }
+    Ok(Exit::Ok)
+}
+
+/// Runs every task on `threads` OS threads, each run on its own runtime.
+fn run_all(
+    scenarios: &[(String, Scenario)],
+    tasks: &[Task],
+    opts: &SimOptions,
+    warm: bool,
+    threads: usize,
+) -> Vec<SimResult> {
+    let next = AtomicUsize::new(0);
+    let slots: Mutex<Vec<Option<SimResult>>> = Mutex::new(vec![None; tasks.len()]);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.min(tasks.len()) {
+            scope.spawn(|| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                let Some(task) = tasks.get(i) else { break };
+                let scenario = &scenarios[task.scenario].1;
+                let config = PolicyConfig::named(&task.policy).expect("policy names were checked");
+                let mut result = sim::run(scenario, &config, task.seed, opts);
+                if warm {
+                    let memory: CapacityMemory = result.learned.clone();
+                    let warm_opts = SimOptions { memory, ..opts.clone() };
+                    result = sim::run(scenario, &config, task.seed, &warm_opts);
+                }
+                slots.lock().expect("results lock")[i] = Some(result);
+            });
+        }
+    });
+    slots.into_inner().expect("results lock").into_iter().map(|r| r.expect("every task ran")).collect()
+}
+
+fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm: bool) -> RunLine<'a> {
+    let m = &r.metrics;
+    RunLine {
+        scenario,
+        policy: &task.policy,
+        seed: task.seed,
+        warm,
+        makespan: m.makespan,
+        mean_turnaround: m.mean_turnaround,
+        p95_turnaround: m.p95_turnaround,
+        mean_completion: m.mean_completion,
+        goodput_area: m.goodput_area,
+        wasted_area: m.wasted_area,
+        jobs_done: m.jobs_done,
+        hang: r.hang,
+        events: r.events,
+        sites: &m.sites,
+        errors: &r.errors,
+    }
+}
+
+/// The median makespan of a policy on a scenario; a hang counts as infinite,
+/// so a policy that hangs on most seeds has an infinite median.
+fn median_makespan(runs: &[&SimResult]) -> f64 {
+    let mut v: Vec<f64> = runs.iter().map(|r| r.metrics.makespan.unwrap_or(f64::INFINITY)).collect();
+    v.sort_by(f64::total_cmp);
+    if v.is_empty() {
+        return f64::NAN;
+    }
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        0.5 * (v[n / 2 - 1] + v[n / 2])
+    }
+}
+
+fn runs_of<'a>(
+    tasks: &[Task],
+    results: &'a [SimResult],
+    scenario: usize,
+    policy: &str,
+) -> Vec<&'a SimResult> {
+    tasks
+        .iter()
+        .zip(results)
+        .filter(|(t, _)| t.scenario == scenario && t.policy == policy)
+        .map(|(_, r)| r)
+        .collect()
+}
+
+fn fmt_secs(x: f64) -> String {
+    if x.is_finite() {
+        format!("{x:.0}")
+    } else {
+        "hang".into()
+    }
+}
+
+fn fmt_ratio(a: f64, b: f64) -> String {
+    if a.is_finite() && b.is_finite() && b > 0.0 {
+        format!("{:.2}", a / b)
+    } else {
+        "-".into()
+    }
+}
+
+fn table(
+    scenarios: &[(String, Scenario)],
+    policies: &[String],
+    tasks: &[Task],
+    results: &[SimResult],
+    warm: bool,
+) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{:<9} {:<9} {:>9} {:>7} {:>6} {:>9} {:>9} {:>10} {:>5}  sites: peak running, capacity found/true knee{}",
+        "scenario",
+        "policy",
+        "makespan",
+        "/oracle",
+        "/bulk",
+        "turn.mean",
+        "turn.p95",
+        "completion",
+        "hangs",
+        if warm { " (warm runs)" } else { "" }
+    );
+    for (si, (name, _)) in scenarios.iter().enumerate() {
+        let oracle = median_makespan(&runs_of(tasks, results, si, "oracle"));
+        let bulk = median_makespan(&runs_of(tasks, results, si, "bulk"));
+        for p in policies {
+            let runs = runs_of(tasks, results, si, p);
+            let n = runs.len().max(1) as f64;
+            let median = median_makespan(&runs);
+            let hangs = runs.iter().filter(|r| r.hang).count();
+            let mean_of = |f: &dyn Fn(&SimResult) -> f64| runs.iter().map(|r| f(r)).sum::<f64>() / n;
+            let mut sites = String::new();
+            if let Some(first) = runs.first() {
+                for (i, s) in first.metrics.sites.iter().enumerate() {
+                    let peak = runs.iter().map(|r| r.metrics.sites[i].peak_concurrency).max().unwrap_or(0);
+                    let mut caps: Vec<f64> =
+                        runs.iter().filter_map(|r| r.metrics.sites[i].converged_capacity).collect();
+                    caps.sort_by(f64::total_cmp);
+                    let cap = caps.get(caps.len() / 2).map_or("-".to_string(), |c| format!("{c:.0}"));
+                    let _ = write!(sites, " {} {peak} {cap}/{};", s.name, s.true_knee);
+                }
+            }
+            let _ = writeln!(
+                out,
+                "{:<9} {:<9} {:>9} {:>7} {:>6} {:>9.0} {:>9.0} {:>10.0} {:>5} {}",
+                name,
+                p,
+                fmt_secs(median),
+                fmt_ratio(median, oracle),
+                fmt_ratio(median, bulk),
+                mean_of(&|r| r.metrics.mean_turnaround),
+                mean_of(&|r| r.metrics.p95_turnaround),
+                mean_of(&|r| r.metrics.mean_completion),
+                format!("{hangs}/{}", runs.len()),
+                sites.trim_end_matches(';')
+            );
+        }
+    }
+    out
+}
+
+fn chart_rows(
+    scenarios: &[(String, Scenario)],
+    policies: &[String],
+    tasks: &[Task],
+    results: &[SimResult],
+) -> Vec<crate::report::BenchRow> {
+    let mut rows = Vec::new();
+    for (si, (name, _)) in scenarios.iter().enumerate() {
+        for p in policies {
+            let m = median_makespan(&runs_of(tasks, results, si, p));
+            rows.push(crate::report::BenchRow {
+                scenario: name.clone(),
+                policy: p.clone(),
+                makespan_s: m.is_finite().then_some(m),
+            });
+        }
+    }
+    rows
+}
+
+fn trace_text(name: &str, scenario: &Scenario, task: &Task, r: &SimResult) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "# {name} {} seed {}: every decision", task.policy, task.seed);
+    let _ = writeln!(out, "{:>10}  {:<10} {:<8} {:>5}  reason", "time", "site", "action", "jobs");
+    for e in &r.trace {
+        let site = e.site.map_or("-", |s| scenario.sites.get(s.index()).map_or("?", |p| p.name.as_str()));
+        let _ = writeln!(out, "{:>10.1}  {:<10} {:<8} {:>5}  {}", e.time, site, e.action, e.jobs, e.why);
+    }
+    let _ = writeln!(
+        out,
+        "# makespan {}, {} jobs done{}",
+        r.metrics.makespan.map_or("hang".to_string(), |m| format!("{m:.0} s")),
+        r.metrics.jobs_done,
+        if r.hang { ", HANG" } else { "" }
+    );
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn seeds_parse_ranges_and_lists() {
+        assert_eq!(parse_seeds("1-5").unwrap(), vec![1, 2, 3, 4, 5]);
+        assert_eq!(parse_seeds("3").unwrap(), vec![3]);
+        assert_eq!(parse_seeds("1,4,9").unwrap(), vec![1, 4, 9]);
+        assert_eq!(parse_seeds("1-2,7").unwrap(), vec![1, 2, 7]);
+        assert!(parse_seeds("5-1").is_err());
+        assert!(parse_seeds("x").is_err());
+        assert!(parse_seeds("").is_err());
+    }
 }

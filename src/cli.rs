@@ -60,13 +60,16 @@ pub enum Command {
     #[command(after_help = "Example:\n  cosched daemon --config /etc/cosched/daemon.toml")]
     Daemon(DaemonArgs),
     /// List the daemon's runs (yours, or all for an admin).
+    #[command(after_help = "Example:\n  cosched runs --json")]
     Runs(ClientArgs),
     /// Show a daemon run's progress per site.
     #[command(after_help = "Example:\n  cosched status 7 --json")]
     Status(StatusArgs),
     /// Cancel a daemon run and remove its jobs.
+    #[command(after_help = "Example:\n  cosched cancel 7")]
     Cancel(RunRefArgs),
     /// Follow a daemon run's progress live.
+    #[command(after_help = "Example:\n  cosched watch 7")]
     Watch(RunRefArgs),
     /// Print shell completions.
     #[command(after_help = "Example:\n  cosched completions bash > /etc/bash_completion.d/cosched")]
@@ -142,8 +145,10 @@ pub enum LogCommand {
     /// Write an HTML report with charts (and CSV/JSON numbers) from logs.
     #[command(after_help = "Example:\n  cosched log report run1/logs/*.log --out report")]
     Report {
+        /// HTCondor user logs (any, also ones cosched did not write).
         #[arg(required = true)]
         logs: Vec<PathBuf>,
+        /// Directory for report.html, report.json, jobs.csv and sites.csv.
         #[arg(long, default_value = "cosched-report")]
         out: PathBuf,
     },
@@ -182,10 +187,14 @@ pub struct BenchArgs {
 
 #[derive(Args, Debug)]
 pub struct ReplayArgs {
+    /// Recorded HTCondor user logs (any, also ones cosched did not write).
     #[arg(required = true)]
     pub logs: Vec<PathBuf>,
+    /// The sites to replay on; log sites map to them by grid_resource, else
+    /// by log order; a vanilla pool's jobs go to the first site.
     #[arg(long)]
     pub sites: PathBuf,
+    /// The policy to replay (bulk, jobrouter, thesis, adaptive).
     #[arg(long, default_value = "adaptive")]
     pub policy: String,
     /// Print decisions as JSON lines.
@@ -249,11 +258,14 @@ pub fn main() -> ExitCode {
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_target(false)
-        .try_init();
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    // Under systemd stderr goes to journald, which stamps lines itself and
+    // shows escape codes raw: no timestamps, no colours there.
+    if std::env::var_os("JOURNAL_STREAM").is_some() {
+        let _ = builder.without_time().with_ansi(false).try_init();
+    } else {
+        let _ = builder.try_init();
+    }
 }
 
 fn dispatch(command: Command) -> CmdResult {

@@ -1,1 +1,944 @@
-//! `sites.toml` (being written).
+//! `sites.toml`: the sites of a run, the policy and its parameters, and the
+//! settings of the HTCondor edge.
+//!
+//! The file is read in two steps so that every mistake is reported with
+//! `file:line:column`: toml's span-keeping document tree is parsed first, the
+//! `[policy]` table is taken out (its keys belong to whichever policy `name`
+//! picks, so it can only be typed once the name is known), and the rest is
+//! deserialized into strict (`deny_unknown_fields`) raw structs that keep spans.
+//! Checks that need more than one value (duplicate names, removed grid types,
+//! unsafe characters) then run on the raw structs, still with spans, and all
+//! problems found are reported together, not just the first.
+//!
+//! The smallest valid file is one `[[site]]` with `name` (and `grid_resource`,
+//! unless the site is the local pool); every other key has a default. Every key
+//! is documented in `sites.example.toml`.
+//!
+//! Constraint: every string that ends up in a submit file (site names, grid
+//! resources, extra submit commands) is checked here for control characters and
+//! newlines, so a sites file cannot smuggle commands into a submit file.
+
+use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteInfo};
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::fmt;
+use std::ops::Range;
+use std::path::{Path, PathBuf};
+use toml::de::{DeTable, DeValue};
+use toml::Spanned;
+
+/// A parsed and checked sites file.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SitesFile {
+    /// Where it was read from (messages name it; relative paths in it resolve
+    /// against its directory).
+    pub path: PathBuf,
+    /// `[policy]`: the policy and its parameters (default: `adaptive`).
+    pub policy: PolicyConfig,
+    /// `[condor]`: where the HTCondor commands are and how patient to be.
+    pub condor: CondorSettings,
+    /// `[run]`: per-run limits.
+    pub run: RunSettings,
+    /// `[simulate]`: the job model used with `--simulate`.
+    pub simulate: SimulateSettings,
+    /// `[[site]]` tables, in file order (a site's index is its [`crate::policy::SiteId`]).
+    pub sites: Vec<SiteConfig>,
+}
+
+/// `[condor]`: how the HTCondor commands are run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CondorSettings {
+    /// Directory holding `condor_submit`, `condor_rm`, `condor_q`; `None`
+    /// searches `PATH`. Relative paths are relative to the sites file.
+    pub bin_dir: Option<PathBuf>,
+    /// Seconds a single HTCondor command may take before it is killed (and, for
+    /// `condor_submit`, counted as a transient failure).
+    pub submit_timeout: f64,
+    /// How many times a transiently failing `condor_submit` is retried.
+    pub retries: u32,
+    /// Seconds between reads of a user log when no file notification arrives
+    /// (NFS, where inotify is blind).
+    pub poll_interval: f64,
+}
+
+impl Default for CondorSettings {
+    fn default() -> Self {
+        CondorSettings { bin_dir: None, submit_timeout: 120.0, retries: 3, poll_interval: 5.0 }
+    }
+}
+
+/// `[run]`: limits of one run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunSettings {
+    /// Attempts a job gets before it is reported as failed for good.
+    pub max_attempts: u32,
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings { max_attempts: 3 }
+    }
+}
+
+/// `[simulate]`: the jobs of a `--simulate` run (the sites come from each
+/// site's `[site.simulate]`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimulateSettings {
+    /// Mean work of a job, seconds at speed 1.
+    pub base_runtime: f64,
+    /// Job work is `base_runtime × U(1 − jitter, 1 + jitter)`.
+    pub jitter: f64,
+    /// Seed of the simulated grid's random draws.
+    pub seed: u64,
+}
+
+impl Default for SimulateSettings {
+    fn default() -> Self {
+        SimulateSettings { base_runtime: 400.0, jitter: 0.2, seed: 1 }
+    }
+}
+
+/// One `[[site]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteConfig {
+    /// Unique name; also the key of the capacity memory.
+    pub name: String,
+    /// Where Condor-G sends the jobs; `None` is the local pool (vanilla universe).
+    pub grid_resource: Option<GridResource>,
+    /// Operator cap on our jobs out at the site (idle + running).
+    pub max_jobs: Option<u32>,
+    /// Operator cap on our idle jobs at the site.
+    pub max_idle: Option<u32>,
+    /// Seconds a job may stay idle before it is removed and sent elsewhere.
+    pub idle_timeout: Option<f64>,
+    /// CPU slots available to us, when the site publishes it.
+    pub slots: Option<u32>,
+    /// Extra submit commands for this site only (`[site.submit]`), in key order.
+    pub submit_commands: Vec<(String, String)>,
+    /// `[site.simulate]`: the site's model, used with `--simulate`.
+    pub simulate: Option<crate::sim::SiteParams>,
+}
+
+impl SiteConfig {
+    /// A local-pool site with nothing but a name (tests, programmatic use).
+    pub fn named(name: impl Into<String>) -> Self {
+        SiteConfig {
+            name: name.into(),
+            grid_resource: None,
+            max_jobs: None,
+            max_idle: None,
+            idle_timeout: None,
+            slots: None,
+            submit_commands: Vec::new(),
+            simulate: None,
+        }
+    }
+
+    /// What a policy may know about the site.
+    pub fn info(&self) -> SiteInfo {
+        SiteInfo {
+            name: self.name.clone(),
+            slots: self.slots,
+            max_jobs: self.max_jobs,
+            max_idle: self.max_idle,
+            idle_timeout: self.idle_timeout,
+        }
+    }
+}
+
+/// A `grid_resource` value: its type (first word) and the whole string.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct GridResource {
+    /// `condor`, `batch`, `arc`, `ec2`, `gce`, `azure`.
+    pub kind: String,
+    /// The value as written (whitespace-trimmed), e.g. `condor ce.example.org ce.example.org:9619`.
+    pub raw: String,
+}
+
+/// Grid types HTCondor still supports.
+pub const GRID_TYPES: [&str; 6] = ["condor", "batch", "arc", "ec2", "gce", "azure"];
+/// Grid types HTCondor removed in 9.1 (the 2013 thesis used gt2/gt5).
+pub const REMOVED_GRID_TYPES: [&str; 4] = ["gt2", "gt5", "cream", "unicore"];
+/// Batch systems `grid_resource = batch …` knows.
+const BATCH_SYSTEMS: [&str; 6] = ["slurm", "pbs", "lsf", "sge", "condor", "nqs"];
+
+impl GridResource {
+    /// Parses and checks a `grid_resource` value. `Err` is (message, hint).
+    pub fn parse(value: &str) -> Result<GridResource, (String, Option<String>)> {
+        let raw = value.trim();
+        if let Some(bad) = unsafe_char(raw) {
+            return Err((format!("grid_resource contains {bad}"), None));
+        }
+        let words: Vec<&str> = raw.split_whitespace().collect();
+        let Some(kind) = words.first().map(|k| k.to_ascii_lowercase()) else {
+            return Err((
+                "grid_resource is empty".into(),
+                Some("omit grid_resource for the local pool, or use e.g. `condor HOST HOST:9619`".into()),
+            ));
+        };
+        let ce_hint =
+            || Some("use an HTCondor-CE instead: grid_resource = \"condor HOST HOST:9619\"".to_string());
+        if REMOVED_GRID_TYPES.contains(&kind.as_str()) {
+            return Err((format!("grid type `{kind}` was removed from HTCondor in version 9.1"), ce_hint()));
+        }
+        if !GRID_TYPES.contains(&kind.as_str()) {
+            return Err((
+                format!("unknown grid type `{kind}`; HTCondor knows {}", GRID_TYPES.join(", ")),
+                ce_hint(),
+            ));
+        }
+        let args = &words[1..];
+        match kind.as_str() {
+            "condor" if args.len() != 2 => {
+                return Err((
+                    format!("`condor` grid resources take a schedd and a pool, got {} word(s)", args.len()),
+                    Some("for an HTCondor-CE: grid_resource = \"condor HOST HOST:9619\"".into()),
+                ))
+            }
+            "batch" => match args.first() {
+                None => {
+                    return Err((
+                        "`batch` grid resources name a batch system".into(),
+                        Some("e.g. grid_resource = \"batch slurm user@login.example.org\"".into()),
+                    ))
+                }
+                Some(system) if !BATCH_SYSTEMS.contains(&system.to_ascii_lowercase().as_str()) => {
+                    return Err((
+                        format!("unknown batch system `{system}`; known: {}", BATCH_SYSTEMS.join(", ")),
+                        None,
+                    ))
+                }
+                Some(_) => {}
+            },
+            "arc" | "ec2" | "gce" | "azure" if args.is_empty() => {
+                return Err((format!("`{kind}` grid resources need a service address"), None))
+            }
+            _ => {}
+        }
+        Ok(GridResource { kind, raw: raw.to_string() })
+    }
+}
+
+impl SitesFile {
+    /// Everything the policy is built from, for a run of `n_jobs`.
+    pub fn run_spec(&self, n_jobs: u64, memory: CapacityMemory) -> RunSpec {
+        RunSpec {
+            n_jobs,
+            sites: self.sites.iter().map(SiteConfig::info).collect(),
+            memory,
+            max_attempts: self.run.max_attempts,
+        }
+    }
+
+    /// The site model for `--simulate`: each site's `[site.simulate]` (named
+    /// after the site), or `None` with the names of the sites that lack one.
+    pub fn simulated_sites(&self) -> Result<Vec<crate::sim::SiteParams>, Vec<String>> {
+        let missing: Vec<String> =
+            self.sites.iter().filter(|s| s.simulate.is_none()).map(|s| s.name.clone()).collect();
+        if !missing.is_empty() {
+            return Err(missing);
+        }
+        Ok(self.sites.iter().filter_map(|s| s.simulate.clone()).collect())
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Diagnostics shared by the sites file and the submit description.
+
+/// How bad a [`Problem`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    /// Worth knowing; the run can go ahead.
+    Warning,
+    /// Nothing may be submitted until it is fixed.
+    Error,
+}
+
+/// One thing wrong with an input file, where it is, and what to do about it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Problem {
+    pub file: PathBuf,
+    /// 1-based line and column, when the problem has a place.
+    pub location: Option<(usize, usize)>,
+    pub severity: Severity,
+    pub message: String,
+    pub hint: Option<String>,
+}
+
+impl Problem {
+    pub fn error(file: &Path, location: Option<(usize, usize)>, message: impl Into<String>) -> Self {
+        Problem {
+            file: file.to_path_buf(),
+            location,
+            severity: Severity::Error,
+            message: message.into(),
+            hint: None,
+        }
+    }
+    pub fn warning(file: &Path, location: Option<(usize, usize)>, message: impl Into<String>) -> Self {
+        Problem { severity: Severity::Warning, ..Problem::error(file, location, message) }
+    }
+    pub fn with_hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+}
+
+impl fmt::Display for Problem {
+    /// `FILE:LINE:COL: error: MESSAGE` (compiler style, so editors can jump to
+    /// it), then `  hint: …` on its own line.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.file.display())?;
+        if let Some((line, col)) = self.location {
+            write!(f, ":{line}:{col}")?;
+        }
+        let level = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        write!(f, ": {level}: {}", self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "\n  hint: {hint}")?;
+        }
+        Ok(())
+    }
+}
+
+/// Why a sites file (or a submit description) cannot be used: every problem
+/// found, errors and warnings, in file order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConfigError {
+    pub problems: Vec<Problem>,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, p) in self.problems.iter().enumerate() {
+            if i > 0 {
+                writeln!(f)?;
+            }
+            write!(f, "{p}")?;
+        }
+        Ok(())
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// 1-based line and column (in characters) of byte `offset` in `text`.
+pub fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
+    }
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |i| i + 1);
+    (line, before[line_start..].chars().count() + 1)
+}
+
+/// Describes the first character that must not go into a submit file, if any:
+/// control characters (newlines included) would end or split a command.
+pub fn unsafe_char(value: &str) -> Option<String> {
+    value.chars().find(|c| c.is_control()).map(|c| match c {
+        '\n' => "a newline".to_string(),
+        '\r' => "a carriage return".to_string(),
+        '\t' => "a tab".to_string(),
+        c => format!("the control character U+{:04X}", c as u32),
+    })
+}
+
+// ---------------------------------------------------------------------------
+// Reading.
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawFile {
+    #[serde(default)]
+    condor: Option<RawCondor>,
+    #[serde(default)]
+    run: Option<RawRun>,
+    #[serde(default)]
+    simulate: Option<RawSimulate>,
+    #[serde(default)]
+    site: Vec<Spanned<RawSite>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawCondor {
+    bin_dir: Option<Spanned<String>>,
+    submit_timeout: Option<Spanned<f64>>,
+    retries: Option<u32>,
+    poll_interval: Option<Spanned<f64>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRun {
+    max_attempts: Option<Spanned<u32>>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSimulate {
+    base_runtime: Option<Spanned<f64>>,
+    jitter: Option<Spanned<f64>>,
+    seed: Option<u64>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSite {
+    name: Spanned<String>,
+    grid_resource: Option<Spanned<String>>,
+    max_jobs: Option<Spanned<u32>>,
+    max_idle: Option<Spanned<u32>>,
+    idle_timeout: Option<Spanned<f64>>,
+    slots: Option<Spanned<u32>>,
+    #[serde(default)]
+    submit: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
+    simulate: Option<crate::sim::SiteParams>,
+}
+
+/// Submit commands a site may not set: cosched writes them itself.
+const RESERVED_SITE_COMMANDS: [&str; 6] =
+    ["universe", "grid_resource", "log", "queue", "executable", "transfer_executable"];
+
+/// Reads and checks a sites file. Warnings do not fail the load; they are
+/// dropped here (use [`load_with_warnings`] to see them).
+pub fn load(path: &Path) -> Result<SitesFile, ConfigError> {
+    load_with_warnings(path).map(|(file, _)| file)
+}
+
+/// Reads and checks a sites file, returning it with any warnings.
+pub fn load_with_warnings(path: &Path) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
+    let text = match std::fs::read(path) {
+        Ok(bytes) => match String::from_utf8(bytes) {
+            Ok(text) => text,
+            Err(e) => {
+                let offset = e.utf8_error().valid_up_to();
+                let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+                return Err(ConfigError {
+                    problems: vec![Problem::error(path, Some(line_col(&text, offset)), "not UTF-8 text")],
+                });
+            }
+        },
+        Err(e) => {
+            return Err(ConfigError {
+                problems: vec![Problem::error(path, None, format!("cannot read the sites file: {e}"))],
+            })
+        }
+    };
+    parse(path, &text)
+}
+
+/// Parses sites-file text (`path` is for messages and relative paths).
+pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
+    let at = |span: Range<usize>| Some(line_col(text, span.start));
+    let toml_problem = |e: toml::de::Error| {
+        let location = e.span().map(|s| line_col(text, s.start));
+        Problem::error(path, location, e.message().trim().to_string())
+    };
+    let fail = |problems: Vec<Problem>| Err(ConfigError { problems });
+
+    let mut root = match DeTable::parse(text) {
+        Ok(root) => root,
+        Err(e) => return fail(vec![toml_problem(e)]),
+    };
+    let policy_table = root.get_mut().remove("policy");
+    fill_simulate_slots(root.get_mut());
+    let raw: RawFile = match RawFile::deserialize(toml::de::Deserializer::from(root)) {
+        Ok(raw) => raw,
+        Err(e) => return fail(vec![toml_problem(e)]),
+    };
+
+    let mut problems = Vec::new();
+    let policy = match policy_table {
+        None => PolicyConfig::named("adaptive").expect("adaptive is a policy"),
+        Some(table) => match read_policy(table) {
+            Ok(policy) => policy,
+            Err((message, span, hint)) => {
+                let mut p = Problem::error(path, span.and_then(at), message);
+                p.hint = hint;
+                problems.push(p);
+                PolicyConfig::Bulk
+            }
+        },
+    };
+
+    let positive = |problems: &mut Vec<Problem>, value: &Option<Spanned<f64>>, key: &str| {
+        if let Some(v) = value {
+            if !(v.get_ref().is_finite() && *v.get_ref() > 0.0) {
+                problems.push(Problem::error(
+                    path,
+                    at(v.span()),
+                    format!("{key} must be a positive number of seconds"),
+                ));
+            }
+        }
+    };
+
+    let mut condor = CondorSettings::default();
+    if let Some(c) = raw.condor {
+        positive(&mut problems, &c.submit_timeout, "submit_timeout");
+        positive(&mut problems, &c.poll_interval, "poll_interval");
+        if let Some(dir) = c.bin_dir {
+            let dir_path = PathBuf::from(dir.get_ref());
+            if dir.get_ref().trim().is_empty() {
+                problems.push(
+                    Problem::error(path, at(dir.span()), "bin_dir is empty")
+                        .with_hint("omit it to search PATH"),
+                );
+            } else {
+                let base = path.parent().unwrap_or(Path::new(""));
+                condor.bin_dir = Some(if dir_path.is_absolute() { dir_path } else { base.join(dir_path) });
+            }
+        }
+        condor.submit_timeout = c.submit_timeout.map_or(condor.submit_timeout, |v| v.into_inner());
+        condor.retries = c.retries.unwrap_or(condor.retries);
+        condor.poll_interval = c.poll_interval.map_or(condor.poll_interval, |v| v.into_inner());
+    }
+
+    let mut run = RunSettings::default();
+    if let Some(r) = raw.run {
+        if let Some(m) = r.max_attempts {
+            if *m.get_ref() == 0 {
+                problems.push(Problem::error(path, at(m.span()), "max_attempts must be at least 1"));
+            }
+            run.max_attempts = m.into_inner();
+        }
+    }
+
+    let mut simulate = SimulateSettings::default();
+    if let Some(s) = raw.simulate {
+        positive(&mut problems, &s.base_runtime, "base_runtime");
+        if let Some(j) = &s.jitter {
+            if !(0.0..1.0).contains(j.get_ref()) {
+                problems.push(Problem::error(path, at(j.span()), "jitter must be in [0, 1)"));
+            }
+        }
+        simulate.base_runtime = s.base_runtime.map_or(simulate.base_runtime, |v| v.into_inner());
+        simulate.jitter = s.jitter.map_or(simulate.jitter, |v| v.into_inner());
+        simulate.seed = s.seed.unwrap_or(simulate.seed);
+    }
+
+    if raw.site.is_empty() {
+        problems.push(
+            Problem::error(path, None, "no sites: the file has no [[site]] table")
+                .with_hint("add one per site: [[site]] name = \"ce1\" grid_resource = \"condor ce1.example.org ce1.example.org:9619\""),
+        );
+    }
+    let mut sites = Vec::with_capacity(raw.site.len());
+    let mut first_seen: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+    for site in raw.site {
+        let table_at = at(site.span());
+        let site = site.into_inner();
+        let name_at = at(site.name.span());
+        let name = site.name.get_ref().clone();
+        if let Some(problem) = check_site_name(path, name_at, &name) {
+            problems.push(problem);
+        } else if let Some((line, col)) = first_seen.get(&name) {
+            problems.push(Problem::error(path, name_at, format!("duplicate site name `{name}`")).with_hint(
+                format!("it is already used at line {line}, column {col}; site names must be unique"),
+            ));
+        } else if let Some(loc) = name_at.or(table_at) {
+            first_seen.insert(name.clone(), loc);
+        }
+
+        let grid_resource =
+            site.grid_resource.as_ref().and_then(|g| match GridResource::parse(g.get_ref()) {
+                Ok(g) => Some(g),
+                Err((message, hint)) => {
+                    let mut p = Problem::error(path, at(g.span()), message);
+                    p.hint = hint;
+                    problems.push(p);
+                    None
+                }
+            });
+        for (cap, key) in [(&site.max_jobs, "max_jobs"), (&site.slots, "slots")] {
+            if let Some(v) = cap {
+                if *v.get_ref() == 0 {
+                    problems.push(Problem::error(path, at(v.span()), format!("{key} must be at least 1")));
+                }
+            }
+        }
+        positive(&mut problems, &site.idle_timeout, "idle_timeout");
+
+        let mut submit_commands = Vec::new();
+        for (key, value) in &site.submit {
+            let key_at = at(key.span());
+            let value_at = at(value.span());
+            if let Err((message, hint)) = check_submit_key(key.get_ref()) {
+                let mut p = Problem::error(path, key_at, message);
+                p.hint = hint;
+                problems.push(p);
+                continue;
+            }
+            let text_value = match value.get_ref() {
+                toml::Value::String(s) => s.clone(),
+                toml::Value::Integer(i) => i.to_string(),
+                toml::Value::Float(f) => f.to_string(),
+                toml::Value::Boolean(b) => if *b { "true" } else { "false" }.to_string(),
+                other => {
+                    problems.push(Problem::error(
+                        path,
+                        value_at,
+                        format!(
+                            "submit command `{}` must be a string or a number, not a {}",
+                            key.get_ref(),
+                            other.type_str()
+                        ),
+                    ));
+                    continue;
+                }
+            };
+            if let Some(bad) = unsafe_char(&text_value) {
+                problems.push(Problem::error(
+                    path,
+                    value_at,
+                    format!(
+                        "submit command `{}` contains {bad}; it would break the submit file",
+                        key.get_ref()
+                    ),
+                ));
+                continue;
+            }
+            submit_commands.push((key.get_ref().clone(), text_value));
+        }
+
+        let simulate = site.simulate.map(|mut model| {
+            model.name = name.clone();
+            model
+        });
+        sites.push(SiteConfig {
+            name,
+            grid_resource,
+            max_jobs: site.max_jobs.map(Spanned::into_inner),
+            max_idle: site.max_idle.map(Spanned::into_inner),
+            idle_timeout: site.idle_timeout.map(Spanned::into_inner),
+            slots: site.slots.map(Spanned::into_inner),
+            submit_commands,
+            simulate,
+        });
+    }
+
+    if problems.iter().any(Problem::is_error) {
+        return fail(problems);
+    }
+    Ok((SitesFile { path: path.to_path_buf(), policy, condor, run, simulate, sites }, problems))
+}
+
+/// Why `name` cannot be a site name, if it cannot: it becomes part of file
+/// names and ClassAd strings, so it stays plain.
+pub fn site_name_error(name: &str) -> Option<String> {
+    if name.is_empty() {
+        return Some("site name is empty".into());
+    }
+    if let Some(bad) = unsafe_char(name) {
+        return Some(format!("site name contains {bad}"));
+    }
+    let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
+    if name.len() > 64 || !plain || name.starts_with('.') {
+        return Some(format!("site name `{name}` has characters cosched does not allow"));
+    }
+    None
+}
+
+fn check_site_name(path: &Path, at: Option<(usize, usize)>, name: &str) -> Option<Problem> {
+    let hint = "use letters, digits, `-`, `_` and `.`, at most 64 (for example the CE's host name)";
+    site_name_error(name).map(|message| Problem::error(path, at, message).with_hint(hint))
+}
+
+/// A key of `[site.submit]`: a submit command or `+Attr` / `MY.Attr`, not one
+/// cosched writes itself. `Err` is (message, hint).
+pub fn check_submit_key(key: &str) -> Result<(), (String, Option<String>)> {
+    let bare = key
+        .strip_prefix('+')
+        .or_else(|| key.strip_prefix("MY."))
+        .or_else(|| key.strip_prefix("my."))
+        .unwrap_or(key);
+    let well_formed = bare.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && bare.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '.');
+    if !well_formed {
+        return Err((
+            format!("`{key}` is not a submit command name"),
+            Some("use a command like `requirements` or a job attribute like `\"+ProjectName\"`".into()),
+        ));
+    }
+    let lower = key.to_ascii_lowercase();
+    if RESERVED_SITE_COMMANDS.contains(&lower.as_str()) {
+        return Err((
+            format!("`{key}` is written by cosched and cannot be set per site"),
+            Some(
+                "grid_resource goes in the [[site]] table itself; the rest comes from the submit description"
+                    .into(),
+            ),
+        ));
+    }
+    if bare.to_ascii_lowercase().starts_with("cosched") {
+        return Err((format!("`{key}`: attributes named Cosched… are reserved for cosched"), None));
+    }
+    Ok(())
+}
+
+/// `[site.simulate]` needs `slots`; a site's own `slots` fills it in, so it
+/// need not be written twice.
+fn fill_simulate_slots(root: &mut DeTable<'_>) {
+    let Some(sites) = root.get_mut("site") else { return };
+    let DeValue::Array(sites) = sites.get_mut() else { return };
+    for site in sites.iter_mut() {
+        let DeValue::Table(site) = site.get_mut() else { continue };
+        let Some(slots) = site.get("slots").cloned() else { continue };
+        let Some(model) = site.get_mut("simulate") else { continue };
+        let DeValue::Table(model) = model.get_mut() else { continue };
+        if !model.contains_key("slots") {
+            let key_span = slots.span();
+            model.insert(Spanned::new(key_span, std::borrow::Cow::Borrowed("slots")), slots);
+        }
+    }
+}
+
+type PolicyError = (String, Option<Range<usize>>, Option<String>);
+
+fn read_policy(table: Spanned<DeValue<'_>>) -> Result<PolicyConfig, PolicyError> {
+    let span = table.span();
+    let DeValue::Table(mut table) = table.into_inner() else {
+        return Err(("`policy` must be a table: [policy]".into(), Some(span), None));
+    };
+    let (name, name_span) = match table.remove("name") {
+        None => ("adaptive".to_string(), span.clone()),
+        Some(name) => match name.get_ref().as_str() {
+            Some(s) => (s.to_string(), name.span()),
+            None => return Err(("policy name must be a string".into(), Some(name.span()), None)),
+        },
+    };
+    let rest = Spanned::new(span.clone(), DeValue::Table(table));
+    fn params<P: DeserializeOwned>(rest: Spanned<DeValue<'_>>) -> Result<P, PolicyError> {
+        P::deserialize(toml::de::ValueDeserializer::from(rest))
+            .map_err(|e| (format!("[policy]: {}", e.message().trim()), e.span(), None))
+    }
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct NoParams {}
+    match name.as_str() {
+        "bulk" => params::<NoParams>(rest).map(|_| PolicyConfig::Bulk),
+        "oracle" => params::<NoParams>(rest).map(|_| PolicyConfig::Oracle),
+        "jobrouter" => params::<policy::jobrouter::Params>(rest).map(PolicyConfig::JobRouter),
+        "thesis" => params::<policy::thesis::Params>(rest).map(PolicyConfig::Thesis),
+        "adaptive" => params::<policy::adaptive::Params>(rest).map(PolicyConfig::Adaptive),
+        other => Err((
+            format!("unknown policy `{other}`"),
+            Some(name_span),
+            Some(format!("choose one of {}", policy::POLICY_NAMES.join(", "))),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_str(text: &str) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
+        parse(Path::new("sites.toml"), text)
+    }
+
+    fn errors(text: &str) -> Vec<Problem> {
+        match parse_str(text) {
+            Ok(_) => panic!("expected errors for:\n{text}"),
+            Err(e) => e.problems.into_iter().filter(Problem::is_error).collect(),
+        }
+    }
+
+    #[test]
+    fn smallest_file_gets_defaults() {
+        let (file, warnings) = parse_str(
+            "[[site]]\nname = \"ce1\"\ngrid_resource = \"condor ce1.example.org ce1.example.org:9619\"\n",
+        )
+        .unwrap();
+        assert!(warnings.is_empty());
+        assert_eq!(file.policy.name(), "adaptive");
+        assert_eq!(file.condor, CondorSettings::default());
+        assert_eq!(file.run.max_attempts, 3);
+        assert_eq!(file.simulate, SimulateSettings::default());
+        assert_eq!(file.sites.len(), 1);
+        let site = &file.sites[0];
+        assert_eq!(site.name, "ce1");
+        let grid = site.grid_resource.as_ref().unwrap();
+        assert_eq!(
+            (grid.kind.as_str(), grid.raw.as_str()),
+            ("condor", "condor ce1.example.org ce1.example.org:9619")
+        );
+        assert_eq!((site.max_jobs, site.max_idle, site.slots, site.idle_timeout), (None, None, None, None));
+        let spec = file.run_spec(10, CapacityMemory::new());
+        assert_eq!((spec.n_jobs, spec.sites.len(), spec.max_attempts), (10, 1, 3));
+    }
+
+    #[test]
+    fn local_pool_site_needs_no_grid_resource() {
+        let (file, _) = parse_str("[[site]]\nname = \"local\"\n").unwrap();
+        assert_eq!(file.sites[0].grid_resource, None);
+    }
+
+    #[test]
+    fn example_file_parses_with_three_simulated_sites() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("sites.example.toml");
+        let (file, warnings) = load_with_warnings(&path).unwrap_or_else(|e| panic!("{e}"));
+        assert!(warnings.is_empty(), "{warnings:?}");
+        assert_eq!(file.sites.len(), 3);
+        let models = file.simulated_sites().expect("every example site has a model");
+        for (site, model) in file.sites.iter().zip(&models) {
+            assert_eq!(model.name, site.name);
+            assert_eq!(Some(model.slots), site.slots, "[site.simulate] slots default to the site's");
+        }
+        let flaky = file.sites.iter().find(|s| s.grid_resource.as_ref().is_some_and(|g| g.kind == "batch"));
+        assert!(flaky.is_some());
+        let tusker = &file.sites[0];
+        assert!(tusker.submit_commands.iter().any(|(k, v)| k == "+ProjectName" && v == "\"cosched-demo\""));
+    }
+
+    #[test]
+    fn settings_are_read() {
+        let text = "[policy]\nname = \"thesis\"\n[condor]\nbin_dir = \"bin\"\nsubmit_timeout = 30\nretries = 5\npoll_interval = 2.5\n[run]\nmax_attempts = 7\n[simulate]\nbase_runtime = 100\njitter = 0\nseed = 9\n[[site]]\nname = \"a\"\nmax_jobs = 10\nmax_idle = 4\nslots = 20\nidle_timeout = 600\n[site.submit]\nrequirements = \"Memory > 1024\"\nrequest_cpus = 2\n";
+        let (file, _) = parse(Path::new("/etc/cosched/sites.toml"), text).unwrap();
+        assert_eq!(file.policy.name(), "thesis");
+        assert_eq!(file.condor.bin_dir.as_deref(), Some(Path::new("/etc/cosched/bin")));
+        assert_eq!(
+            (file.condor.submit_timeout, file.condor.retries, file.condor.poll_interval),
+            (30.0, 5, 2.5)
+        );
+        assert_eq!(file.run.max_attempts, 7);
+        assert_eq!(file.simulate, SimulateSettings { base_runtime: 100.0, jitter: 0.0, seed: 9 });
+        let s = &file.sites[0];
+        assert_eq!(
+            (s.max_jobs, s.max_idle, s.slots, s.idle_timeout),
+            (Some(10), Some(4), Some(20), Some(600.0))
+        );
+        assert_eq!(
+            s.submit_commands,
+            vec![
+                ("request_cpus".to_string(), "2".to_string()),
+                ("requirements".to_string(), "Memory > 1024".to_string())
+            ]
+        );
+    }
+
+    #[test]
+    fn syntax_error_has_line_and_column() {
+        let e = errors("[[site]]\nname = \"a\"\ngrid_resource = condor x\n");
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].location.map(|l| l.0), Some(3), "{}", e[0]);
+    }
+
+    #[test]
+    fn unknown_key_is_located() {
+        let e = errors("[[site]]\nname = \"a\"\nmax_job = 3\n");
+        assert_eq!(e[0].location, Some((3, 1)), "{}", e[0]);
+        assert!(e[0].message.contains("max_job"), "{}", e[0]);
+        let e = errors("[condor]\nretry = 3\n[[site]]\nname = \"a\"\n");
+        assert_eq!(e[0].location.map(|l| l.0), Some(2), "{}", e[0]);
+    }
+
+    #[test]
+    fn all_site_problems_are_reported_together() {
+        let text = "[[site]]\nname = \"a\"\ngrid_resource = \"gt2 gatekeeper.example.edu/jobmanager-pbs\"\n\
+                    [[site]]\nname = \"a\"\ngrid_resource = \"condor onlyone\"\n\
+                    [[site]]\nname = \"b\"\n[site.submit]\nrequirements = \"x\\ny\"\nuniverse = \"vanilla\"\n";
+        let e = errors(text);
+        let find = |needle: &str| {
+            e.iter().find(|p| p.message.contains(needle)).unwrap_or_else(|| panic!("no `{needle}` in {e:#?}"))
+        };
+        let gt2 = find("removed");
+        assert_eq!(gt2.location.map(|l| l.0), Some(3));
+        assert!(gt2.hint.as_deref().unwrap().contains("9619"));
+        let dup = find("duplicate");
+        assert_eq!(dup.location.map(|l| l.0), Some(5));
+        assert!(dup.hint.as_deref().unwrap().contains("line 2"));
+        assert_eq!(find("schedd and a pool").location.map(|l| l.0), Some(6));
+        assert_eq!(find("newline").location.map(|l| l.0), Some(10));
+        assert_eq!(find("written by cosched").location.map(|l| l.0), Some(11));
+    }
+
+    #[test]
+    fn bad_site_names_and_values_are_refused() {
+        for name in ["", "a b", "x\\u0007", "../up", "a\\nb"] {
+            let e = errors(&format!("[[site]]\nname = \"{name}\"\n"));
+            assert_eq!(e[0].location.map(|l| l.0), Some(2), "{name}: {}", e[0]);
+        }
+        let e = errors("[[site]]\nname = \"a\"\ngrid_resource = \"condor a\\rb c\"\n");
+        assert!(e[0].message.contains("carriage return"), "{}", e[0]);
+        let e = errors("[[site]]\nname = \"a\"\nmax_jobs = 0\nidle_timeout = -1\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        let e = errors("# nothing\n[run]\nmax_attempts = 2\n");
+        assert!(e[0].message.contains("no sites"));
+    }
+
+    #[test]
+    fn grid_resource_types() {
+        for ok in [
+            "condor ce.example.org ce.example.org:9619",
+            "batch slurm",
+            "batch pbs user@host",
+            "arc https://arc.example.org/arex",
+            "ec2 https://ec2.amazonaws.com/",
+        ] {
+            assert!(GridResource::parse(ok).is_ok(), "{ok}");
+        }
+        for (bad, needle) in [
+            ("gt5 host/jobmanager", "removed"),
+            ("cream https://x", "removed"),
+            ("unicore x", "removed"),
+            ("globus x", "unknown grid type"),
+            ("batch moab", "unknown batch system"),
+            ("arc", "service address"),
+            ("  ", "empty"),
+        ] {
+            let (message, _) = GridResource::parse(bad).unwrap_err();
+            assert!(message.contains(needle), "{bad}: {message}");
+        }
+    }
+
+    #[test]
+    fn policy_table() {
+        let e = errors("[policy]\nname = \"fastest\"\n[[site]]\nname = \"a\"\n");
+        assert_eq!(e[0].location, Some((2, 8)), "{}", e[0]);
+        assert!(e[0].hint.as_deref().unwrap().contains("adaptive"));
+        let e = errors("[policy]\nname = \"bulk\"\nno_such_parameter = 1\n[[site]]\nname = \"a\"\n");
+        assert!(e[0].message.contains("no_such_parameter"), "{}", e[0]);
+        assert_eq!(e[0].location.map(|l| l.0), Some(3), "{}", e[0]);
+        let (file, _) = parse_str("[policy]\nname = \"jobrouter\"\n[[site]]\nname = \"a\"\n").unwrap();
+        assert_eq!(file.policy.name(), "jobrouter");
+    }
+
+    #[test]
+    fn simulate_model_is_strict_and_named_after_the_site() {
+        let (file, _) =
+            parse_str("[[site]]\nname = \"a\"\n[site.simulate]\nslots = 5\ncapacity = \"inf\"\n").unwrap();
+        let model = file.sites[0].simulate.as_ref().unwrap();
+        assert_eq!((model.name.as_str(), model.slots), ("a", 5));
+        let e = errors("[[site]]\nname = \"a\"\nslots = 3\n[site.simulate]\ncapcity = 4\n");
+        assert_eq!(e[0].location.map(|l| l.0), Some(5), "{}", e[0]);
+        assert!(file.simulated_sites().is_ok());
+        let (file, _) = parse_str("[[site]]\nname = \"a\"\n").unwrap();
+        assert_eq!(file.simulated_sites(), Err(vec!["a".to_string()]));
+    }
+
+    #[test]
+    fn line_col_counts_characters() {
+        let text = "ab\nçd=x\n";
+        assert_eq!(line_col(text, 0), (1, 1));
+        assert_eq!(line_col(text, 3), (2, 1));
+        assert_eq!(line_col(text, 6), (2, 3), "ç is one column");
+        assert_eq!(line_col(text, 999), (3, 1));
+    }
+
+    #[test]
+    fn problem_display_is_compiler_style() {
+        let p = Problem::error(Path::new("s.toml"), Some((3, 7)), "bad").with_hint("fix it");
+        assert_eq!(p.to_string(), "s.toml:3:7: error: bad\n  hint: fix it");
+    }
+}

@@ -1,8 +1,710 @@
-//! `cosched submit` and `cosched check` (being written).
+//! `cosched submit N sites.toml job.sub` end to end, `--resume`, and
+//! `cosched check`.
+//!
+//! A run: validate both files (nothing is submitted when anything is wrong,
+//! exit 2) → open the state directory ([`crate::state`]) → build the policy
+//! (warm-started from the capacities earlier runs in the same directory
+//! learned) → one [`CondorSite`] per site → [`engine::run`] with the
+//! [`progress`] display as observer → store what was learned, print the
+//! summary. SIGINT/SIGTERM stop submitting, keep every job where it is and
+//! exit 3 with the commands to resume or clean up.
+//!
+//! # Why `--resume` loses and duplicates nothing, even after `kill -9`
+//! The state database records, per batch, the *intent* (batch id, jobs, submit
+//! file) in a committed transaction *before* `condor_submit` runs, and the
+//! cluster (or the failure) after it answers. Every job carries
+//! `CoschedRun`/`CoschedBatch` attributes and every event of a site's jobs is
+//! in that site's user log. The crash points, in order:
+//! 1. Before the intent is committed: `condor_submit` never ran. The jobs were
+//!    only in cosched's memory; resume sees nothing and they are in the pool.
+//! 2. After the intent, before/while/after `condor_submit`, before the cluster
+//!    is recorded: the outcome is unknown. A `condor_submit` started by the
+//!    dead cosched may still be running (a child outlives `kill -9` of its
+//!    parent), so resume first waits until no process has that submit file on
+//!    its command line ([`history`]'s `wait_for_orphans`); after that the
+//!    outcome is final. Then: a cluster in the site's user log that no recorded
+//!    submission claims belongs to this intent (CondorSite runs one
+//!    `condor_submit` at a time per site and resolves it before the next, so
+//!    there is at most one unknown intent per site); otherwise `condor_q
+//!    -constraint 'CoschedRun == "R" && CoschedBatch == "B"'` is asked; if
+//!    neither shows the batch it was never queued (`condor_submit` queues a
+//!    cluster in one transaction) and its jobs return to the pool. The outcome
+//!    is recorded before anything else happens, so a crash during resume
+//!    leaves the same question, answered the same way, next time. If
+//!    `condor_q` cannot be asked, resume stops without submitting anything.
+//! 3. After the cluster is recorded: nothing is unknown.
+//! 4. A `condor_rm` decided but not run, or run but not yet in the log: the
+//!    job is still at the site per the log; replay (below) makes the policy
+//!    decide again, and the engine carries out replayed decisions that are
+//!    still pending (a second `condor_rm` of a gone job is harmless).
+//!
+//! Rebuilding the policy: each site's user log is re-read from byte 0 and
+//! turned into events (submit events become `Submitted` for the recorded
+//! clusters); the sites' sequences are merged in time order, a resubmission
+//! after the end it follows on ties; the policy replays this history before
+//! `Start` ([`engine::EngineOptions::history`]). The book only hands out jobs
+//! in its pool, and history takes every job that is out out of the pool
+//! (`JobBook::apply` accepts a `Submitted` for a pooled job for this), so
+//! `Start` cannot submit a job that is already out. Following the logs then
+//! continues exactly where the replay stopped.
+//!
+//! Run time: t = 0 is the run's `epoch_unix`. Real HTCondor runs at rate 1;
+//! on the fake HTCondor (`--simulate`, or a pool named by `COSCHED_FAKE_POOL`)
+//! the log stamps are a virtual wall clock `epoch + (real − epoch) × speedup`,
+//! so the engine's clock runs at the pool's speedup from the pool's epoch.
+//!
+//! Root: HTCondor does not let root own jobs, so cosched refuses to run as
+//! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
+//! it; both exist only for testing against the fake HTCondor (CI runs as root).
 
-pub fn command(_args: crate::cli::SubmitArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+mod history;
+pub mod progress;
+
+use crate::cli::{CheckArgs, SubmitArgs};
+use crate::condor::{Condor, CondorSite, SubmitJournal};
+use crate::config::{Problem, SitesFile};
+use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
+use crate::fake_condor::{self, FakeSite, PoolConfig};
+use crate::policy::{self, Action, JobId, Policy, PolicyConfig, SiteEvent, SiteId, Time};
+use crate::state::{Db, RunRecord, RunStatus, StateDir};
+use crate::submit_desc::{self, SubmitDescription};
+use crate::{CmdResult, Exit, Failure};
+use progress::{Display, Progress};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// `cosched check SITES JOB [--n-jobs N]`.
+pub fn check_command(args: CheckArgs) -> CmdResult {
+    submit_desc::check(&args.sites, &args.job, args.n_jobs)
 }
-pub fn check_command(_args: crate::cli::CheckArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+
+/// `cosched submit …`.
+pub fn command(args: SubmitArgs) -> CmdResult {
+    if args.daemon {
+        return crate::daemon::client::submit(&args);
+    }
+    let plan = match &args.resume {
+        Some(dir) => Plan::resume(dir)?,
+        None => Plan::fresh(&args)?,
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Failure::failed(format!("cannot start the async runtime: {e}")))?;
+    runtime.block_on(execute(plan, args.json))
+}
+
+/// Everything a run needs before the runtime starts.
+struct Plan {
+    state: StateDir,
+    db: Arc<Mutex<Db>>,
+    run: RunRecord,
+    sites: SitesFile,
+    desc: Arc<SubmitDescription>,
+    policy: PolicyConfig,
+    /// Run seconds per real second.
+    rate: f64,
+    /// The fake pool this run drives, if any (stopped when the run is done).
+    pool: Option<PathBuf>,
+    resumed: bool,
+}
+
+fn usage_problems(problems: &[Problem]) -> Option<Failure> {
+    for p in problems {
+        eprintln!("{p}");
+    }
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    (errors > 0).then(|| {
+        Failure::usage(format!("{errors} error(s) in the inputs; nothing was submitted (fix them and try again)"))
+    })
+}
+
+fn check_root(simulated: bool) -> Result<(), Failure> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !simulated && std::env::var("COSCHED_ALLOW_ROOT").as_deref() != Ok("1") {
+        return Err(Failure::usage(
+            "cosched does not run as root: HTCondor does not let root own jobs (condor_submit would fail). \
+             Run it as the user who should own the jobs. (COSCHED_ALLOW_ROOT=1 exists only for testing \
+             against cosched's fake HTCondor.)",
+        ));
+    }
+    Ok(())
+}
+
+/// Loads and validates both files; every problem is printed.
+fn load_inputs(
+    sites_path: &Path,
+    job_path: &Path,
+    n_jobs: Option<i64>,
+) -> Result<(SitesFile, SubmitDescription), Failure> {
+    let sites = crate::config::load_with_warnings(sites_path);
+    let desc = submit_desc::load(job_path);
+    match (sites, desc) {
+        (Ok((sites, warnings)), Ok(desc)) => {
+            let mut problems = warnings;
+            problems.extend(submit_desc::validate(&sites, &desc, n_jobs));
+            match usage_problems(&problems) {
+                Some(f) => Err(f),
+                None => Ok((sites, desc)),
+            }
+        }
+        _ => {
+            let (problems, _) = submit_desc::check_problems(sites_path, job_path, n_jobs);
+            Err(usage_problems(&problems).unwrap_or_else(|| Failure::usage("the inputs cannot be read")))
+        }
+    }
+}
+
+fn choose_policy(sites: &SitesFile, name: Option<&str>) -> Result<PolicyConfig, Failure> {
+    match name {
+        None => Ok(sites.policy.clone()),
+        Some(n) if n == sites.policy.name() => Ok(sites.policy.clone()),
+        Some(n) => PolicyConfig::named(n).ok_or_else(|| {
+            Failure::usage(format!("unknown policy `{n}`; choose one of {}", policy::POLICY_NAMES.join(", ")))
+        }),
+    }
+}
+
+/// The fake pool of a `--simulate` run, from the sites file's models.
+fn simulated_pool(sites: &SitesFile, epoch: f64, speedup: f64) -> Result<PoolConfig, Failure> {
+    let params = sites.simulated_sites().map_err(|missing| {
+        Failure::usage(format!(
+            "--simulate needs a [site.simulate] table for every site; missing for: {}",
+            missing.join(", ")
+        ))
+    })?;
+    let mut pool = PoolConfig {
+        epoch: Some(epoch),
+        speedup,
+        base_runtime: sites.simulate.base_runtime,
+        jitter: sites.simulate.jitter,
+        seed: sites.simulate.seed,
+        ..PoolConfig::default()
+    };
+    for (site, params) in sites.sites.iter().zip(params) {
+        match &site.grid_resource {
+            Some(grid) => pool.sites.push(FakeSite::grid(grid.raw.clone(), params)),
+            None if pool.local.is_none() => pool.local = Some(FakeSite::grid("", params)),
+            None => {
+                return Err(Failure::usage(format!(
+                    "--simulate: site `{}` is a second local-pool site (no grid_resource); the simulated grid \
+                     has one local pool",
+                    site.name
+                )))
+            }
+        }
+    }
+    Ok(pool)
+}
+
+/// Unix seconds now.
+#[allow(clippy::disallowed_methods)] // the edge: a run's epoch is a wall-clock instant
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// A run id people can type: `20261121T0612-3f9a`.
+#[allow(clippy::disallowed_methods)] // the edge: ids carry the wall-clock start
+fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    let salt = (now.timestamp_subsec_nanos() ^ std::process::id().wrapping_mul(2_654_435_761)) & 0xffff;
+    format!("{}-{salt:04x}", now.format("%Y%m%dT%H%M%S"))
+}
+
+fn state_failure(e: crate::state::StateError) -> Failure {
+    match e {
+        crate::state::StateError::TooNew { .. } | crate::state::StateError::Locked(_) => {
+            Failure::usage(e.to_string())
+        }
+        other => Failure::failed(format!("state database: {other}")),
+    }
+}
+
+/// The fake pool named by `COSCHED_FAKE_POOL` (tests): its epoch and speedup.
+fn foreign_fake_pool() -> Result<Option<(PathBuf, f64, f64)>, Failure> {
+    let Some(dir) = std::env::var_os(fake_condor::POOL_ENV).filter(|d| !d.is_empty()) else { return Ok(None) };
+    let dir = PathBuf::from(dir);
+    let path = dir.join("pool.toml");
+    let text = std::fs::read_to_string(&path)
+        .map_err(|e| Failure::usage(format!("{}: {e} (COSCHED_FAKE_POOL names a fake pool)", path.display())))?;
+    let config: PoolConfig =
+        toml::from_str(&text).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
+    let epoch = config.epoch.ok_or_else(|| Failure::usage(format!("{}: no epoch", path.display())))?;
+    Ok(Some((dir, epoch, config.speedup)))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
+
+impl Plan {
+    fn fresh(args: &SubmitArgs) -> Result<Plan, Failure> {
+        let (Some(n), Some(sites_path), Some(job_path)) = (args.n_jobs, &args.sites, &args.job) else {
+            return Err(Failure::usage("cosched submit N sites.toml job.sub (or --resume STATE_DIR)"));
+        };
+        check_root(args.simulate)?;
+        let (mut sites, desc) = load_inputs(sites_path, job_path, Some(n))?;
+        let policy = choose_policy(&sites, args.policy.as_deref())?;
+        if !(args.speedup > 0.0 && args.speedup.is_finite()) {
+            return Err(Failure::usage(format!("--speedup must be a positive number, got {}", args.speedup)));
+        }
+        let run_id = new_run_id();
+        let (epoch, rate, pool_config) = if args.simulate {
+            let epoch = unix_now();
+            (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
+        } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {
+            (epoch, speedup, None)
+        } else {
+            (unix_now(), 1.0, None)
+        };
+        let state = StateDir::open(args.state_dir.as_deref().unwrap_or(Path::new("cosched-state")))
+            .map_err(state_failure)?;
+        let db = state.db().map_err(state_failure)?;
+        if let Some(open) = db.runs().map_err(state_failure)?.into_iter().rev().find(|r| r.status.resumable()) {
+            return Err(Failure::usage(format!(
+                "{} holds run {} that has not finished ({}); continue it with `cosched submit --resume {}`, \
+                 or start this run with another --state-dir",
+                state.root().display(),
+                open.id,
+                open.status.as_str(),
+                state.root().display()
+            )));
+        }
+        let run_dir = state.run_dir(&run_id);
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", run_dir.display())))?;
+        let pool = match pool_config {
+            Some(config) => {
+                let pool_dir = run_dir.join("pool");
+                let bin = fake_condor::install(&pool_dir, &config)
+                    .map_err(|e| Failure::failed(format!("cannot set up the simulated grid: {e}")))?;
+                sites.condor.bin_dir = Some(bin);
+                Some(pool_dir)
+            }
+            None => None,
+        };
+        let run = RunRecord {
+            id: run_id,
+            created: chrono::DateTime::from_timestamp_millis((epoch * 1000.0) as i64)
+                .map_or_else(String::new, |d| d.to_rfc3339()),
+            n_jobs: n as u64,
+            sites_path: absolute(sites_path),
+            sites_text: std::fs::read_to_string(sites_path).unwrap_or_default(),
+            job_path: absolute(job_path),
+            job_text: std::fs::read_to_string(job_path).unwrap_or_default(),
+            policy: policy.name().to_string(),
+            epoch_unix: epoch,
+            simulate: args.simulate,
+            speedup: rate,
+            status: RunStatus::Running,
+        };
+        db.create_run(&run).map_err(state_failure)?;
+        Ok(Plan {
+            state,
+            db: Arc::new(Mutex::new(db)),
+            run,
+            sites,
+            desc: Arc::new(desc),
+            policy,
+            rate,
+            pool,
+            resumed: false,
+        })
+    }
+
+    fn resume(dir: &Path) -> Result<Plan, Failure> {
+        if !dir.join("state.db").is_file() {
+            return Err(Failure::usage(format!(
+                "{}: no state database (state.db) here; give the --state-dir of the run to resume",
+                dir.display()
+            )));
+        }
+        let state = StateDir::open(dir).map_err(state_failure)?;
+        let db = state.db().map_err(state_failure)?;
+        let runs = db.runs().map_err(state_failure)?;
+        let Some(run) = runs.iter().rev().find(|r| r.status.resumable()).cloned() else {
+            return Err(Failure::usage(match runs.last() {
+                Some(last) => format!("{}: nothing to resume: the last run, {}, is {}", dir.display(), last.id, last.status.as_str()),
+                None => format!("{}: nothing to resume: no run was started here", dir.display()),
+            }));
+        };
+        check_root(run.simulate)?;
+        // The files as they are now (a fix after a permanent error is
+        // welcome), but the site list must be the run's: jobs are out there.
+        let (mut sites, desc) = load_inputs(&run.sites_path, &run.job_path, Some(run.n_jobs as i64))?;
+        let (recorded, _) = crate::config::parse(&run.sites_path, &run.sites_text)
+            .map_err(|e| Failure::failed(format!("the run's recorded sites file no longer parses: {e}")))?;
+        let names = |s: &SitesFile| s.sites.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+        if names(&recorded) != names(&sites) {
+            return Err(Failure::usage(format!(
+                "{}: the sites changed since run {} started ({} then, {} now); jobs are out at those \
+                 sites, so put the site list back as it was to resume",
+                run.sites_path.display(),
+                run.id,
+                names(&recorded).join(", "),
+                names(&sites).join(", ")
+            )));
+        }
+        let policy = choose_policy(&sites, Some(&run.policy))?;
+        let mut rate = 1.0;
+        let mut pool = None;
+        if run.simulate {
+            let pool_dir = state.run_dir(&run.id).join("pool");
+            let config = simulated_pool(&recorded, run.epoch_unix, run.speedup)?;
+            let bin = fake_condor::install(&pool_dir, &config)
+                .map_err(|e| Failure::failed(format!("cannot set up the simulated grid: {e}")))?;
+            sites.condor.bin_dir = Some(bin);
+            rate = run.speedup;
+            pool = Some(pool_dir);
+        } else if let Some((_, _, speedup)) = foreign_fake_pool()? {
+            rate = speedup;
+        }
+        Ok(Plan {
+            state,
+            db: Arc::new(Mutex::new(db)),
+            run,
+            sites,
+            desc: Arc::new(desc),
+            policy,
+            rate,
+            pool,
+            resumed: true,
+        })
+    }
+}
+
+/// The state database as CondorSite's journal. A write that fails stops
+/// cosched at once: submitting without the record would break resume, and
+/// stopping here is just one more crash that resume handles.
+struct DbJournal {
+    db: Arc<Mutex<Db>>,
+    run: String,
+    site_names: Arc<Vec<String>>,
+}
+
+impl DbJournal {
+    fn fatal(&self, what: &str, e: crate::state::StateError) -> ! {
+        eprintln!(
+            "cosched: cannot record {what} in the state database: {e}\n\
+             Stopping before anything unrecorded happens; fix the cause and run `cosched submit --resume`."
+        );
+        std::process::exit(Exit::Partial as i32)
+    }
+    fn name(&self, site: SiteId) -> &str {
+        self.site_names.get(site.index()).map_or("?", String::as_str)
+    }
+}
+
+impl SubmitJournal for DbJournal {
+    fn intent(&mut self, site: SiteId, batch: &str, jobs: &[JobId], submit_file: &Path) {
+        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).record_intent(
+            &self.run,
+            self.name(site),
+            site.0,
+            batch,
+            jobs,
+            submit_file,
+        );
+        if let Err(e) = r {
+            self.fatal("a submission", e);
+        }
+    }
+    fn submitted(&mut self, batch: &str, cluster: i64) {
+        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).record_submitted(&self.run, batch, cluster);
+        if let Err(e) = r {
+            self.fatal("a submitted cluster", e);
+        }
+    }
+    fn failed(&mut self, batch: &str, error: &str) {
+        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).record_failed(&self.run, batch, error);
+        if let Err(e) = r {
+            self.fatal("a failed submission", e);
+        }
+    }
+    fn log_offset(&mut self, site: SiteId, offset: u64) {
+        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).set_log_offset(&self.run, self.name(site), offset);
+        if let Err(e) = r {
+            tracing::warn!("cannot checkpoint the user log offset: {e}");
+        }
+    }
+}
+
+/// The progress display, plus the one thing that stops a run besides a
+/// signal: `condor_submit` rejecting a batch outright (the same submission
+/// would fail again; a person has to look).
+struct Watch {
+    progress: Progress,
+    stop: CancellationToken,
+    permanent: Option<(String, String)>,
+    names: Vec<String>,
+}
+
+impl Observer for Watch {
+    fn action(&mut self, now: Time, action: &Action) {
+        self.progress.action(now, action);
+    }
+    fn event(&mut self, now: Time, site: SiteId, event: &SiteEvent) {
+        if let SiteEvent::SubmitFailed { error, permanent: true, .. } = event {
+            if self.permanent.is_none() {
+                let name = self.names.get(site.index()).cloned().unwrap_or_default();
+                self.permanent = Some((name, error.clone()));
+                self.stop.cancel();
+            }
+        }
+        self.progress.event(now, site, event);
+    }
+    fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        self.progress.progress(now, policy);
+    }
+    fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
+        self.progress.finished(now, policy, ending);
+    }
+}
+
+async fn execute(plan: Plan, json: bool) -> CmdResult {
+    let Plan { state, db, run, sites, desc, policy: policy_config, rate, pool, resumed } = plan;
+    if let Some(pool_dir) = &pool {
+        // The fake commands find their pool through the environment; set
+        // before any of them is spawned.
+        std::env::set_var(fake_condor::POOL_ENV, pool_dir);
+    }
+    let run_dir = state.run_dir(&run.id);
+    let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
+    let condor = Arc::new(Condor::new(&sites.condor));
+    let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
+    let past = if resumed {
+        let past = history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base)
+            .await?;
+        for (batch, what) in &past.reconciled {
+            eprintln!("cosched: batch {batch}: {what}");
+        }
+        past
+    } else {
+        history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
+    };
+    let memory = db.lock().unwrap_or_else(|p| p.into_inner()).load_memory().map_err(state_failure)?;
+    let spec = sites.run_spec(run.n_jobs, memory);
+    let mut policy = policy::build(&policy_config, &spec, None).map_err(Failure::usage)?;
+
+    let clock = RunClock::scaled((unix_now() - run.epoch_unix) * rate, rate);
+    let site_names = Arc::new(names.clone());
+    let backends: Vec<CondorSite> = sites
+        .sites
+        .iter()
+        .zip(past.sites)
+        .enumerate()
+        .map(|(i, (site, start))| {
+            let journal = DbJournal { db: db.clone(), run: run.id.clone(), site_names: site_names.clone() };
+            let backend = CondorSite::new(
+                SiteId(i as u32),
+                site.clone(),
+                desc.clone(),
+                condor.clone(),
+                run.id.clone(),
+                run_dir.clone(),
+                run.epoch_unix,
+                Box::new(journal),
+                start.known,
+                start.log_offset,
+            );
+            if rate == 1.0 {
+                backend
+            } else {
+                backend.with_clock(clock)
+            }
+        })
+        .collect();
+
+    let display = if json {
+        Display::Quiet
+    } else if std::io::stderr().is_terminal() {
+        Display::Live
+    } else {
+        Display::Lines
+    };
+    let shutdown = CancellationToken::new();
+    let mut watch = Watch {
+        progress: Progress::new(&run.id, names.clone(), run.n_jobs, rate, display),
+        stop: shutdown.clone(),
+        permanent: None,
+        names: names.clone(),
+    };
+    watch.progress.replay(&past.history);
+    if !json {
+        eprintln!(
+            "cosched: {} run {} of {} jobs over {} site(s) with policy {}; state in {}",
+            if resumed { "resuming" } else { "starting" },
+            run.id,
+            run.n_jobs,
+            names.len(),
+            policy.name(),
+            state.root().display()
+        );
+    }
+    let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let signals = tokio::spawn(watch_signals(shutdown.clone(), interrupted.clone()));
+    let options = EngineOptions { history: past.history, ..EngineOptions::default() };
+    let report = engine::run(policy.as_mut(), backends, clock, options, &mut watch, shutdown.clone()).await;
+    signals.abort();
+
+    let learned = policy.learned();
+    let book = policy.book();
+    let status = match report.ending {
+        Ending::Settled if book.given_up() == 0 => RunStatus::Done,
+        Ending::Settled => RunStatus::Failed,
+        Ending::Hang => RunStatus::Hung,
+        Ending::Interrupted => RunStatus::Interrupted,
+    };
+    {
+        let mut db = db.lock().unwrap_or_else(|p| p.into_inner());
+        db.save_memory(&run.id, &learned).map_err(state_failure)?;
+        db.set_status(&run.id, status).map_err(state_failure)?;
+    }
+    let mut summary = watch.progress.take_summary().ok_or_else(|| Failure::failed("the run ended without a summary"))?;
+    Progress::set_peaks(&mut summary, &report.peak_running);
+    if json {
+        println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
+    } else {
+        print!("{}", progress::render_summary(&summary));
+    }
+    let dir = state.root().display().to_string();
+    let how_to_continue = format!(
+        "  continue: cosched submit --resume {dir}\n  or remove its jobs: condor_rm -constraint 'CoschedRun == \"{}\"'",
+        run.id
+    );
+    match report.ending {
+        Ending::Settled => {
+            if let Some(pool_dir) = &pool {
+                if let Err(e) = fake_condor::stop(pool_dir) {
+                    tracing::warn!("stopping the simulated grid: {e}");
+                }
+            }
+            Ok(if book.given_up() == 0 { Exit::Ok } else { Exit::Partial })
+        }
+        Ending::Interrupted => {
+            if let Some((site, error)) = watch.permanent {
+                return Err(Failure::failed(format!(
+                    "condor_submit rejected a batch at site {site}; stopped submitting (jobs already out are \
+                     left alone):\n{error}\nFix the cause, then\n{how_to_continue}"
+                )));
+            }
+            eprintln!("cosched: interrupted; nothing more is submitted and the jobs out stay where they are.\n{how_to_continue}");
+            Ok(Exit::Interrupted)
+        }
+        Ending::Hang => Err(Failure::failed(format!(
+            "run {} stopped with {} job(s) stuck at the sites (nothing started them).\n{how_to_continue}",
+            run.id,
+            summary.unfinished
+        ))),
+    }
+}
+
+/// Cancels `shutdown` on SIGINT or SIGTERM.
+async fn watch_signals(shutdown: CancellationToken, seen: Arc<std::sync::atomic::AtomicBool>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+        tracing::warn!("cannot watch SIGINT/SIGTERM; Ctrl-C will kill cosched without a clean stop");
+        return;
+    };
+    tokio::select! {
+        biased;
+        _ = int.recv() => {}
+        _ = term.recv() => {}
+    }
+    seen.store(true, std::sync::atomic::Ordering::SeqCst);
+    eprintln!("\ncosched: stopping: no more submissions; jobs out are left alone");
+    shutdown.cancel();
+}
+
+/// Runs (or resumes) a run recorded in `db`, for `cosched daemon`: what
+/// [`execute`] does between the plan and the summary, without the terminal
+/// display or signal handling (the daemon has its own). Resume is the same as
+/// `--resume`: a run with recorded submissions has its history rebuilt and
+/// its unknown submissions reconciled first. `wrap` wraps the built policy
+/// (the daemon's fair-share cap) and gets the clock rate. Stores what the run
+/// learned and its final status in `runs`, like `cosched submit`.
+pub async fn drive_recorded(
+    db: Arc<Mutex<Db>>,
+    run_dir: PathBuf,
+    run: RunRecord,
+    wrap: Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>,
+    observer: &mut dyn Observer,
+    shutdown: CancellationToken,
+) -> Result<Ending, Failure> {
+    if run.simulate {
+        return Err(Failure::usage(format!(
+            "run {}: a --simulate run owns its fake pool and cannot be driven by the daemon",
+            run.id
+        )));
+    }
+    let (sites, _) = crate::config::parse(&run.sites_path, &run.sites_text)
+        .map_err(|e| Failure::failed(format!("run {}: its recorded sites file no longer parses: {e}", run.id)))?;
+    let desc = submit_desc::parse(&run.job_path, &run.job_text).map_err(|e| {
+        Failure::failed(format!("run {}: its recorded submit description no longer parses: {e}", run.id))
+    })?;
+    let policy_config = choose_policy(&sites, Some(&run.policy))?;
+    let rate = if run.speedup > 0.0 { run.speedup } else { 1.0 };
+    let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
+    let condor = Arc::new(Condor::new(&sites.condor));
+    let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
+    let resumed = !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
+    let past = if resumed {
+        history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base).await?
+    } else {
+        history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
+    };
+    for (batch, what) in &past.reconciled {
+        tracing::info!("run {}: batch {batch}: {what}", run.id);
+    }
+    std::fs::create_dir_all(&run_dir)
+        .map_err(|e| Failure::failed(format!("cannot create {}: {e}", run_dir.display())))?;
+    let memory = db.lock().unwrap_or_else(|p| p.into_inner()).load_memory().map_err(state_failure)?;
+    let spec = sites.run_spec(run.n_jobs, memory);
+    let mut policy = wrap(policy::build(&policy_config, &spec, None).map_err(Failure::usage)?, rate);
+    let clock = RunClock::scaled((unix_now() - run.epoch_unix) * rate, rate);
+    let site_names = Arc::new(names.clone());
+    let desc = Arc::new(desc);
+    let backends: Vec<CondorSite> = sites
+        .sites
+        .iter()
+        .zip(past.sites)
+        .enumerate()
+        .map(|(i, (site, start))| {
+            let journal = DbJournal { db: db.clone(), run: run.id.clone(), site_names: site_names.clone() };
+            let backend = CondorSite::new(
+                SiteId(i as u32),
+                site.clone(),
+                desc.clone(),
+                condor.clone(),
+                run.id.clone(),
+                run_dir.clone(),
+                run.epoch_unix,
+                Box::new(journal),
+                start.known,
+                start.log_offset,
+            );
+            if rate == 1.0 {
+                backend
+            } else {
+                backend.with_clock(clock)
+            }
+        })
+        .collect();
+    db.lock().unwrap_or_else(|p| p.into_inner()).set_status(&run.id, RunStatus::Running).map_err(state_failure)?;
+    let options = EngineOptions { history: past.history, ..EngineOptions::default() };
+    let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
+    let book = policy.book();
+    let status = match report.ending {
+        Ending::Settled if book.given_up() == 0 => RunStatus::Done,
+        Ending::Settled => RunStatus::Failed,
+        Ending::Hang => RunStatus::Hung,
+        Ending::Interrupted => RunStatus::Interrupted,
+    };
+    let mut db = db.lock().unwrap_or_else(|p| p.into_inner());
+    db.save_memory(&run.id, &policy.learned()).map_err(state_failure)?;
+    db.set_status(&run.id, status).map_err(state_failure)?;
+    Ok(report.ending)
 }

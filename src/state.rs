@@ -1,1 +1,662 @@
-//! The SQLite state database (being written).
+//! The state directory and its SQLite database: what `cosched submit` must
+//! not forget, so that a run survives Ctrl-C, `kill -9` and power loss and
+//! can be continued with `cosched submit --resume DIR` without losing or
+//! duplicating a job.
+//!
+//! # Layout of a state directory
+//! ```text
+//! DIR/state.db            this database (WAL mode: also state.db-wal, state.db-shm)
+//! DIR/lock                held (flock) by the one cosched working in DIR
+//! DIR/runs/<run-id>/      per-run files: submit files and user logs per site,
+//!                         the fake pool of a --simulate run (pool/)
+//! ```
+//!
+//! # Tables (inspect with `sqlite3 DIR/state.db`)
+//! - `runs` — one row per `cosched submit`: `id`, `created` (RFC 3339),
+//!   `n_jobs`, `sites_path`/`sites_text` (the sites file as it was),
+//!   `job_path`/`job_text` (the submit description as it was), `policy`,
+//!   `epoch_unix` (the instant that is t = 0 of the run; log timestamps are
+//!   mapped onto run time from it), `simulate`/`speedup` (a `--simulate` run and
+//!   its clock rate), `status` (`running`, `interrupted`, `done`, `failed`,
+//!   `hung`), `finished`.
+//! - `submissions` — one row per batch handed to `condor_submit`, keyed by
+//!   (`run`, `batch`; the batch id is also in the jobs as `CoschedBatch`), `site`,
+//!   `site_index`, `jobs` (JSON array of job indexes, in proc order),
+//!   `submit_file`, `state` (`intent` → `submitted` | `failed`), `cluster`,
+//!   `error`, `recorded`/`resolved` (RFC 3339).
+//! - `log_offsets` — per (`run`, `site`): bytes of the site's user log already
+//!   turned into events (a checkpoint; a resume re-reads the log from 0).
+//! - `site_memory` — per site name: what runs learned (`memory` is the JSON of
+//!   [`crate::policy::SiteMemory`]), `updated`, and the `run` that learned it.
+//! - `daemon_runs` — runs handed to `cosched daemon`: the number people type
+//!   (`id`), the `run`, its `owner` (uid from the kernel), the daemon's `state`
+//!   (`queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`) and a
+//!   `message`. Written by [`crate::daemon`] only.
+//! - `meta` — key/value: `schema` (same as `PRAGMA user_version`) and
+//!   `written_by` (the cosched version that last migrated the file).
+//!
+//! # Durability
+//! Every write is its own transaction, committed before the function returns,
+//! with `synchronous = FULL`, so a row that was written survives `kill -9` and
+//! power loss. In particular [`Db::record_intent`] is committed before
+//! `condor_submit` starts; see [`crate::run`] for why that makes resume safe.
+//!
+//! # Schema versions
+//! `PRAGMA user_version` is the schema version. Opening applies the missing
+//! migrations in one transaction; a database with a version newer than this
+//! build knows is refused (never read with the wrong meaning).
+
+use crate::policy::{CapacityMemory, JobId, SiteMemory};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::fs::File;
+use std::path::{Path, PathBuf};
+
+/// The schema this build writes; `MIGRATIONS[i]` takes version i to i + 1.
+pub const SCHEMA_VERSION: u32 = 2;
+
+const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
+    // 0 → 1: the first schema.
+    "CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+     CREATE TABLE runs (
+        id TEXT PRIMARY KEY,
+        created TEXT NOT NULL,
+        n_jobs INTEGER NOT NULL,
+        sites_path TEXT NOT NULL,
+        sites_text TEXT NOT NULL,
+        job_path TEXT NOT NULL,
+        job_text TEXT NOT NULL,
+        policy TEXT NOT NULL,
+        epoch_unix REAL NOT NULL,
+        simulate INTEGER NOT NULL,
+        speedup REAL NOT NULL,
+        status TEXT NOT NULL
+            CHECK (status IN ('running', 'interrupted', 'done', 'failed', 'hung')),
+        finished TEXT
+     );
+     CREATE TABLE submissions (
+        batch TEXT NOT NULL,
+        run TEXT NOT NULL REFERENCES runs(id),
+        site TEXT NOT NULL,
+        site_index INTEGER NOT NULL,
+        jobs TEXT NOT NULL,
+        submit_file TEXT NOT NULL,
+        state TEXT NOT NULL CHECK (state IN ('intent', 'submitted', 'failed')),
+        cluster INTEGER,
+        error TEXT,
+        recorded TEXT NOT NULL,
+        resolved TEXT,
+        PRIMARY KEY (run, batch)
+     );
+     CREATE TABLE log_offsets (
+        run TEXT NOT NULL REFERENCES runs(id),
+        site TEXT NOT NULL,
+        offset INTEGER NOT NULL,
+        PRIMARY KEY (run, site)
+     );
+     CREATE TABLE site_memory (
+        site TEXT PRIMARY KEY,
+        memory TEXT NOT NULL,
+        updated TEXT NOT NULL,
+        run TEXT
+     );",
+    // 1 → 2: runs owned by daemon users (see crate::daemon::dbrun).
+    "CREATE TABLE daemon_runs (
+        id INTEGER PRIMARY KEY AUTOINCREMENT,
+        run TEXT NOT NULL UNIQUE REFERENCES runs(id),
+        owner INTEGER NOT NULL,
+        state TEXT NOT NULL
+            CHECK (state IN ('queued', 'running', 'cancelling', 'done', 'cancelled', 'failed')),
+        message TEXT
+     );",
+];
+
+/// What went wrong with the state directory or database.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    #[error("{path}: {source}")]
+    Io { path: PathBuf, source: std::io::Error },
+    #[error("{path}: {source}")]
+    Sql { path: PathBuf, source: rusqlite::Error },
+    #[error(
+        "{path}: written by a newer cosched (schema {found}, this cosched knows up to {known}); \
+         use that cosched, or start over with another --state-dir"
+    )]
+    TooNew { path: PathBuf, found: u32, known: u32 },
+    #[error(
+        "{0}: another cosched is working in this state directory; wait for it to finish, \
+         or use another --state-dir"
+    )]
+    Locked(PathBuf),
+    #[error("{path}: {message}")]
+    Corrupt { path: PathBuf, message: String },
+}
+
+/// A state directory, locked for this process until dropped.
+#[derive(Debug)]
+pub struct StateDir {
+    root: PathBuf,
+    /// Holds the `flock`; released when the file is closed (also by `kill -9`).
+    _lock: File,
+}
+
+impl StateDir {
+    /// Creates `root` if needed and locks it against a second cosched.
+    pub fn open(root: &Path) -> Result<StateDir, StateError> {
+        let io = |source| StateError::Io { path: root.to_path_buf(), source };
+        std::fs::create_dir_all(root.join("runs")).map_err(io)?;
+        let root = std::fs::canonicalize(root).map_err(io)?;
+        let lock_path = root.join("lock");
+        let lock = File::options()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&lock_path)
+            .map_err(|source| StateError::Io { path: lock_path.clone(), source })?;
+        // SAFETY: flock on a file descriptor we own; no memory is involved.
+        let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) };
+        if rc != 0 {
+            return Err(StateError::Locked(root));
+        }
+        Ok(StateDir { root, _lock: lock })
+    }
+
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+    pub fn db_path(&self) -> PathBuf {
+        self.root.join("state.db")
+    }
+    /// `runs/<id>/`, where a run's submit files, logs and fake pool live.
+    pub fn run_dir(&self, run: &str) -> PathBuf {
+        self.root.join("runs").join(run)
+    }
+    /// Opens (creating or migrating) the database.
+    pub fn db(&self) -> Result<Db, StateError> {
+        Db::open(&self.db_path())
+    }
+}
+
+/// A run's lifecycle state in the `runs` table.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunStatus {
+    Running,
+    Interrupted,
+    Done,
+    /// Settled, but some jobs failed for good.
+    Failed,
+    /// Stopped with jobs stuck at a site.
+    Hung,
+}
+
+impl RunStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Interrupted => "interrupted",
+            RunStatus::Done => "done",
+            RunStatus::Failed => "failed",
+            RunStatus::Hung => "hung",
+        }
+    }
+    fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "running" => RunStatus::Running,
+            "interrupted" => RunStatus::Interrupted,
+            "done" => RunStatus::Done,
+            "failed" => RunStatus::Failed,
+            "hung" => RunStatus::Hung,
+            _ => return None,
+        })
+    }
+    /// A run that `--resume` can continue.
+    pub fn resumable(self) -> bool {
+        matches!(self, RunStatus::Running | RunStatus::Interrupted | RunStatus::Hung)
+    }
+}
+
+/// One row of `runs`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct RunRecord {
+    pub id: String,
+    pub created: String,
+    pub n_jobs: u64,
+    pub sites_path: PathBuf,
+    pub sites_text: String,
+    pub job_path: PathBuf,
+    pub job_text: String,
+    pub policy: String,
+    pub epoch_unix: f64,
+    pub simulate: bool,
+    pub speedup: f64,
+    pub status: RunStatus,
+}
+
+/// Where a submission stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SubmissionState {
+    /// Recorded before `condor_submit` ran; its outcome is not known.
+    Intent,
+    Submitted { cluster: i64 },
+    Failed { error: String },
+}
+
+/// One row of `submissions`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Submission {
+    pub batch: String,
+    pub site: String,
+    pub site_index: u32,
+    /// In proc order: proc p of the cluster is `jobs[p]`.
+    pub jobs: Vec<JobId>,
+    pub submit_file: PathBuf,
+    pub state: SubmissionState,
+    pub recorded: String,
+}
+
+/// The open database.
+pub struct Db {
+    conn: Connection,
+    path: PathBuf,
+}
+
+impl std::fmt::Debug for Db {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Db").field("path", &self.path).finish()
+    }
+}
+
+/// RFC 3339 wall-clock time for the record.
+#[allow(clippy::disallowed_methods)] // the edge: records say when things happened
+fn now_rfc3339() -> String {
+    chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Millis, true)
+}
+
+impl Db {
+    /// Opens `path`, creating and migrating it as needed.
+    pub fn open(path: &Path) -> Result<Db, StateError> {
+        let sql = |source| StateError::Sql { path: path.to_path_buf(), source };
+        let mut conn = Connection::open(path).map_err(sql)?;
+        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql)?;
+        let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
+        if version > SCHEMA_VERSION {
+            return Err(StateError::TooNew { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
+        }
+        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
+        if version < SCHEMA_VERSION {
+            let tx = conn.transaction().map_err(sql)?;
+            for migration in &MIGRATIONS[version as usize..] {
+                tx.execute_batch(migration).map_err(sql)?;
+            }
+            tx.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
+                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                params![SCHEMA_VERSION.to_string(), env!("CARGO_PKG_VERSION")],
+            )
+            .map_err(sql)?;
+            tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql)?;
+            tx.commit().map_err(sql)?;
+        }
+        Ok(Db { conn, path: path.to_path_buf() })
+    }
+
+    fn sql(&self, source: rusqlite::Error) -> StateError {
+        StateError::Sql { path: self.path.clone(), source }
+    }
+
+    fn corrupt(&self, message: String) -> StateError {
+        StateError::Corrupt { path: self.path.clone(), message }
+    }
+
+    /// Records a new run (status `running`).
+    pub fn create_run(&self, run: &RunRecord) -> Result<(), StateError> {
+        self.conn
+            .execute(
+                "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text,
+                                   policy, epoch_unix, simulate, speedup, status)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                params![
+                    run.id,
+                    run.created,
+                    run.n_jobs as i64,
+                    run.sites_path.to_string_lossy(),
+                    run.sites_text,
+                    run.job_path.to_string_lossy(),
+                    run.job_text,
+                    run.policy,
+                    run.epoch_unix,
+                    run.simulate,
+                    run.speedup,
+                    run.status.as_str(),
+                ],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    fn run_from_row(&self, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, String>> {
+        let status: String = row.get(11)?;
+        let n_jobs: i64 = row.get(2)?;
+        let Some(status) = RunStatus::parse(&status) else {
+            return Ok(Err(format!("unknown run status {status:?}")));
+        };
+        Ok(Ok(RunRecord {
+            id: row.get(0)?,
+            created: row.get(1)?,
+            n_jobs: n_jobs.max(0) as u64,
+            sites_path: PathBuf::from(row.get::<_, String>(3)?),
+            sites_text: row.get(4)?,
+            job_path: PathBuf::from(row.get::<_, String>(5)?),
+            job_text: row.get(6)?,
+            policy: row.get(7)?,
+            epoch_unix: row.get(8)?,
+            simulate: row.get(9)?,
+            speedup: row.get(10)?,
+            status,
+        }))
+    }
+
+    const RUN_COLUMNS: &'static str = "id, created, n_jobs, sites_path, sites_text, job_path, job_text, \
+                                       policy, epoch_unix, simulate, speedup, status";
+
+    /// All runs, oldest first.
+    pub fn runs(&self) -> Result<Vec<RunRecord>, StateError> {
+        let mut stmt = self
+            .conn
+            .prepare(&format!("SELECT {} FROM runs ORDER BY rowid", Self::RUN_COLUMNS))
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt.query_map([], |row| self.run_from_row(row)).map_err(|e| self.sql(e))?;
+        let mut runs = Vec::new();
+        for row in rows {
+            runs.push(row.map_err(|e| self.sql(e))?.map_err(|m| self.corrupt(m))?);
+        }
+        Ok(runs)
+    }
+
+    /// One run by id.
+    pub fn run(&self, id: &str) -> Result<Option<RunRecord>, StateError> {
+        Ok(self.runs()?.into_iter().find(|r| r.id == id))
+    }
+
+    /// Sets a run's status (and its finishing time when it is final).
+    pub fn set_status(&self, run: &str, status: RunStatus) -> Result<(), StateError> {
+        let finished = (!status.resumable()).then(now_rfc3339);
+        self.conn
+            .execute(
+                "UPDATE runs SET status = ?2, finished = ?3 WHERE id = ?1",
+                params![run, status.as_str(), finished],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// Records that `jobs` are about to be handed to `condor_submit` as batch
+    /// `batch`. Committed before it returns: this must precede the submit.
+    pub fn record_intent(
+        &self,
+        run: &str,
+        site: &str,
+        site_index: u32,
+        batch: &str,
+        jobs: &[JobId],
+        submit_file: &Path,
+    ) -> Result<(), StateError> {
+        let jobs_json = serde_json::to_string(&jobs.iter().map(|j| j.0).collect::<Vec<_>>())
+            .map_err(|e| self.corrupt(e.to_string()))?;
+        self.conn
+            .execute(
+                "INSERT INTO submissions (batch, run, site, site_index, jobs, submit_file, state, recorded)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'intent', ?7)",
+                params![batch, run, site, site_index, jobs_json, submit_file.to_string_lossy(), now_rfc3339()],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// `condor_submit` put batch `batch` into cluster `cluster`.
+    pub fn record_submitted(&self, run: &str, batch: &str, cluster: i64) -> Result<(), StateError> {
+        self.resolve(run, batch, "submitted", Some(cluster), None)
+    }
+
+    /// Batch `batch` was not submitted (and, as far as HTCondor tells, is not queued).
+    pub fn record_failed(&self, run: &str, batch: &str, error: &str) -> Result<(), StateError> {
+        self.resolve(run, batch, "failed", None, Some(error))
+    }
+
+    fn resolve(
+        &self,
+        run: &str,
+        batch: &str,
+        state: &str,
+        cluster: Option<i64>,
+        error: Option<&str>,
+    ) -> Result<(), StateError> {
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE submissions SET state = ?3, cluster = ?4, error = ?5, resolved = ?6
+                 WHERE run = ?1 AND batch = ?2",
+                params![run, batch, state, cluster, error, now_rfc3339()],
+            )
+            .map_err(|e| self.sql(e))?;
+        if changed == 0 {
+            return Err(self.corrupt(format!("batch {batch} has no recorded intent")));
+        }
+        Ok(())
+    }
+
+    /// A run's submissions in the order they were recorded.
+    pub fn submissions(&self, run: &str) -> Result<Vec<Submission>, StateError> {
+        let mut stmt = self
+            .conn
+            .prepare(
+                "SELECT batch, site, site_index, jobs, submit_file, state, cluster, error, recorded
+                 FROM submissions WHERE run = ?1 ORDER BY rowid",
+            )
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([run], |row| {
+                Ok((
+                    row.get::<_, String>(0)?,
+                    row.get::<_, String>(1)?,
+                    row.get::<_, u32>(2)?,
+                    row.get::<_, String>(3)?,
+                    row.get::<_, String>(4)?,
+                    row.get::<_, String>(5)?,
+                    row.get::<_, Option<i64>>(6)?,
+                    row.get::<_, Option<String>>(7)?,
+                    row.get::<_, String>(8)?,
+                ))
+            })
+            .map_err(|e| self.sql(e))?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (batch, site, site_index, jobs, submit_file, state, cluster, error, recorded) =
+                row.map_err(|e| self.sql(e))?;
+            let jobs: Vec<u64> = serde_json::from_str(&jobs)
+                .map_err(|e| self.corrupt(format!("batch {batch}: jobs {jobs:?}: {e}")))?;
+            let state = match (state.as_str(), cluster) {
+                ("intent", _) => SubmissionState::Intent,
+                ("submitted", Some(cluster)) => SubmissionState::Submitted { cluster },
+                ("failed", _) => SubmissionState::Failed { error: error.unwrap_or_default() },
+                _ => return Err(self.corrupt(format!("batch {batch}: state {state:?} without a cluster"))),
+            };
+            out.push(Submission {
+                batch,
+                site,
+                site_index,
+                jobs: jobs.into_iter().map(JobId).collect(),
+                submit_file: PathBuf::from(submit_file),
+                state,
+                recorded,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Checkpoints how much of a site's user log has been read.
+    pub fn set_log_offset(&self, run: &str, site: &str, offset: u64) -> Result<(), StateError> {
+        self.conn
+            .execute(
+                "INSERT INTO log_offsets (run, site, offset) VALUES (?1, ?2, ?3)
+                 ON CONFLICT(run, site) DO UPDATE SET offset = excluded.offset",
+                params![run, site, offset as i64],
+            )
+            .map_err(|e| self.sql(e))?;
+        Ok(())
+    }
+
+    /// The last checkpoint of a site's user log (0 when none).
+    pub fn log_offset(&self, run: &str, site: &str) -> Result<u64, StateError> {
+        let offset: Option<i64> = self
+            .conn
+            .query_row("SELECT offset FROM log_offsets WHERE run = ?1 AND site = ?2", [run, site], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        Ok(offset.unwrap_or(0).max(0) as u64)
+    }
+
+    /// Stores what a run learned, site by site (sites not in `memory` keep
+    /// what earlier runs learned).
+    pub fn save_memory(&mut self, run: &str, memory: &CapacityMemory) -> Result<(), StateError> {
+        let now = now_rfc3339();
+        let path = self.path.clone();
+        let tx = self.conn.transaction().map_err(|source| StateError::Sql { path: path.clone(), source })?;
+        for (site, m) in memory {
+            let json = serde_json::to_string(m)
+                .map_err(|e| StateError::Corrupt { path: path.clone(), message: e.to_string() })?;
+            tx.execute(
+                "INSERT INTO site_memory (site, memory, updated, run) VALUES (?1, ?2, ?3, ?4)
+                 ON CONFLICT(site) DO UPDATE SET memory = excluded.memory, updated = excluded.updated,
+                                                 run = excluded.run",
+                params![site, json, now, run],
+            )
+            .map_err(|source| StateError::Sql { path: path.clone(), source })?;
+        }
+        tx.commit().map_err(|source| StateError::Sql { path, source })
+    }
+
+    /// Everything learned so far, by site name. A row that cannot be read
+    /// (hand-edited) is skipped with a warning: memory only speeds a run up.
+    pub fn load_memory(&self) -> Result<CapacityMemory, StateError> {
+        let mut stmt =
+            self.conn.prepare("SELECT site, memory FROM site_memory ORDER BY site").map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
+            .map_err(|e| self.sql(e))?;
+        let mut memory = CapacityMemory::new();
+        for row in rows {
+            let (site, json) = row.map_err(|e| self.sql(e))?;
+            match serde_json::from_str::<SiteMemory>(&json) {
+                Ok(m) => {
+                    memory.insert(site, m);
+                }
+                Err(e) => tracing::warn!("{}: site_memory for {site} unreadable, ignored: {e}", self.path.display()),
+            }
+        }
+        Ok(memory)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run_record(id: &str) -> RunRecord {
+        RunRecord {
+            id: id.into(),
+            created: "2026-11-21T05:00:00Z".into(),
+            n_jobs: 10,
+            sites_path: "/x/sites.toml".into(),
+            sites_text: "[[site]]".into(),
+            job_path: "/x/job.sub".into(),
+            job_text: "queue".into(),
+            policy: "adaptive".into(),
+            epoch_unix: 1.7e9,
+            simulate: true,
+            speedup: 100.0,
+            status: RunStatus::Running,
+        }
+    }
+
+    #[test]
+    fn submissions_go_from_intent_to_outcome_and_survive_reopening() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        {
+            let db = Db::open(&path).unwrap();
+            db.create_run(&run_record("r1")).unwrap();
+            db.record_intent("r1", "a", 0, "b1", &[JobId(3), JobId(1)], Path::new("/s/b1.sub")).unwrap();
+            db.record_intent("r1", "b", 1, "b2", &[JobId(0)], Path::new("/s/b2.sub")).unwrap();
+            db.record_intent("r1", "b", 1, "b3", &[JobId(2)], Path::new("/s/b3.sub")).unwrap();
+            db.record_submitted("r1", "b1", 42).unwrap();
+            db.record_failed("r1", "b2", "ERROR: no").unwrap();
+            db.set_log_offset("r1", "a", 1234).unwrap();
+        }
+        let db = Db::open(&path).unwrap();
+        let subs = db.submissions("r1").unwrap();
+        let states: Vec<_> = subs.iter().map(|s| (s.batch.as_str(), s.state.clone())).collect();
+        assert_eq!(
+            states,
+            vec![
+                ("b1", SubmissionState::Submitted { cluster: 42 }),
+                ("b2", SubmissionState::Failed { error: "ERROR: no".into() }),
+                ("b3", SubmissionState::Intent),
+            ]
+        );
+        assert_eq!(subs[0].jobs, vec![JobId(3), JobId(1)]);
+        assert_eq!(db.log_offset("r1", "a").unwrap(), 1234);
+        assert_eq!(db.log_offset("r1", "b").unwrap(), 0);
+        assert!(db.record_submitted("r1", "nope", 1).is_err(), "resolving an unrecorded batch must fail");
+    }
+
+    #[test]
+    fn runs_and_statuses_round_trip() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("state.db")).unwrap();
+        db.create_run(&run_record("r1")).unwrap();
+        db.create_run(&run_record("r2")).unwrap();
+        db.set_status("r1", RunStatus::Done).unwrap();
+        let runs = db.runs().unwrap();
+        assert_eq!(runs.len(), 2);
+        assert_eq!(runs[0].status, RunStatus::Done);
+        assert_eq!(runs[1], run_record("r2"));
+        assert!(db.create_run(&run_record("r2")).is_err(), "run ids are unique");
+    }
+
+    #[test]
+    fn memory_is_kept_per_site_and_merged() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut db = Db::open(&dir.path().join("state.db")).unwrap();
+        let a = SiteMemory { capacity: Some(12.0), baseline_runtime: Some(400.0), ..Default::default() };
+        let b = SiteMemory { unresponsive: true, ..Default::default() };
+        db.save_memory("r1", &CapacityMemory::from([("a".into(), a.clone()), ("b".into(), b)])).unwrap();
+        let b2 = SiteMemory { capacity: Some(3.0), ..Default::default() };
+        db.save_memory("r2", &CapacityMemory::from([("b".into(), b2.clone())])).unwrap();
+        assert_eq!(db.load_memory().unwrap(), CapacityMemory::from([("a".into(), a), ("b".into(), b2)]));
+    }
+
+    #[test]
+    fn a_database_from_a_newer_cosched_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("state.db");
+        Db::open(&path).unwrap();
+        Connection::open(&path).unwrap().pragma_update(None, "user_version", SCHEMA_VERSION + 1).unwrap();
+        match Db::open(&path) {
+            Err(StateError::TooNew { found, known, .. }) => {
+                assert_eq!((found, known), (SCHEMA_VERSION + 1, SCHEMA_VERSION));
+            }
+            other => panic!("expected TooNew, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_state_dir_is_locked_against_a_second_cosched() {
+        let dir = tempfile::tempdir().unwrap();
+        let first = StateDir::open(dir.path()).unwrap();
+        assert!(matches!(StateDir::open(dir.path()), Err(StateError::Locked(_))));
+        drop(first);
+        StateDir::open(dir.path()).expect("lock is released on drop");
+    }
+}

@@ -1,1 +1,1047 @@
-//! The user's submit description (being written).
+//! The user's submit description (`job.sub`), its validation, and the
+//! per-batch submit files cosched writes from it.
+//!
+//! A submit description is written as for `condor_submit`: comments, `\` line
+//! continuations, `key = value` commands, `+Attr` / `MY.Attr` job attributes,
+//! macros such as `$(Process)`, `@=TAG … @TAG` multi-line values, and one
+//! `queue` statement. cosched keeps the user's commands in order and writes, for
+//! each batch it sends to a site, a submit file of its own:
+//!
+//! - the user's commands, minus `universe`, `grid_resource`, `log` and `queue`
+//!   (cosched owns those); a relative `executable` is made absolute and, unless
+//!   the user set one, `initialdir` is the submit description's directory, so
+//!   relative paths mean what they meant next to `job.sub`;
+//! - `universe = grid` and the site's `grid_resource` (or the user's universe,
+//!   default `vanilla`, for a local-pool site), then the site's `[site.submit]`
+//!   commands;
+//! - cosched's own `log` (one per site) and the attributes `+CoschedRun`,
+//!   `+CoschedBatch`, `+CoschedJob`, by which a job in the queue can be found
+//!   again after a crash;
+//! - `queue CoschedJob from ( … )` listing the batch's job indexes.
+//!
+//! **`$(CoschedJob)` is the job's stable global index, 0..N-1**: use it to name
+//! inputs and outputs (`output = out.$(CoschedJob)`). A job that is resubmitted
+//! (after a failure, or moved off a slow site) keeps its index. `$(Process)` is
+//! only the position within one batch and repeats across batches and sites; do
+//! not use it to name files. The user's own `queue` statement is replaced (a
+//! warning says so when it would have queued more than one job).
+//!
+//! Constraints: parsing never panics; every problem is reported with
+//! `file:line:column`, all of them rather than just the first. Every value
+//! that goes into a submit file is checked for control characters.
+
+use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
+use crate::policy::JobId;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+/// Why a submit description cannot be used (same shape as a sites-file error).
+pub type SubmitDescError = crate::config::ConfigError;
+
+/// One `key = value` command of the user's description.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Command {
+    /// As written: `request_memory`, `+ProjectName`, `MY.Foo`.
+    pub key: String,
+    /// Trimmed; continuation lines joined; a heredoc's lines joined with `\n`.
+    pub value: String,
+    /// The value came as `key @=TAG … @TAG`; this is the tag.
+    pub heredoc: Option<String>,
+    /// 1-based line and column of the key.
+    pub line: usize,
+    pub column: usize,
+}
+
+impl Command {
+    /// The key as HTCondor compares it: lower case, `+X` as `my.x`.
+    pub fn normalized_key(&self) -> String {
+        normalize_key(&self.key)
+    }
+}
+
+fn normalize_key(key: &str) -> String {
+    let lower = key.to_ascii_lowercase();
+    match lower.strip_prefix('+') {
+        Some(attr) => format!("my.{attr}"),
+        None => lower,
+    }
+}
+
+/// The user's `queue` statement (cosched replaces it; kept to warn about it).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueStatement {
+    /// What followed `queue`, continuation lines and item lists joined.
+    pub args: String,
+    /// How many jobs it would queue, when that can be told from the text.
+    pub count: Option<u64>,
+    pub line: usize,
+}
+
+/// A parsed submit description: the user's commands in order.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SubmitDescription {
+    /// Where it was read from.
+    pub path: PathBuf,
+    /// Its directory (absolute when it could be made so): relative paths in it
+    /// are relative to this.
+    pub dir: PathBuf,
+    /// Commands before the (first) `queue` statement, in order.
+    pub commands: Vec<Command>,
+    /// The first `queue` statement, if any.
+    pub queue: Option<QueueStatement>,
+    /// What the parser noticed but did not refuse (extra `queue` statements,
+    /// commands after `queue`, cosched-owned commands that will be replaced).
+    pub warnings: Vec<Problem>,
+}
+
+/// Reads and parses a submit description.
+pub fn load(path: &Path) -> Result<SubmitDescription, SubmitDescError> {
+    let bytes = std::fs::read(path).map_err(|e| SubmitDescError {
+        problems: vec![Problem::error(path, None, format!("cannot read the submit description: {e}"))],
+    })?;
+    let text = match String::from_utf8(bytes) {
+        Ok(text) => text,
+        Err(e) => {
+            let offset = e.utf8_error().valid_up_to();
+            let text = String::from_utf8_lossy(e.as_bytes()).into_owned();
+            return Err(SubmitDescError {
+                problems: vec![Problem::error(path, Some(line_col(&text, offset)), "not UTF-8 text")],
+            });
+        }
+    };
+    parse(path, &text)
+}
+
+/// Parses submit-description text (`path` names it in messages and anchors
+/// relative paths).
+pub fn parse(path: &Path, text: &str) -> Result<SubmitDescription, SubmitDescError> {
+    let mut problems = Vec::new();
+    let mut warnings = Vec::new();
+    let mut commands = Vec::new();
+    let mut queue: Option<QueueStatement> = None;
+    let lines: Vec<&str> = text.split('\n').map(|l| l.strip_suffix('\r').unwrap_or(l)).collect();
+    let mut i = 0;
+    while i < lines.len() {
+        let first_line = i + 1;
+        // Join `\` continuations into one logical line.
+        let mut logical = String::new();
+        loop {
+            let raw = if logical.is_empty() { lines[i] } else { lines[i].trim_start() };
+            i += 1;
+            let trimmed_end = raw.trim_end();
+            match trimmed_end.strip_suffix('\\') {
+                Some(head) if i < lines.len() => {
+                    // The next line's indentation is layout, not content.
+                    logical.push_str(head);
+                    if !head.ends_with(char::is_whitespace) {
+                        logical.push(' ');
+                    }
+                    let next = lines[i].trim_start();
+                    if next.starts_with('#') {
+                        i += 1; // a comment inside a continuation is skipped
+                    }
+                }
+                Some(head) => {
+                    logical.push_str(head);
+                    break;
+                }
+                None => {
+                    logical.push_str(raw);
+                    break;
+                }
+            }
+        }
+        let indent = logical.len() - logical.trim_start().len();
+        let column = logical[..indent].chars().count() + 1;
+        let stmt = logical.trim();
+        if stmt.is_empty() || stmt.starts_with('#') {
+            continue;
+        }
+        let first_word = stmt.split(|c: char| c.is_whitespace() || c == '=').next().unwrap_or("");
+        let word = first_word.to_ascii_lowercase();
+
+        if word == "queue" && !stmt[first_word.len()..].trim_start().starts_with('=') {
+            let mut args = stmt[first_word.len()..].trim().to_string();
+            // `queue v from (` continues until the line holding `)`.
+            let mut items = None;
+            if args.contains('(') && !args.contains(')') {
+                let mut list = Vec::new();
+                let mut closed = false;
+                while i < lines.len() {
+                    let item = lines[i].trim();
+                    i += 1;
+                    if let Some(last) = item.strip_suffix(')') {
+                        if !last.trim().is_empty() {
+                            list.push(last.trim().to_string());
+                        }
+                        closed = true;
+                        break;
+                    }
+                    if !item.is_empty() && !item.starts_with('#') {
+                        list.push(item.to_string());
+                    }
+                }
+                if !closed {
+                    problems.push(
+                        Problem::error(path, Some((first_line, column)), "the queue item list is not closed")
+                            .with_hint("end the list with a line holding `)`"),
+                    );
+                }
+                items = Some(list.len());
+                args.push_str(&list.join(" "));
+                args.push(')');
+            }
+            let statement = QueueStatement { count: queue_count(&args, items), args, line: first_line };
+            if queue.is_none() {
+                queue = Some(statement);
+            } else {
+                warnings.push(
+                    Problem::warning(path, Some((first_line, column)), "a second queue statement is ignored")
+                        .with_hint("cosched queues each job itself; one queue statement is enough"),
+                );
+            }
+            continue;
+        }
+        if matches!(word.as_str(), "if" | "elif" | "else" | "endif" | "include" | "error" | "warning")
+            && !stmt[first_word.len()..].trim_start().starts_with('=')
+        {
+            problems.push(
+                Problem::error(
+                    path,
+                    Some((first_line, column)),
+                    format!("`{word}` statements are not supported by cosched"),
+                )
+                .with_hint("write the resulting commands out plainly (cosched rewrites the file per batch)"),
+            );
+            continue;
+        }
+
+        let Some(eq) = stmt.find('=') else {
+            problems.push(
+                Problem::error(
+                    path,
+                    Some((first_line, column)),
+                    format!("expected `key = value`, found `{}`", shorten(stmt)),
+                )
+                .with_hint("each command is `name = value`; a job attribute is `+Name = value`"),
+            );
+            continue;
+        };
+        let mut key = stmt[..eq].trim();
+        let mut value = stmt[eq + 1..].trim().to_string();
+        let mut heredoc = None;
+        if let Some(bare) = key.strip_suffix('@') {
+            // `key @=TAG`: the value is every following line up to `@TAG`.
+            key = bare.trim_end();
+            let tag = std::mem::take(&mut value);
+            if tag.is_empty() || tag.contains(char::is_whitespace) {
+                problems.push(Problem::error(
+                    path,
+                    Some((first_line, column)),
+                    "a multi-line value needs a tag: `key @=end`",
+                ));
+                continue;
+            }
+            let mut body = Vec::new();
+            let mut closed = false;
+            while i < lines.len() {
+                let l = lines[i];
+                i += 1;
+                if l.trim() == format!("@{tag}") {
+                    closed = true;
+                    break;
+                }
+                body.push(l);
+            }
+            if !closed {
+                problems.push(Problem::error(
+                    path,
+                    Some((first_line, column)),
+                    format!("multi-line value not closed by `@{tag}`"),
+                ));
+                continue;
+            }
+            value = body.join("\n");
+            heredoc = Some(tag);
+        }
+        let key_ok = {
+            let bare = key.strip_prefix('+').unwrap_or(key);
+            bare.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+                && bare.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '.'))
+        };
+        if !key_ok {
+            problems.push(
+                Problem::error(
+                    path,
+                    Some((first_line, column)),
+                    format!("`{}` is not a submit command name", shorten(key)),
+                )
+                .with_hint("names are letters, digits, `_` and `.`; job attributes start with `+`"),
+            );
+            continue;
+        }
+        let bad = if heredoc.is_some() {
+            value
+                .chars()
+                .find(|c| c.is_control() && !matches!(c, '\n' | '\t'))
+                .and_then(|c| unsafe_char(&c.to_string()))
+        } else {
+            value.chars().find(|c| c.is_control() && *c != '\t').and_then(|c| unsafe_char(&c.to_string()))
+        };
+        if let Some(bad) = bad {
+            problems.push(Problem::error(
+                path,
+                Some((first_line, column)),
+                format!("the value of `{key}` contains {bad}"),
+            ));
+            continue;
+        }
+        if queue.is_some() {
+            warnings.push(
+                Problem::warning(
+                    path,
+                    Some((first_line, column)),
+                    format!("`{key}` comes after the queue statement and is ignored"),
+                )
+                .with_hint("move it above the queue statement"),
+            );
+            continue;
+        }
+        commands.push(Command { key: key.to_string(), value, heredoc, line: first_line, column });
+    }
+
+    if problems.is_empty() {
+        let dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
+        let dir = if dir.as_os_str().is_empty() { PathBuf::from(".") } else { dir };
+        let dir = std::path::absolute(&dir).unwrap_or(dir);
+        Ok(SubmitDescription { path: path.to_path_buf(), dir, commands, queue, warnings })
+    } else {
+        problems.extend(warnings);
+        problems.sort_by_key(|p| p.location.unwrap_or((0, 0)));
+        Err(SubmitDescError { problems })
+    }
+}
+
+/// How many jobs a queue statement's arguments queue, when evident:
+/// `` → 1, `5` → 5, `3 x in (a b)` → 6, `x from (` + 2 item lines → 2;
+/// `from FILE` and `matching` are unknown. `list_items` counts the lines of
+/// a multi-line item list.
+fn queue_count(args: &str, list_items: Option<usize>) -> Option<u64> {
+    let args = args.trim();
+    if args.is_empty() {
+        return Some(1);
+    }
+    let (count, rest) = match args.split_once(char::is_whitespace) {
+        Some((first, rest)) => match first.parse::<u64>() {
+            Ok(n) => (n, rest.trim()),
+            Err(_) => (1, args),
+        },
+        None => return args.parse::<u64>().ok(),
+    };
+    let items = match list_items {
+        Some(k) => k,
+        None => {
+            let open = rest.find('(')?;
+            let close = rest.rfind(')').filter(|c| *c > open)?;
+            rest[open + 1..close].split([',', ' ', '\t']).filter(|s| !s.trim().is_empty()).count()
+        }
+    };
+    Some(count.saturating_mul(items as u64))
+}
+
+fn shorten(s: &str) -> String {
+    if s.chars().count() > 60 {
+        format!("{}…", s.chars().take(60).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+impl SubmitDescription {
+    /// The last `key` command's value (keys compare case-insensitively).
+    pub fn get(&self, key: &str) -> Option<&str> {
+        let key = normalize_key(key);
+        self.commands.iter().rev().find(|c| c.normalized_key() == key).map(|c| c.value.as_str())
+    }
+
+    fn get_command(&self, key: &str) -> Option<&Command> {
+        let key = normalize_key(key);
+        self.commands.iter().rev().find(|c| c.normalized_key() == key)
+    }
+
+    pub fn executable(&self) -> Option<&str> {
+        self.get("executable")
+    }
+
+    /// `transfer_executable` (default true).
+    pub fn transfers_executable(&self) -> bool {
+        self.get("transfer_executable").map_or(true, |v| !is_false(v))
+    }
+
+    /// The executable on the submit host, resolved against [`Self::dir`];
+    /// `None` when there is none, it is not transferred, or it holds a macro.
+    pub fn local_executable(&self) -> Option<PathBuf> {
+        let exe = self.executable()?;
+        if !self.transfers_executable() || exe.contains("$(") {
+            return None;
+        }
+        Some(self.dir.join(exe))
+    }
+
+    /// The submit file for one batch of `jobs` at `site` (see the module docs
+    /// for its layout). `run` and `batch` are identifiers cosched made; any
+    /// character outside `[A-Za-z0-9._-]` is replaced by `_`.
+    pub fn render_batch(
+        &self,
+        site: &SiteConfig,
+        run: &str,
+        batch: &str,
+        jobs: &[JobId],
+        log: &Path,
+    ) -> String {
+        let run = plain_id(run);
+        let batch = plain_id(batch);
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# Written by cosched for run {run}, batch {batch} at site {}: {} job(s).",
+            plain_id(&site.name),
+            jobs.len()
+        );
+        let _ = writeln!(
+            out,
+            "# From {}. $(CoschedJob) is the global job index.",
+            one_line(&self.path.display().to_string())
+        );
+        let mut user_universe = None;
+        let mut has_initialdir = false;
+        let transfers_exe = self.transfers_executable();
+        for c in &self.commands {
+            let key = c.normalized_key();
+            match key.as_str() {
+                "universe" => {
+                    user_universe = Some(c.value.to_ascii_lowercase());
+                    continue;
+                }
+                "grid_resource" | "log" => continue,
+                _ => {}
+            }
+            let mut value = c.value.clone();
+            if key == "executable" && transfers_exe && !value.contains("$(") {
+                value = absolute_in(&self.dir, &value);
+            }
+            if key == "initialdir" {
+                has_initialdir = true;
+                if !value.contains("$(") {
+                    value = absolute_in(&self.dir, &value);
+                }
+            }
+            match &c.heredoc {
+                Some(tag) => {
+                    let _ = writeln!(out, "{} @={tag}\n{value}\n@{tag}", c.key);
+                }
+                None => {
+                    let _ = writeln!(out, "{} = {value}", c.key);
+                }
+            }
+        }
+        if !has_initialdir {
+            let _ = writeln!(out, "initialdir = {}", one_line(&self.dir.display().to_string()));
+        }
+        match &site.grid_resource {
+            Some(grid) => {
+                let _ = writeln!(out, "universe = grid\ngrid_resource = {}", one_line(&grid.raw));
+            }
+            None => {
+                let universe = match user_universe.as_deref() {
+                    Some(u) if u != "grid" => u.to_string(),
+                    _ => "vanilla".to_string(),
+                };
+                let _ = writeln!(out, "universe = {universe}");
+            }
+        }
+        for (key, value) in &site.submit_commands {
+            let _ = writeln!(out, "{} = {}", one_line(key), one_line(value));
+        }
+        let _ = writeln!(out, "log = {}", one_line(&log.display().to_string()));
+        let _ = writeln!(out, "+CoschedRun = \"{run}\"");
+        let _ = writeln!(out, "+CoschedBatch = \"{batch}\"");
+        let _ = writeln!(out, "+CoschedJob = $(CoschedJob)");
+        let _ = writeln!(out, "queue CoschedJob from (");
+        for job in jobs {
+            let _ = writeln!(out, "{}", job.0);
+        }
+        let _ = writeln!(out, ")");
+        out
+    }
+}
+
+fn is_false(v: &str) -> bool {
+    matches!(v.trim().to_ascii_lowercase().as_str(), "false" | "no" | "0" | "f" | "n")
+}
+
+fn absolute_in(dir: &Path, value: &str) -> String {
+    let p = Path::new(value);
+    if p.is_absolute() {
+        value.to_string()
+    } else {
+        one_line(&dir.join(p).display().to_string())
+    }
+}
+
+/// cosched-made identifiers go into ClassAd strings unquoted-safe.
+pub fn plain_id(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
+        .collect()
+}
+
+/// Last line of defence for values already validated: never let a control
+/// character through into a submit file.
+fn one_line(s: &str) -> String {
+    s.chars().map(|c| if c.is_control() && c != '\t' { ' ' } else { c }).collect()
+}
+
+/// Expands `$(NAME)` and `$(NAME:default)` macros with `lookup` (names compare
+/// case-insensitively, as HTCondor's do); unknown macros without a default are
+/// left as written. Used by tests and by the fake HTCondor to see what a job
+/// would get; HTCondor does the real expansion.
+pub fn expand_macros(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> String {
+    let mut out = String::new();
+    let mut rest = value;
+    while let Some(start) = rest.find("$(") {
+        out.push_str(&rest[..start]);
+        let after = &rest[start + 2..];
+        let Some(end) = after.find(')') else {
+            out.push_str(&rest[start..]);
+            return out;
+        };
+        let inner = &after[..end];
+        let (name, default) = match inner.split_once(':') {
+            Some((n, d)) => (n, Some(d)),
+            None => (inner, None),
+        };
+        match lookup(&name.to_ascii_lowercase()).or_else(|| default.map(str::to_string)) {
+            Some(v) => out.push_str(&v),
+            None => out.push_str(&rest[start..start + 2 + end + 1]),
+        }
+        rest = &after[end + 1..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// Checks a sites file and a submit description together (and N, when
+/// given) before anything is submitted. Returns every problem found, errors
+/// and warnings; the inputs are usable when none is an error.
+pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>) -> Vec<Problem> {
+    let mut problems = Vec::new();
+    let cmdline = Path::new("command line");
+    if let Some(n) = n_jobs {
+        if n <= 0 {
+            problems.push(
+                Problem::error(cmdline, None, format!("the number of jobs must be at least 1, got {n}"))
+                    .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
+            );
+        }
+    }
+
+    problems.extend(description_problems(desc));
+
+    // Sites files built in code skip `config::load`'s checks: repeat the ones
+    // that protect submit files.
+    let mut names = std::collections::BTreeSet::new();
+    for site in &sites.sites {
+        if let Some(message) = crate::config::site_name_error(&site.name) {
+            problems.push(Problem::error(&sites.path, None, message.escape_debug().to_string()));
+        }
+        if !names.insert(site.name.as_str()) {
+            problems.push(Problem::error(&sites.path, None, format!("duplicate site name `{}`", site.name)));
+        }
+        if let Some(grid) = &site.grid_resource {
+            if let Err((message, hint)) = crate::config::GridResource::parse(&grid.raw) {
+                let mut p = Problem::error(&sites.path, None, format!("site `{}`: {message}", site.name));
+                p.hint = hint;
+                problems.push(p);
+            }
+        }
+        for (key, value) in &site.submit_commands {
+            if let Err((message, _)) = crate::config::check_submit_key(key) {
+                problems.push(Problem::error(&sites.path, None, format!("site `{}`: {message}", site.name)));
+            }
+            if let Some(bad) = unsafe_char(value) {
+                problems.push(Problem::error(
+                    &sites.path,
+                    None,
+                    format!("site `{}`: `{key}` contains {bad}", site.name),
+                ));
+            }
+        }
+    }
+    if sites.sites.is_empty() {
+        problems.push(Problem::error(&sites.path, None, "no sites"));
+    }
+
+    // The universe.
+    let at = |c: &Command| Some((c.line, c.column));
+    if let Some(c) = desc.get_command("universe") {
+        let u = c.value.to_ascii_lowercase();
+        let has_grid = sites.sites.iter().any(|s| s.grid_resource.is_some());
+        let has_local = sites.sites.iter().any(|s| s.grid_resource.is_none());
+        if has_grid && !matches!(u.as_str(), "vanilla" | "grid") {
+            problems.push(Problem::warning(
+                &desc.path,
+                at(c),
+                format!("`universe = {}` is replaced by `universe = grid` at grid sites", c.value),
+            ));
+        }
+        if has_local && u == "grid" {
+            problems.push(Problem::warning(
+                &desc.path,
+                at(c),
+                "`universe = grid` becomes `vanilla` at local-pool sites",
+            ));
+        }
+    }
+    problems
+}
+
+/// Problems of the description alone (no sites file needed): the parser's
+/// warnings, names cosched owns or reserves, and the executable.
+pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
+    let mut problems = desc.warnings.clone();
+    problems.extend(semantic_problems(desc));
+    // The executable.
+    let at = |c: &Command| Some((c.line, c.column));
+    match desc.get_command("executable") {
+        None => problems.push(
+            Problem::error(&desc.path, None, "no executable")
+                .with_hint("add `executable = path/to/program` (relative to the submit description)"),
+        ),
+        Some(c) if c.value.is_empty() => {
+            problems.push(Problem::error(&desc.path, at(c), "the executable is empty"))
+        }
+        Some(c) if c.value.contains("$(") => problems.push(Problem::warning(
+            &desc.path,
+            at(c),
+            format!("executable `{}` uses a macro; cosched cannot check that it exists", c.value),
+        )),
+        Some(c) if !desc.transfers_executable() => {
+            if !Path::new(&c.value).is_absolute() {
+                problems.push(Problem::warning(
+                    &desc.path,
+                    at(c),
+                    format!("executable `{}` is not transferred (transfer_executable = false) and is not an absolute path", c.value),
+                ));
+            }
+        }
+        Some(c) => {
+            let path = desc.dir.join(&c.value);
+            match std::fs::metadata(&path) {
+                Ok(m) if m.is_file() => {}
+                Ok(_) => problems.push(Problem::error(&desc.path, at(c), format!("executable `{}` is not a file", path.display()))),
+                Err(e) => problems.push(
+                    Problem::error(&desc.path, at(c), format!("cannot access executable `{}`: {}", path.display(), io_reason(&e)))
+                        .with_hint("a relative executable is relative to the submit description's directory; set `transfer_executable = false` for a program that exists only on the execute hosts"),
+                ),
+            }
+        }
+    }
+
+    problems
+}
+
+/// What a description says that cosched will not do as written: commands it
+/// owns, names it reserves, a queue statement it replaces.
+fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
+    let path = desc.path.as_path();
+    let mut problems = Vec::new();
+    for c in &desc.commands {
+        let at = Some((c.line, c.column));
+        let key = &c.key;
+        let normalized = c.normalized_key();
+        if normalized.trim_start_matches("my.").starts_with("cosched") {
+            problems.push(
+                Problem::error(path, at, format!("`{key}` is reserved for cosched"))
+                    .with_hint("cosched defines $(CoschedJob) and the Cosched… job attributes itself"),
+            );
+        } else if normalized == "log" {
+            problems.push(Problem::warning(
+                path,
+                at,
+                format!("`{key}` is replaced by cosched (it writes one user log per site)"),
+            ));
+        } else if normalized == "grid_resource" {
+            problems.push(Problem::warning(
+                path,
+                at,
+                format!(
+                    "`{key}` is replaced by cosched (each site's grid_resource comes from the sites file)"
+                ),
+            ));
+        }
+    }
+    let queue = &desc.queue;
+    if let Some(q) = &queue {
+        if q.count != Some(1) && q.count != Some(0) {
+            let what = match q.count {
+                Some(n) => format!("{n} jobs"),
+                None => "several jobs".to_string(),
+            };
+            problems.push(
+                Problem::warning(path, Some((q.line, 1)), format!("`queue {}` would queue {what}; cosched replaces it", shorten(&q.args)))
+                    .with_hint("cosched queues N jobs itself (`cosched submit N …`); use $(CoschedJob), 0..N-1, to tell them apart"),
+            );
+        }
+    } else {
+        problems.push(Problem::warning(path, None, "no queue statement (cosched queues the jobs itself)"));
+    }
+
+    problems
+}
+
+fn io_reason(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
+        _ => e.to_string(),
+    }
+}
+
+/// `cosched check SITES JOB [--n-jobs N]`: loads and validates both files,
+/// prints every problem to stderr, and exits 2 if any is an error.
+pub fn check(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -> crate::CmdResult {
+    let (mut problems, summary) = check_problems(sites_path, job_path, n_jobs);
+    // File order reads best: per file, by line (problems without one last).
+    problems.sort_by(|a, b| {
+        (&a.file, a.location.is_none(), a.location).cmp(&(&b.file, b.location.is_none(), b.location))
+    });
+    for p in &problems {
+        eprintln!("{p}");
+    }
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    if errors > 0 {
+        return Err(crate::Failure::usage(format!(
+            "{errors} error(s) in the inputs; nothing was submitted (fix them and run `cosched check` again)"
+        )));
+    }
+    println!("{summary}");
+    Ok(crate::Exit::Ok)
+}
+
+/// Every problem of the two files (and N), and a one-line summary of what
+/// would run when there are no errors.
+pub fn check_problems(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -> (Vec<Problem>, String) {
+    let sites = crate::config::load_with_warnings(sites_path);
+    let desc = load(job_path);
+    let mut problems = Vec::new();
+    match (sites, desc) {
+        (Ok((sites, site_warnings)), Ok(desc)) => {
+            problems.extend(site_warnings);
+            problems.extend(validate(&sites, &desc, n_jobs));
+            let names: Vec<&str> = sites.sites.iter().map(|s| s.name.as_str()).collect();
+            let summary = format!(
+                "ok: {} site(s) ({}), policy {}, executable {}",
+                names.len(),
+                names.join(", "),
+                sites.policy.name(),
+                desc.executable().unwrap_or("-")
+            );
+            (problems, summary)
+        }
+        (sites, desc) => {
+            if let Err(e) = sites {
+                problems.extend(e.problems);
+            } else if let Ok((_, w)) = sites {
+                problems.extend(w);
+            }
+            match desc {
+                Err(e) => problems.extend(e.problems),
+                Ok(desc) => problems.extend(description_problems(&desc)),
+            }
+            if let Some(n) = n_jobs.filter(|n| *n <= 0) {
+                problems.push(Problem::error(
+                    Path::new("command line"),
+                    None,
+                    format!("the number of jobs must be at least 1, got {n}"),
+                ));
+            }
+            (problems, String::new())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::{GridResource, Severity};
+
+    const TYPICAL: &str = "\
+# A typical submit description
+universe       = vanilla
+executable     = analyze.sh
+arguments      = --input data.$(Process) \\
+                 --out result.$(CoschedJob)
+transfer_input_files = data.$(Process), common.tar.gz
+request_memory = 2 GB
+request_cpus   = 1
++ProjectName   = \"physics\"
+MY.Flavour     = \"long\"
+log            = job.log
+output         = out.$(CoschedJob)
+
+queue 10
+";
+
+    fn parse_str(text: &str) -> Result<SubmitDescription, SubmitDescError> {
+        parse(Path::new("/jobs/job.sub"), text)
+    }
+
+    fn grid_site() -> SiteConfig {
+        SiteConfig {
+            grid_resource: Some(GridResource::parse("condor ce.example.org ce.example.org:9619").unwrap()),
+            submit_commands: vec![
+                ("requirements".into(), "(Memory > 1024)".into()),
+                ("+ProjectName".into(), "\"site-project\"".into()),
+            ],
+            ..SiteConfig::named("ce")
+        }
+    }
+
+    #[test]
+    fn parses_commands_in_order_with_continuations() {
+        let d = parse_str(TYPICAL).unwrap();
+        let keys: Vec<&str> = d.commands.iter().map(|c| c.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "universe",
+                "executable",
+                "arguments",
+                "transfer_input_files",
+                "request_memory",
+                "request_cpus",
+                "+ProjectName",
+                "MY.Flavour",
+                "log",
+                "output"
+            ]
+        );
+        let args = &d.commands[2];
+        assert_eq!(args.value, "--input data.$(Process) --out result.$(CoschedJob)");
+        assert_eq!((args.line, args.column), (4, 1));
+        assert_eq!(d.executable(), Some("analyze.sh"));
+        assert_eq!(d.get("+projectname"), Some("\"physics\""));
+        assert_eq!(d.get("my.projectname"), Some("\"physics\""), "+X is MY.X");
+        let q = d.queue.as_ref().unwrap();
+        assert_eq!((q.count, q.line), (Some(10), 14));
+        assert!(d.warnings.is_empty(), "{:?}", d.warnings);
+        let w: Vec<String> = semantic_problems(&d).iter().map(|w| w.to_string()).collect();
+        assert!(w.iter().any(|w| w.contains("job.sub:14:1") && w.contains("10 jobs")), "{w:?}");
+        assert!(w.iter().any(|w| w.contains("job.sub:11:1") && w.contains("log")), "{w:?}");
+    }
+
+    #[test]
+    fn queue_counts() {
+        for (args, n) in [
+            ("", Some(1)),
+            ("1", Some(1)),
+            ("25", Some(25)),
+            ("x in (a, b, c)", Some(3)),
+            ("2 x in (a b)", Some(4)),
+            ("x from list.txt", None),
+            ("x matching *.dat", None),
+        ] {
+            assert_eq!(queue_count(args, None), n, "queue {args}");
+        }
+        let d = parse_str("executable = /bin/true\nqueue name from (\n  a\n  b\n  c\n)\n").unwrap();
+        assert_eq!(d.queue.as_ref().unwrap().count, Some(3));
+    }
+
+    #[test]
+    fn syntax_errors_are_all_located() {
+        let text = "executable = x\nthis is not a command\n+Bad Name = 1\ninclude : other.sub\nCoschedJob = 3\n+CoschedRun = \"mine\"\nqueue x from (\n a\n";
+        let e = parse_str(text).unwrap_err();
+        let errs: Vec<&Problem> = e.problems.iter().filter(|p| p.is_error()).collect();
+        let lines: Vec<usize> = errs.iter().map(|p| p.location.unwrap().0).collect();
+        assert_eq!(lines, [2, 3, 4, 7], "{e}");
+        assert!(
+            errs[0].to_string().starts_with("/jobs/job.sub:2:1: error: expected `key = value`"),
+            "{}",
+            errs[0]
+        );
+        let d =
+            parse_str("executable = x\nCoschedJob = 3\n+CoschedRun = \"mine\"\nMY.coschedbatch = 1\nqueue\n")
+                .unwrap();
+        let lines: Vec<usize> =
+            semantic_problems(&d).iter().filter(|p| p.is_error()).map(|p| p.location.unwrap().0).collect();
+        assert_eq!(lines, [2, 3, 4]);
+    }
+
+    #[test]
+    fn control_characters_in_values_are_refused() {
+        let e = parse_str("executable = x\narguments = a\u{7}b\nqueue\n").unwrap_err();
+        assert_eq!(e.problems[0].location, Some((2, 1)));
+        assert!(e.problems[0].message.contains("U+0007"), "{e}");
+        // A tab is ordinary whitespace in a submit file.
+        assert!(parse_str("executable = x\narguments = a\tb\nqueue\n").is_ok());
+    }
+
+    #[test]
+    fn heredoc_values_survive_rendering() {
+        let d = parse_str("executable = /bin/sh\narguments @=end\n  -c 'echo one'\n  two\n@end\nqueue\n")
+            .unwrap();
+        assert_eq!(d.get("arguments"), Some("  -c 'echo one'\n  two"));
+        let out = d.render_batch(&grid_site(), "r", "b", &[JobId(0)], Path::new("/s/ce.log"));
+        let again = parse(Path::new("/s/b.sub"), &out).unwrap();
+        assert_eq!(again.get("arguments"), d.get("arguments"));
+    }
+
+    #[test]
+    fn commands_after_queue_are_ignored_with_a_warning() {
+        let d = parse_str("executable = x\nqueue\noutput = late\nqueue\n").unwrap();
+        assert_eq!(d.get("output"), None);
+        assert_eq!(d.warnings.len(), 2, "{:?}", d.warnings);
+    }
+
+    /// What the rendered file says after parsing it back, as condor_submit
+    /// would read it.
+    fn render_and_reparse(d: &SubmitDescription, site: &SiteConfig, jobs: &[JobId]) -> SubmitDescription {
+        let out = d.render_batch(site, "run-7", "ce-b00003", jobs, Path::new("/state/ce.log"));
+        parse(Path::new("/state/ce-b00003.sub"), &out).unwrap_or_else(|e| panic!("{e}\n{out}"))
+    }
+
+    #[test]
+    fn render_round_trips_for_a_grid_site() {
+        let d = parse_str(TYPICAL).unwrap();
+        let jobs = [JobId(12), JobId(3), JobId(40)];
+        let r = render_and_reparse(&d, &grid_site(), &jobs);
+        assert_eq!(r.get("universe"), Some("grid"));
+        assert_eq!(r.get("grid_resource"), Some("condor ce.example.org ce.example.org:9619"));
+        assert_eq!(r.get("log"), Some("/state/ce.log"));
+        assert_eq!(r.get("executable"), Some("/jobs/analyze.sh"), "relative executables become absolute");
+        assert_eq!(r.get("initialdir"), Some("/jobs"));
+        assert_eq!(r.get("requirements"), Some("(Memory > 1024)"));
+        assert_eq!(
+            r.get("+ProjectName"),
+            Some("\"site-project\""),
+            "the site's command comes after the user's"
+        );
+        assert_eq!(r.get("+CoschedRun"), Some("\"run-7\""));
+        assert_eq!(r.get("+CoschedBatch"), Some("\"ce-b00003\""));
+        assert_eq!(r.get("+CoschedJob"), Some("$(CoschedJob)"));
+        for key in
+            ["arguments", "transfer_input_files", "request_memory", "request_cpus", "MY.Flavour", "output"]
+        {
+            assert_eq!(r.get(key), d.get(key), "{key} is carried over");
+        }
+        assert_eq!(
+            r.commands.iter().filter(|c| c.normalized_key() == "log").count(),
+            1,
+            "the user's log is dropped"
+        );
+        assert_eq!(r.commands.iter().filter(|c| c.normalized_key() == "universe").count(), 1);
+        let q = r.queue.unwrap();
+        assert_eq!(q.count, Some(3));
+        assert_eq!(q.args, "CoschedJob from (12 3 40)");
+        assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    }
+
+    #[test]
+    fn render_for_a_local_pool_keeps_the_users_universe() {
+        let d = parse_str(
+            "universe = container\ncontainer_image = img.sif\nexecutable = run\ninitialdir = work\nqueue\n",
+        )
+        .unwrap();
+        let r = render_and_reparse(&d, &SiteConfig::named("local"), &[JobId(0)]);
+        assert_eq!(r.get("universe"), Some("container"));
+        assert_eq!(r.get("grid_resource"), None);
+        assert_eq!(r.get("initialdir"), Some("/jobs/work"));
+        let d = parse_str("executable = run\nqueue\n").unwrap();
+        assert_eq!(
+            render_and_reparse(&d, &SiteConfig::named("local"), &[JobId(0)]).get("universe"),
+            Some("vanilla")
+        );
+        let d = parse_str("executable = /opt/bin/run\ntransfer_executable = false\nqueue\n").unwrap();
+        assert_eq!(render_and_reparse(&d, &grid_site(), &[JobId(0)]).get("executable"), Some("/opt/bin/run"));
+    }
+
+    #[test]
+    fn render_cannot_be_broken_by_identifiers() {
+        let d = parse_str("executable = run\nqueue\n").unwrap();
+        let out = d.render_batch(&grid_site(), "r\"un\nqueue 99", "b", &[JobId(1)], Path::new("/s/l.log"));
+        let r = parse(Path::new("/s/b.sub"), &out).unwrap();
+        assert_eq!(r.get("+CoschedRun"), Some("\"r_un_queue_99\""));
+        assert_eq!(r.queue.unwrap().count, Some(1));
+    }
+
+    #[test]
+    fn cosched_job_gives_each_job_its_own_output() {
+        let d = parse_str(TYPICAL).unwrap();
+        let jobs: Vec<JobId> = [5, 6, 7, 100].into_iter().map(JobId).collect();
+        let r = render_and_reparse(&d, &grid_site(), &jobs);
+        let q = r.queue.as_ref().unwrap();
+        let items: Vec<&str> =
+            q.args.trim_start_matches("CoschedJob from (").trim_end_matches(')').split_whitespace().collect();
+        assert_eq!(items.len(), jobs.len());
+        let mut outputs = std::collections::BTreeSet::new();
+        for (process, item) in items.iter().enumerate() {
+            let lookup = |name: &str| match name {
+                "coschedjob" => Some(item.to_string()),
+                "process" => Some(process.to_string()),
+                _ => None,
+            };
+            let output = expand_macros(r.get("output").unwrap(), &lookup);
+            assert_eq!(output, format!("out.{item}"));
+            outputs.insert(output);
+        }
+        assert_eq!(outputs.len(), jobs.len(), "every job writes its own output");
+        // The same job in another batch (a resubmission) writes the same file.
+        let again = render_and_reparse(&d, &SiteConfig::named("local"), &[JobId(7)]);
+        let lookup = |name: &str| (name == "coschedjob").then(|| "7".to_string());
+        assert_eq!(expand_macros(again.get("output").unwrap(), &lookup), "out.7");
+    }
+
+    #[test]
+    fn expand_macros_defaults_and_unknowns() {
+        let lookup = |name: &str| (name == "a").then(|| "1".to_string());
+        assert_eq!(expand_macros("x$(A)y$(B:2)z$(C)$(", &lookup), "x1y2z$(C)$(");
+    }
+
+    fn sites_with(site: SiteConfig) -> SitesFile {
+        SitesFile {
+            path: PathBuf::from("sites.toml"),
+            policy: crate::policy::PolicyConfig::Bulk,
+            condor: Default::default(),
+            run: Default::default(),
+            simulate: Default::default(),
+            sites: vec![site],
+        }
+    }
+
+    #[test]
+    fn validate_checks_executable_and_n() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("run.sh"), "#!/bin/sh\n").unwrap();
+        let job = dir.path().join("job.sub");
+        let sites = sites_with(grid_site());
+        let errors = |text: &str, n: Option<i64>| -> Vec<Problem> {
+            let d = parse(&job, text).unwrap();
+            validate(&sites, &d, n).into_iter().filter(|p| p.severity == Severity::Error).collect()
+        };
+        assert!(errors("executable = run.sh\nqueue\n", Some(5)).is_empty());
+        let e = errors("executable = missing.sh\nqueue\n", Some(5));
+        assert_eq!(e.len(), 1);
+        assert_eq!(e[0].location, Some((1, 1)));
+        assert!(e[0].message.contains("missing.sh"), "{}", e[0]);
+        assert!(errors("executable = missing.sh\ntransfer_executable = False\nqueue\n", None).is_empty());
+        assert_eq!(errors("arguments = 1\nqueue\n", None).len(), 1, "no executable");
+        assert_eq!(errors("executable = run.sh\nqueue\n", Some(0)).len(), 1);
+        assert_eq!(errors("executable = run.sh\nqueue\n", Some(-3)).len(), 1);
+        let mut bad = grid_site();
+        bad.name = "a\nb".into();
+        bad.submit_commands.push(("universe".into(), "x".into()));
+        let d = parse(&job, "executable = run.sh\nqueue\n").unwrap();
+        assert_eq!(validate(&sites_with(bad), &d, None).iter().filter(|p| p.is_error()).count(), 2);
+    }
+}

@@ -1,15 +1,236 @@
-//! Daemon clients (being written).
+//! The daemon's clients: `cosched runs`, `status`, `cancel`, `watch` and
+//! `cosched submit … --daemon`. Plain blocking socket I/O: one request, one
+//! (or, for `watch`, a stream of) JSON line(s) back; see [`crate::daemon`] for
+//! the protocol. `COSCHED_AS_UID` adds `as_uid` to requests (honoured only by
+//! a daemon with the test-only `trust_client_uid`).
 
-use crate::cli::{ClientArgs, RunRefArgs, StatusArgs};
-pub fn runs(_a: ClientArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+use super::protocol::{Envelope, Request, Response, RunStatus, SubmitRequest};
+use crate::cli::{ClientArgs, RunRefArgs, StatusArgs, SubmitArgs};
+use crate::{CmdResult, Exit, Failure};
+use std::io::{BufRead, BufReader, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+
+/// An open connection to the daemon.
+pub struct Connection {
+    socket: PathBuf,
+    reader: BufReader<UnixStream>,
+    writer: UnixStream,
 }
-pub fn status(_a: StatusArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+
+impl Connection {
+    pub fn open(socket: &Path) -> Result<Connection, Failure> {
+        let stream = UnixStream::connect(socket).map_err(|e| {
+            Failure::failed(format!(
+                "cannot reach the cosched daemon at {}: {e}\n  is it running (systemctl status cosched)? \
+                 Another socket can be given with --socket or COSCHED_SOCKET.",
+                socket.display()
+            ))
+        })?;
+        let writer = stream.try_clone().map_err(|e| Failure::failed(format!("socket: {e}")))?;
+        Ok(Connection { socket: socket.to_path_buf(), reader: BufReader::new(stream), writer })
+    }
+
+    /// Sends one request.
+    pub fn send(&mut self, request: Request) -> Result<(), Failure> {
+        let as_uid = std::env::var("COSCHED_AS_UID").ok().and_then(|v| v.trim().parse().ok());
+        let mut line = serde_json::to_string(&Envelope { request, as_uid })
+            .map_err(|e| Failure::failed(format!("encoding the request: {e}")))?;
+        line.push('\n');
+        self.writer
+            .write_all(line.as_bytes())
+            .map_err(|e| Failure::failed(format!("{}: sending to the daemon: {e}", self.socket.display())))
+    }
+
+    /// Reads one response line; a daemon error becomes a [`Failure`].
+    pub fn receive(&mut self) -> Result<Response, Failure> {
+        let mut line = String::new();
+        let n = self
+            .reader
+            .read_line(&mut line)
+            .map_err(|e| Failure::failed(format!("{}: reading from the daemon: {e}", self.socket.display())))?;
+        if n == 0 {
+            return Err(Failure::failed("the daemon closed the connection (is it stopping?)"));
+        }
+        let response: Response = serde_json::from_str(&line)
+            .map_err(|e| Failure::failed(format!("the daemon answered something unreadable ({e}): {line}")))?;
+        if !response.ok {
+            return Err(Failure::failed(response.error.unwrap_or_else(|| "the daemon refused".into())));
+        }
+        Ok(response)
+    }
+
+    pub fn request(&mut self, request: Request) -> Result<Response, Failure> {
+        self.send(request)?;
+        self.receive()
+    }
 }
-pub fn cancel(_a: RunRefArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+
+fn connect(args: &ClientArgs) -> Result<Connection, Failure> {
+    Connection::open(&super::default_socket(args.socket.as_deref()))
 }
-pub fn watch(_a: RunRefArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+
+fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::failed(format!("encoding JSON: {e}")))?;
+    println!("{text}");
+    Ok(())
+}
+
+fn owner(run: &RunStatus) -> String {
+    run.owner_name.clone().unwrap_or_else(|| run.owner.to_string())
+}
+
+/// `cosched runs`.
+pub fn runs(args: ClientArgs) -> CmdResult {
+    let mut conn = connect(&args)?;
+    let runs = conn.request(Request::Runs)?.runs.unwrap_or_default();
+    if args.json {
+        print_json(&runs)?;
+        return Ok(Exit::Ok);
+    }
+    if runs.is_empty() {
+        println!("no runs");
+        return Ok(Exit::Ok);
+    }
+    println!("{:>5}  {:<10}  {:<10}  {:<9}  {:>13}  {:>6}", "RUN", "OWNER", "STATE", "POLICY", "DONE", "OUT");
+    for r in &runs {
+        println!(
+            "{:>5}  {:<10}  {:<10}  {:<9}  {:>13}  {:>6}",
+            r.id,
+            owner(r),
+            r.state,
+            r.policy,
+            format!("{}/{}", r.done, r.n_jobs),
+            r.out
+        );
+    }
+    Ok(Exit::Ok)
+}
+
+/// Renders one run's status as a table (also used by `watch`).
+pub fn render_status(r: &RunStatus) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "run {} ({}): {}, policy {}, {}/{} done, {} given up, {} out, t = {:.0} s{}",
+        r.id,
+        owner(r),
+        r.state,
+        r.policy,
+        r.done,
+        r.n_jobs,
+        r.given_up,
+        r.out,
+        r.time,
+        r.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()
+    );
+    let _ = writeln!(
+        s,
+        "  {:<20} {:<12} {:>8} {:>6} {:>6} {:>6} {:>7} {:>5} {:>6} {:>8}",
+        "SITE", "CLASS", "CAPACITY", "WINDOW", "CAP", "QUEUED", "RUNNING", "HELD", "DONE", "AGTIME"
+    );
+    let opt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0}"));
+    for site in &r.sites {
+        let _ = writeln!(
+            s,
+            "  {:<20} {:<12} {:>8} {:>6} {:>6} {:>6} {:>7} {:>5} {:>6} {:>8}",
+            site.name,
+            site.class,
+            opt(site.capacity),
+            site.window,
+            site.fair_cap.map_or("-".to_string(), |c| c.to_string()),
+            site.queued + site.held_back,
+            site.running,
+            site.held,
+            site.done,
+            site.agtime.map_or("-".to_string(), |a| format!("{a:.0}s")),
+        );
+    }
+    s
+}
+
+/// `cosched status [RUN] [--json]`.
+pub fn status(args: StatusArgs) -> CmdResult {
+    let mut conn = connect(&args.client)?;
+    let runs = conn.request(Request::Status { run: args.run })?.runs.unwrap_or_default();
+    if args.client.json {
+        print_json(&runs)?;
+        return Ok(Exit::Ok);
+    }
+    if runs.is_empty() {
+        println!("no unfinished runs");
+    }
+    for r in &runs {
+        print!("{}", render_status(r));
+    }
+    Ok(Exit::Ok)
+}
+
+/// `cosched cancel RUN`.
+pub fn cancel(args: RunRefArgs) -> CmdResult {
+    let mut conn = connect(&args.client)?;
+    conn.request(Request::Cancel { run: args.run })?;
+    println!("run {}: cancelling; its jobs are being removed (follow with `cosched watch {}`)", args.run, args.run);
+    Ok(Exit::Ok)
+}
+
+/// `cosched watch RUN`: prints the status on every change until the run ends.
+pub fn watch(args: RunRefArgs) -> CmdResult {
+    let mut conn = connect(&args.client)?;
+    conn.send(Request::Watch { run: args.run })?;
+    let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    loop {
+        let response = conn.receive()?;
+        let Some(run) = response.runs.and_then(|mut r| r.pop()) else { continue };
+        if args.client.json {
+            println!("{}", serde_json::to_string(&run).unwrap_or_default());
+        } else if tty {
+            // Redraw in place: clear the screen, home the cursor.
+            print!("\x1b[2J\x1b[H{}", render_status(&run));
+        } else {
+            print!("{}", render_status(&run));
+        }
+        let _ = std::io::stdout().flush();
+        match run.state.as_str() {
+            "done" => return Ok(Exit::Ok),
+            "cancelled" | "failed" => return Ok(Exit::Partial),
+            _ => {}
+        }
+    }
+}
+
+/// `cosched submit N sites.toml job.sub --daemon`: hands the run to the daemon
+/// and prints its id.
+pub fn submit(args: &SubmitArgs) -> CmdResult {
+    let (Some(n), Some(sites), Some(job)) = (args.n_jobs, args.sites.as_ref(), args.job.as_ref()) else {
+        return Err(Failure::usage("--daemon needs N, the sites file and the submit description"));
+    };
+    if args.resume.is_some() {
+        return Err(Failure::usage("--daemon and --resume do not go together: the daemon resumes its runs itself"));
+    }
+    let n_jobs = u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| Failure::usage("N must be at least 1"))?;
+    let read = |p: &Path| {
+        std::fs::read_to_string(p).map_err(|e| Failure::usage(format!("{}: cannot read: {e}", p.display())))
+    };
+    let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
+    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
+    let request = SubmitRequest {
+        n_jobs,
+        sites_path: abs(sites),
+        sites_toml: read(sites)?,
+        job_path: abs(job),
+        job_sub: read(job)?,
+        cwd,
+        policy: args.policy.clone(),
+    };
+    let mut conn = Connection::open(&super::default_socket(args.socket.as_deref()))?;
+    let response = conn.request(Request::Submit(request))?;
+    let id = response.run.ok_or_else(|| Failure::failed("the daemon accepted the run but gave no id"))?;
+    if args.json {
+        println!("{{\"run\":{id}}}");
+    } else {
+        println!("{id}");
+    }
+    Ok(Exit::Ok)
 }

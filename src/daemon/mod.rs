@@ -1,6 +1,216 @@
-//! `cosched daemon` (being written).
+//! `cosched daemon`: cosched as a systemd service that accepts runs from
+//! several people over a Unix socket and shares each site's capacity between
+//! them fairly.
+//!
+//! # Shape
+//! Like mini-redis: [`command`] (the CLI) only reads the config, binds the
+//! socket, wires signals and calls [`run`]; tests call [`run`] (or
+//! [`server::serve`] with their own [`server::Machinery`]) with a listener and
+//! a shutdown token of their own.
+//!
+//! - [`server`] — the accept loop, one task per connection and per run, the
+//!   fair-share step, reload and watchdog.
+//! - [`fairshare`] — HTCaaS's dynamic fair share, pure.
+//! - [`share`] — the wrapper policy that applies a run's fair-share cap per
+//!   site and drains a cancelled run.
+//! - [`protocol`] — the JSON types below; [`client`] — `cosched runs`,
+//!   `status`, `cancel`, `watch` and `submit --daemon`.
+//! - [`notify`] — sd_notify by hand; [`config`] — the daemon's config file.
+//! - [`dbrun`] — runs through the state database and `cosched submit`'s run
+//!   machinery (crash-safe; HTCondor or the fake HTCondor);
+//!   [`memsim`] — in-process simulated runs (`simulate = true`; not
+//!   crash-safe, for the soak benchmark and demos).
+//!
+//! # systemd
+//! `Type=notify`: `READY=1` once the socket listens and recorded runs are
+//! restarted; `STATUS=` carries a one-line summary; `WATCHDOG=1` is sent from
+//! the coordinator loop when the unit sets `WatchdogSec=`. SIGTERM: stop
+//! accepting and submitting, let every run checkpoint, exit (jobs keep running
+//! on the grid; a restart resumes them). SIGHUP: read the config and its sites
+//! files again (capacities, weights, admins take effect at once; the socket
+//! path and state directory only at the next start); a config that does not
+//! parse is reported and the running one kept. When `JOURNAL_STREAM` is set
+//! (stderr goes to journald) log lines carry no timestamps or colours.
+//!
+//! # Who may do what
+//! The socket is created with `socket_mode` (default 0660) and `socket_group`,
+//! so only that group's members (and the daemon's account) can connect. The
+//! caller's uid comes from the kernel (`SO_PEERCRED`), never from the request.
+//! A user sees, watches and cancels only their own runs; root, the daemon's own
+//! account and members of `admin_groups`/`admin_gids` see all. Another user's
+//! run answers exactly like a run that does not exist. `trust_client_uid =
+//! true` makes the daemon honour an `as_uid` field instead: it exists only so
+//! that tests, which cannot switch uid, can act as several users; never set
+//! it on a shared host.
+//!
+//! # Fair share
+//! Every [`server::SHARE_EVERY`] the daemon gathers, per site name, each
+//! active run's demand (jobs its policy wants out there: out + held back),
+//! sums it per user, splits the site's capacity between users with
+//! [`fairshare::allot`] (weights from `[weights]`), then each user's part
+//! between that user's runs (equal weights), and hands each run its cap. A
+//! site's capacity is `[capacity]` of the daemon config, else `max_jobs` (else
+//! `slots`) of the site in the daemon's `sites` files; a site with no known
+//! capacity is not capped. The cap is applied by the [`share::FairShare`]
+//! wrapper around the run's own policy, which holds back Submit actions
+//! beyond it; nothing running is preempted.
+//!
+//! # Protocol (JSON lines)
+//! A client writes one JSON object per line and reads one JSON object per
+//! line back (`watch` answers with a line per change until the run ends).
+//! Several requests may share one connection. Requests carry `op`:
+//!
+//! ```text
+//! {"op":"ping"}                                → {"ok":true,"uid":1000,"admin":false}
+//! {"op":"submit","n_jobs":100,"sites_path":"/home/a/sites.toml","sites_toml":"…",
+//!  "job_path":"/home/a/job.sub","job_sub":"…","cwd":"/home/a","policy":"adaptive"}
+//!                                              → {"ok":true,"run":7}
+//! {"op":"runs"}                                → {"ok":true,"runs":[RUN…]}   (sites empty)
+//! {"op":"status"}  {"op":"status","run":7}     → {"ok":true,"runs":[RUN…]}   (unfinished runs / that run)
+//! {"op":"cancel","run":7}                      → {"ok":true,"run":7}
+//! {"op":"watch","run":7}                       → {"ok":true,"runs":[RUN]} per change, last one finished
+//! any failure                                  → {"ok":false,"error":"what went wrong"}
+//! ```
+//!
+//! `RUN` is `{"id","owner","owner_name"?,"state","policy","n_jobs","done",
+//! "given_up","out","time","message"?,"sites":[SITE…]}` with `state` one of
+//! `queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
+//! `SITE` is `{"name","capacity","class","window","fair_cap","held_back",
+//! "queued","running","held","done","agtime"}` ([`protocol::SiteStatus`]).
+//! Any request may carry `"as_uid": N`, refused unless `trust_client_uid`.
 
 pub mod client;
-pub fn command(_args: crate::cli::DaemonArgs) -> crate::CmdResult {
-    Err(crate::Failure::failed("not implemented yet"))
+pub mod config;
+pub mod dbrun;
+pub mod fairshare;
+pub mod memsim;
+pub mod notify;
+pub mod protocol;
+pub mod server;
+pub mod share;
+
+use crate::cli::DaemonArgs;
+use crate::{CmdResult, Exit, Failure};
+use config::DaemonConfig;
+use std::os::unix::fs::PermissionsExt;
+use std::path::Path;
+use std::sync::Arc;
+use tokio::net::UnixListener;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// Serves `listener` with `config` until `shutdown` is cancelled. The run
+/// machinery follows the config: the state database in `state_dir`, or with
+/// `simulate = true` in-process simulation.
+pub async fn run(listener: UnixListener, config: DaemonConfig, shutdown: CancellationToken) -> Result<(), String> {
+    let (_reload_tx, reload) = mpsc::unbounded_channel();
+    let control = server::Control { shutdown, reload, notifier: notify::Notifier::from_values(None, None, None, 0) };
+    serve_with(listener, config, control).await
+}
+
+async fn serve_with(listener: UnixListener, config: DaemonConfig, control: server::Control) -> Result<(), String> {
+    let machinery = machinery_for(&config)?;
+    server::serve(listener, config, machinery, control).await
+}
+
+fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, String> {
+    if config.simulate {
+        return Ok(Arc::new(memsim::MemorySim::new(config.speedup)));
+    }
+    Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir)?))
+}
+
+/// Binds the socket: removes a stale one (nobody answering on it), refuses
+/// to start beside a live daemon, then sets the mode and group.
+pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
+    let path = &config.socket;
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(|e| format!("{}: creating the socket directory: {e}", dir.display()))?;
+    }
+    if path.exists() {
+        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+            return Err(format!("{}: another daemon is listening there; stop it first", path.display()));
+        }
+        std::fs::remove_file(path).map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))?;
+    }
+    let listener = UnixListener::bind(path).map_err(|e| format!("{}: cannot listen: {e}", path.display()))?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.socket_mode))
+        .map_err(|e| format!("{}: setting mode {:o}: {e}", path.display(), config.socket_mode))?;
+    if let Some(gid) = config.socket_group {
+        std::os::unix::fs::chown(path, None, Some(gid))
+            .map_err(|e| format!("{}: giving the socket to group {gid}: {e}", path.display()))?;
+    }
+    Ok(listener)
+}
+
+/// `cosched daemon --config PATH`.
+pub fn command(args: DaemonArgs) -> CmdResult {
+    let config = config::load(&args.config).map_err(Failure::usage)?;
+    refuse_root(config.simulate)?;
+    // Before the socket exists: a database from a newer cosched, or one that
+    // another process holds, stops the start with a clear message (exit 2).
+    let machinery = machinery_for(&config).map_err(Failure::usage)?;
+    let runtime = tokio::runtime::Runtime::new().map_err(|e| Failure::failed(format!("starting tokio: {e}")))?;
+    runtime.block_on(async move {
+        let listener = bind(&config).map_err(Failure::usage)?;
+        let socket = config.socket.clone();
+        tracing::info!("cosched daemon {} listening on {}", env!("CARGO_PKG_VERSION"), socket.display());
+        let shutdown = CancellationToken::new();
+        let (reload_tx, reload) = mpsc::unbounded_channel();
+        let signals = tokio::spawn(watch_signals(shutdown.clone(), reload_tx));
+        let control = server::Control { shutdown: shutdown.clone(), reload, notifier: notify::Notifier::from_env() };
+        let served = server::serve(listener, config, machinery, control).await;
+        signals.abort();
+        let _ = std::fs::remove_file(&socket);
+        served.map_err(Failure::failed)?;
+        Ok(Exit::Ok)
+    })
+}
+
+/// HTCondor refuses jobs owned by root; a daemon as root would only fail
+/// later. In-process simulation submits nothing, so it may run as root.
+fn refuse_root(simulated: bool) -> Result<(), Failure> {
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !simulated && std::env::var_os("COSCHED_ALLOW_ROOT").is_none_or(|v| v != "1") {
+        return Err(Failure::usage(
+            "the daemon must not run as root: HTCondor refuses jobs owned by root. Run it as a dedicated \
+             account (see condor/cosched.service, User=cosched); COSCHED_ALLOW_ROOT=1 overrides this for tests",
+        ));
+    }
+    Ok(())
+}
+
+async fn watch_signals(shutdown: CancellationToken, reload: mpsc::UnboundedSender<()>) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
+    else {
+        tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
+        return;
+    };
+    loop {
+        tokio::select! {
+            biased;
+            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); shutdown.cancel(); return; }
+            _ = int.recv() => { tracing::info!("SIGINT: stopping"); shutdown.cancel(); return; }
+            _ = hup.recv() => { tracing::info!("SIGHUP: reloading the configuration"); let _ = reload.send(()); }
+        }
+    }
+}
+
+/// The socket clients use: `--socket`/`COSCHED_SOCKET`, else
+/// `$XDG_RUNTIME_DIR/cosched/cosched.sock` (a user unit's), else the system
+/// daemon's `/run/cosched/cosched.sock`.
+pub fn default_socket(explicit: Option<&Path>) -> std::path::PathBuf {
+    if let Some(p) = explicit {
+        return p.to_path_buf();
+    }
+    if let Some(dir) = std::env::var_os("XDG_RUNTIME_DIR") {
+        let user = Path::new(&dir).join("cosched").join("cosched.sock");
+        if user.exists() {
+            return user;
+        }
+    }
+    std::path::PathBuf::from("/run/cosched/cosched.sock")
 }

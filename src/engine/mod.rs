@@ -23,7 +23,7 @@
 
 pub mod observe;
 
-use crate::policy::{Action, Input, JobId, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{Action, Input, JobId, JobState, Policy, SiteEvent, SiteId, Time};
 use std::future::Future;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -164,11 +164,47 @@ where
         }
     };
 
+    // Replaying a resumed run's history rebuilds the policy's state. What the
+    // policy decides while replaying may or may not have been carried out
+    // before the restart; a job still waiting on such a decision afterwards
+    // (Submitting, Removing) was not — history would have said so — so those
+    // decisions are carried out now, once per job.
+    let mut replayed = Vec::new();
     for (site, event) in options.history {
         let now = event.at().unwrap_or(0.0);
-        policy.handle(now, &Input::Site { site, event });
+        replayed.extend(policy.handle(now, &Input::Site { site, event }));
     }
     let now = clock.now();
+    let mut carried_out = std::collections::BTreeSet::new();
+    for action in replayed {
+        let action = match action {
+            Action::Submit { site, mut jobs, why } => {
+                jobs.retain(|&j| {
+                    *policy.book().state(j) == JobState::Submitting { site } && carried_out.insert(j)
+                });
+                Action::Submit { site, jobs, why }
+            }
+            Action::Remove { site, mut jobs, why } => {
+                jobs.retain(|&j| {
+                    matches!(*policy.book().state(j), JobState::Removing { site: s, .. } if s == site)
+                        && carried_out.insert(j)
+                });
+                Action::Remove { site, jobs, why }
+            }
+            Action::GiveUp { .. } => continue,
+        };
+        match action {
+            Action::Submit { site, ref jobs, .. } if !jobs.is_empty() => {
+                observer.action(now, &action);
+                let _ = commands[site.index()].send(Command::Submit(jobs.clone()));
+            }
+            Action::Remove { site, ref jobs, .. } if !jobs.is_empty() => {
+                observer.action(now, &action);
+                let _ = commands[site.index()].send(Command::Remove(jobs.clone()));
+            }
+            _ => {}
+        }
+    }
     dispatch(policy, now, Input::Start, observer);
 
     let ending = loop {

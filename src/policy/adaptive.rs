@@ -1,35 +1,756 @@
-//! `adaptive` policy (being written).
+//! `adaptive`: the default policy. It keeps the thesis's ideas — degradation
+//! is a run time more than 25% above the site's uncongested baseline, each
+//! site's capacity is searched for, sites are classed fast or slow by AgTime
+//! and weighted accordingly — and drops what makes the thesis slow.
+//!
+//! - **Continuous windows, no rounds.** Each site has a target concurrency;
+//!   a job goes out whenever one comes back, so no site waits for another
+//!   and no batch waits for its slowest job.
+//! - **Degradation from running jobs.** All our jobs at a site share its
+//!   resource, so when concurrency passes the knee every running job slows at
+//!   once. Jobs that were about to finish stop finishing: the oldest running
+//!   job becomes older than any healthy job ever took (`overdue_factor` ×
+//!   longest healthy run time). That is seen tens of seconds after an
+//!   overshoot, not a whole job length later. Completed jobs add a slower
+//!   but steadier signal: their mean run time over the baseline.
+//! - **Growth that accelerates, cuts that measure.** Until a knee is seen the
+//!   window doubles per generation of healthy starts (one more job per job
+//!   that started while the site looked healthy), so a site without
+//!   contention is filled within a few queue waits. A degradation records the
+//!   level as a ceiling and cuts to a level estimated from the slowdown
+//!   (`n / slowdown`, the knee if throughput were flat past it), removing the
+//!   youngest running jobs, whose lost work is small. Inside [floor, ceiling]
+//!   the search is a bisection in log space, each step confirmed after
+//!   `confirm_fraction` of a run time without degradation. A found knee is
+//!   re-probed now and then, so a capacity that dropped and recovers is
+//!   followed.
+//! - **Queueing ahead.** Where other users make us wait, jobs are sent
+//!   `mean wait / run time` windows ahead (Little's law) so that a finished
+//!   job's slot is refilled at once.
+//! - **Routing by expected completion.** Jobs from the pool go first to the
+//!   sites with the lowest AgTime (queue wait + run time), the thesis's fast
+//!   sites, and near the end a site is skipped when a job sent there would
+//!   finish after the pool has drained through the faster sites.
+//! - **Idle timeouts.** A site that starts nothing within `idle_timeout` is
+//!   unresponsive: its jobs are removed and go elsewhere; it is re-probed
+//!   with one job later. When the pool is empty, jobs idle at a slow site are
+//!   moved to a site that would finish them sooner.
+//! - **Memory.** [`Policy::learned`] returns each site's capacity, baseline
+//!   run time and mean wait; the next run starts there (warm start).
+//!
+//! Cost per input: O(sites + log jobs) (ordered sets of running and idle
+//! jobs per site); nothing scans the N jobs.
 
+use super::book::Change;
+use super::{
+    Action, CapacityMemory, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId, SiteMemory,
+    SiteView, Time,
+};
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
 
-/// Parameters from the `[policy]` table of sites.toml.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+/// Parameters from the `[policy]` table of sites.toml (`policy = "adaptive"`,
+/// the default).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Params {}
+pub struct Params {
+    /// Concurrency a site starts at when nothing is known about it (capped by
+    /// its slots and `max_jobs`). Small enough to run below most knees, so
+    /// that the first run times are an uncongested baseline.
+    pub initial_window: u32,
+    /// C2 of the thesis: a site is degraded when jobs run this many times
+    /// longer than the baseline on average.
+    pub degradation_factor: f64,
+    /// A running job older than this many times the longest healthy run time
+    /// seen at the site is evidence of degradation (no need to wait for it).
+    pub overdue_factor: f64,
+    /// Jobs old enough to finish under health that do not finish for this
+    /// many mean gaps between healthy completions mean the site stalled.
+    pub stall_patience: f64,
+    /// A new level is confirmed healthy after this many longest healthy run
+    /// times without degradation.
+    pub confirm_after: f64,
+    /// After this many baseline run times at a found knee, the level above is
+    /// tried again (capacity can come back).
+    pub reprobe_after: f64,
+    /// Seconds a site may leave every job idle before it is declared
+    /// unresponsive and its jobs are sent elsewhere. A site's own
+    /// `idle_timeout` takes precedence.
+    pub idle_timeout: f64,
+    /// Whether to submit ahead at sites with long queue waits (Little's law).
+    pub queue_ahead: bool,
+}
 
-/// Placeholder until the policy is written: behaves like `bulk`.
-pub struct Adaptive(super::bulk::Bulk);
-
-impl Adaptive {
-    pub fn new(spec: &super::RunSpec, _params: &Params) -> Self {
-        Adaptive(super::bulk::Bulk::new(spec))
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            initial_window: 32,
+            degradation_factor: 1.25,
+            overdue_factor: 1.1,
+            stall_patience: 8.0,
+            confirm_after: 1.0,
+            reprobe_after: 3.0,
+            idle_timeout: 1200.0,
+            queue_ahead: true,
+        }
     }
 }
 
-impl super::Policy for Adaptive {
+/// Key for ordering by time (non-negative finite times order like their bits).
+fn tkey(t: Time) -> u64 {
+    t.max(0.0).to_bits()
+}
+
+/// Running mean and maximum of a sample.
+#[derive(Clone, Copy, Debug, Default)]
+struct Stats {
+    n: u32,
+    sum: f64,
+    min: f64,
+    max: f64,
+}
+
+impl Stats {
+    fn add(&mut self, x: f64) {
+        self.min = if self.n == 0 { x } else { self.min.min(x) };
+        self.n += 1;
+        self.sum += x;
+        self.max = self.max.max(x);
+    }
+    fn mean(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / f64::from(self.n))
+    }
+}
+
+struct SiteState {
+    name: String,
+    /// Most jobs that may be out (slots, operator cap).
+    cap: f64,
+    idle_timeout: f64,
+    /// Concurrency we aim to keep running.
+    target: f64,
+    /// Highest concurrency confirmed healthy.
+    floor: f64,
+    /// Lowest concurrency seen degraded since the last re-probe.
+    ceiling: Option<f64>,
+    /// When `target` last changed.
+    level_since: Time,
+    /// Jobs started before this are not judged overdue (they lived through a
+    /// level that was already judged).
+    judged_until: Time,
+    /// Run times of jobs that ran at a healthy level.
+    healthy: Stats,
+    /// Baseline known from memory before any job ran here.
+    remembered_baseline: Option<f64>,
+    /// Recent slowdowns (run time ÷ baseline) of completed jobs, smoothed.
+    slowdown: Option<f64>,
+    /// Last completion of a judged job (started after `judged_until`).
+    last_completion: Time,
+    /// Jobs that started since the last growth step while the site looked healthy.
+    healthy_starts: u32,
+    /// Running jobs by start time.
+    running: BTreeSet<(u64, JobId)>,
+    /// Start time and concurrency integral at start of each running job.
+    started: BTreeMap<JobId, (Time, f64)>,
+    /// ∫ running dt up to `integral_at`.
+    integral: f64,
+    integral_at: Time,
+    /// Idle jobs by submission time (for idle timeouts and moving the tail),
+    /// and the submission time of each.
+    idle: BTreeSet<(u64, JobId)>,
+    submitted: BTreeMap<JobId, Time>,
+    /// Queue waits (submit → start) and AgTimes (submit → end) seen here.
+    waits: Stats,
+    agtime: Option<f64>,
+    first_submit: Option<Time>,
+    any_started: bool,
+    /// Unresponsive: no new jobs until this time, then one probe.
+    unresponsive_until: Option<Time>,
+    class: SiteClass,
+}
+
+impl SiteState {
+    fn baseline(&self) -> Option<f64> {
+        self.healthy.mean().filter(|_| self.healthy.n >= 3).or(self.remembered_baseline)
+    }
+
+    /// The longest run time a healthy job is expected to take, once enough
+    /// jobs have been seen for the maximum to mean something.
+    fn healthy_max(&self) -> Option<f64> {
+        if self.healthy.n >= 20 {
+            Some(self.healthy.max)
+        } else {
+            self.remembered_baseline.map(|b| b * 1.25)
+        }
+    }
+
+    /// The shortest run time a healthy job takes, and the spread of healthy
+    /// run times (at least 40% of the shortest: early samples are the short
+    /// ones, so the measured spread starts too small).
+    fn healthy_range(&self) -> Option<(f64, f64)> {
+        let (lo, hi) = if self.healthy.n >= 3 {
+            (self.healthy.min, self.healthy.max)
+        } else {
+            let b = self.remembered_baseline?;
+            (0.8 * b, 1.2 * b)
+        };
+        Some((lo, (hi - lo).max(0.4 * lo)))
+    }
+
+    /// Running jobs that started after `judged_until`, oldest first.
+    fn judged_running(&self) -> impl Iterator<Item = (Time, JobId)> + '_ {
+        self.running.range((tkey(self.judged_until), JobId(0))..).map(|&(k, j)| (f64::from_bits(k), j))
+    }
+
+    /// When the site counts as stalled if no judged job completes before:
+    /// jobs old enough to finish under health (`due`) are not finishing for
+    /// `patience` mean gaps between completions (spread ÷ due). The k-th
+    /// oldest job is due at its start + the shortest healthy run time, so
+    /// the stall time is the earliest `max(due_k, since + patience·spread/k)`.
+    fn stall_at(&self, patience: f64) -> Option<Time> {
+        let (lo, spread) = self.healthy_range()?;
+        let (oldest, _) = self.judged_running().next()?;
+        let since = self.last_completion.max(oldest + lo);
+        self.judged_running()
+            .take(64)
+            .enumerate()
+            .map(|(k, (start, _))| (start + lo).max(since + patience * spread / (k + 1) as f64))
+            .min_by(f64::total_cmp)
+    }
+
+    fn mean_wait(&self) -> f64 {
+        self.waits.mean().unwrap_or(0.0)
+    }
+
+    /// Expected seconds from submission to the end of a job sent here now.
+    fn expected_turnaround(&self) -> Option<f64> {
+        self.agtime.or_else(|| self.baseline().map(|b| b + self.mean_wait()))
+    }
+
+    /// The job is no longer idle or running here.
+    fn drop_job(&mut self, job: JobId) {
+        if let Some((start, _)) = self.started.remove(&job) {
+            self.running.remove(&(tkey(start), job));
+        }
+        if let Some(at) = self.submitted.remove(&job) {
+            self.idle.remove(&(tkey(at), job));
+        }
+    }
+
+    fn advance_integral(&mut self, now: Time) {
+        if now > self.integral_at {
+            self.integral += self.running.len() as f64 * (now - self.integral_at);
+            self.integral_at = now;
+        }
+    }
+}
+
+pub struct Adaptive {
+    params: Params,
+    book: JobBook,
+    sites: Vec<SiteState>,
+    /// Time of the last input: deadlines already passed are not asked for
+    /// again (their condition was checked then; the next event re-checks).
+    now: Time,
+}
+
+impl Adaptive {
+    pub fn new(spec: &RunSpec, params: &Params) -> Self {
+        let sites = spec
+            .sites
+            .iter()
+            .map(|info| {
+                let slots = info.slots.map_or(f64::INFINITY, f64::from);
+                let cap = info.max_jobs.map_or(slots, |m| f64::from(m).min(slots)).min(spec.n_jobs as f64);
+                let cap = if cap.is_finite() { cap.max(1.0) } else { spec.n_jobs.max(1) as f64 };
+                let memory = spec.memory.get(&info.name);
+                let initial = f64::from(params.initial_window.max(1)).min(cap);
+                let (target, floor, ceiling) = match memory.and_then(|m| m.capacity) {
+                    Some(c) if c >= 1.0 => {
+                        let c = c.min(cap);
+                        (c, c, Some(c * 1.2))
+                    }
+                    _ => (initial, 0.0, None),
+                };
+                let mut waits = Stats::default();
+                if let Some(w) = memory.and_then(|m| m.mean_wait) {
+                    waits.add(w);
+                }
+                let unresponsive = memory.is_some_and(|m| m.unresponsive);
+                SiteState {
+                    name: info.name.clone(),
+                    cap,
+                    idle_timeout: info.idle_timeout.unwrap_or(params.idle_timeout),
+                    target: if unresponsive { 1.0 } else { target },
+                    floor,
+                    ceiling,
+                    level_since: 0.0,
+                    judged_until: 0.0,
+                    healthy: Stats::default(),
+                    remembered_baseline: memory.and_then(|m| m.baseline_runtime),
+                    slowdown: None,
+                    healthy_starts: 0,
+                    last_completion: 0.0,
+                    running: BTreeSet::new(),
+                    started: BTreeMap::new(),
+                    integral: 0.0,
+                    integral_at: 0.0,
+                    idle: BTreeSet::new(),
+                    submitted: BTreeMap::new(),
+                    waits,
+                    agtime: None,
+                    first_submit: None,
+                    any_started: false,
+                    unresponsive_until: None,
+                    class: SiteClass::Unknown,
+                }
+            })
+            .collect();
+        Adaptive {
+            params: params.clone(),
+            book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
+            sites,
+            now: 0.0,
+        }
+    }
+
+    fn set_target(&mut self, i: usize, target: f64, now: Time) {
+        let s = &mut self.sites[i];
+        let t = target.clamp(1.0, s.cap);
+        if t != s.target {
+            s.target = t;
+            s.level_since = now;
+        }
+    }
+
+    /// A degradation was seen at site `i` while `n` jobs were running there:
+    /// `n` becomes the ceiling and the window goes back to the highest level
+    /// confirmed healthy (half of `n` if that level is no longer healthy).
+    fn degraded(&mut self, i: usize, n: f64, now: Time, why: &str, actions: &mut Vec<Action>) {
+        let s = &mut self.sites[i];
+        let n = n.max(1.0);
+        s.ceiling = Some(n);
+        if s.floor >= n {
+            // The site got worse than it was: what was healthy is not any more.
+            s.floor = (n / 2.0).floor();
+        }
+        let target = if s.floor >= 1.0 { s.floor } else { (n / 2.0).floor() };
+        s.judged_until = now;
+        s.last_completion = now;
+        s.slowdown = None;
+        s.healthy_starts = 0;
+        self.set_target(i, target.max(1.0), now);
+        let why = format!("{why}; window {:.0}", self.sites[i].target);
+        self.shed(i, now, &why, actions);
+    }
+
+    /// Removes what is above the window: the youngest running jobs (little
+    /// work is lost) and idle jobs beyond the queue-ahead allowance.
+    fn shed(&mut self, i: usize, now: Time, why: &str, actions: &mut Vec<Action>) {
+        let site = SiteId(i as u32);
+        let s = &self.sites[i];
+        let young_limit = s.baseline().map_or(0.0, |b| 0.25 * b);
+        let excess = s.running.len() as f64 - s.target.ceil();
+        let mut victims = Vec::new();
+        if excess >= 1.0 {
+            for &(start, job) in s.running.iter().rev().take(excess as usize) {
+                if now - f64::from_bits(start) <= young_limit {
+                    victims.push(job);
+                }
+            }
+        }
+        let allowance = self.queue_allowance(i);
+        let idle_excess = s.idle.len() as f64 - allowance;
+        if idle_excess >= 1.0 {
+            victims.extend(s.idle.iter().rev().take(idle_excess as usize).map(|&(_, j)| j));
+        }
+        self.remove(i, &victims, now, why, actions);
+        let _ = site;
+    }
+
+    fn remove(&mut self, i: usize, jobs: &[JobId], now: Time, why: &str, actions: &mut Vec<Action>) {
+        if jobs.is_empty() {
+            return;
+        }
+        let site = SiteId(i as u32);
+        let marked = self.book.mark_removing(site, jobs);
+        let s = &mut self.sites[i];
+        s.advance_integral(now);
+        for &job in &marked {
+            s.drop_job(job);
+        }
+        if !marked.is_empty() {
+            actions.push(Action::Remove { site, jobs: marked, why: format!("adaptive: {why}") });
+        }
+    }
+
+    /// Idle jobs worth keeping at site `i` so that finished jobs are replaced
+    /// without waiting (Little's law: throughput × wait).
+    fn queue_allowance(&self, i: usize) -> f64 {
+        let s = &self.sites[i];
+        if !self.params.queue_ahead {
+            return 0.0;
+        }
+        match s.baseline() {
+            Some(b) if b > 0.0 => (s.target * s.mean_wait() / b).ceil(),
+            _ => 0.0,
+        }
+    }
+
+    fn on_event(&mut self, now: Time, site: SiteId, event: &super::SiteEvent, actions: &mut Vec<Action>) {
+        let i = site.index();
+        let change = self.book.apply(site, event);
+        self.sites[i].advance_integral(now);
+        match change {
+            Change::None => {}
+            Change::Submitted { jobs } => {
+                let at = event.at().unwrap_or(now);
+                let s = &mut self.sites[i];
+                s.first_submit.get_or_insert(at);
+                for job in jobs {
+                    s.idle.insert((tkey(at), job));
+                    s.submitted.insert(job, at);
+                }
+            }
+            Change::Returned { .. } => {}
+            Change::Started { job, submitted } => {
+                let at = event.at().unwrap_or(now);
+                let s = &mut self.sites[i];
+                s.idle.remove(&(tkey(submitted), job));
+                s.submitted.remove(&job);
+                s.running.insert((tkey(at), job));
+                s.started.insert(job, (at, s.integral));
+                s.waits.add((at - submitted).max(0.0));
+                s.any_started = true;
+                s.unresponsive_until = None;
+                if s.class == SiteClass::Unresponsive {
+                    s.class = SiteClass::Unknown;
+                }
+                if s.ceiling.is_none() && s.baseline().is_some() {
+                    s.healthy_starts += 1;
+                }
+            }
+            Change::Succeeded { job, submitted, started, ended } => {
+                let s = &mut self.sites[i];
+                let entry = s.started.get(&job).copied();
+                s.drop_job(job);
+                let agtime = ended - submitted;
+                s.agtime = Some(s.agtime.map_or(agtime, |a| 0.9 * a + 0.1 * agtime));
+                if let (Some(start), Some((_, i0))) = (started, entry) {
+                    let runtime = (ended - start).max(1e-9);
+                    let mean_n = (s.integral - i0) / runtime;
+                    self.judge_completion(i, runtime, mean_n, start, now, actions);
+                }
+            }
+            Change::Failed { job, held, exhausted } => {
+                self.sites[i].drop_job(job);
+                if held {
+                    let jobs = self.book.mark_removing(site, &[job]);
+                    actions.push(Action::Remove { site, jobs, why: "adaptive: held".into() });
+                } else if exhausted {
+                    actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
+                }
+            }
+            Change::Removed { job } => {
+                self.sites[i].drop_job(job);
+                if *self.book.state(job) == JobState::GivenUp {
+                    actions.push(Action::GiveUp { job, why: "held on every attempt".into() });
+                }
+            }
+        }
+    }
+
+    /// A job ended after `runtime` seconds at a mean concurrency of `mean_n`.
+    fn judge_completion(
+        &mut self,
+        i: usize,
+        runtime: f64,
+        mean_n: f64,
+        start: Time,
+        now: Time,
+        actions: &mut Vec<Action>,
+    ) {
+        let c2 = self.params.degradation_factor;
+        let s = &mut self.sites[i];
+        let judged = start >= s.judged_until;
+        if judged {
+            s.last_completion = now;
+        }
+        let Some(base) = s.baseline() else {
+            // The first jobs run at the initial window, below most knees:
+            // they are the baseline.
+            s.healthy.add(runtime);
+            s.floor = s.floor.max(mean_n.floor());
+            return;
+        };
+        let ratio = runtime / base;
+        if ratio <= 1.1 {
+            s.healthy.add(runtime);
+            if judged {
+                s.floor = s.floor.max(mean_n.min(s.target).floor());
+            }
+        }
+        if !judged {
+            return;
+        }
+        let smoothed = s.slowdown.map_or(ratio, |x| 0.8 * x + 0.2 * ratio);
+        s.slowdown = Some(smoothed);
+        if smoothed > c2 {
+            let why = format!("run times {smoothed:.2}× the baseline at {mean_n:.0} running");
+            self.degraded(i, mean_n, now, &why, actions);
+        }
+    }
+
+    /// Degradation seen in running jobs: jobs old enough to have finished
+    /// under health are not finishing, or one has run longer than any
+    /// healthy job.
+    fn check_running(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
+        let c2 = self.params.degradation_factor;
+        let s = &self.sites[i];
+        let n = s.running.len() as f64;
+        if let Some(at) = s.stall_at(self.params.stall_patience) {
+            if now >= at {
+                let since = s.last_completion;
+                let why = format!("no job finished since {since:.0} s, at {n:.0} running");
+                return self.degraded(i, n, now, &why, actions);
+            }
+        }
+        let Some(hmax) = s.healthy_max() else { return };
+        let Some((start, _)) = s.judged_running().next() else { return };
+        let age = now - start;
+        let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
+        if age > limit {
+            let why = format!("a job has run {age:.0} s, longer than any healthy one, at {n:.0} running");
+            self.degraded(i, n, now, &why, actions);
+        }
+    }
+
+    /// Growth and confirmation of the current level.
+    fn grow(&mut self, i: usize, now: Time) {
+        let confirm = self.params.confirm_after;
+        let reprobe = self.params.reprobe_after;
+        let pool_empty = self.book.pool_len() == 0;
+        let s = &mut self.sites[i];
+        let Some(base) = s.baseline() else { return };
+        let Some((lo, spread)) = s.healthy_range() else { return };
+        let running = s.running.len() as f64;
+        let mut next = s.target;
+        match s.ceiling {
+            None => {
+                // No knee seen: one more job per healthy start (doubling per
+                // generation), as long as the window is being used.
+                if s.healthy_starts > 0 && running >= 0.5 * s.target {
+                    next = s.target + f64::from(s.healthy_starts);
+                    s.healthy_starts = 0;
+                }
+            }
+            Some(ceiling) => {
+                // A level is confirmed when jobs started at it have had the
+                // time of a healthy run without a degradation.
+                let at_level = running >= 0.9 * s.target || pool_empty;
+                if now - s.level_since < confirm * (lo + spread) || !at_level {
+                    return;
+                }
+                s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
+                if ceiling / s.floor.max(1.0) > 1.1 && ceiling - s.floor > 1.0 {
+                    next = (s.floor.max(1.0) * ceiling).sqrt().floor().max(s.floor + 1.0);
+                } else if now - s.level_since >= reprobe * base {
+                    // Held long enough: see whether capacity came back.
+                    s.ceiling = Some((ceiling * 1.25).max(ceiling + 2.0));
+                    next = (s.floor * 1.1).max(s.floor + 1.0).floor();
+                }
+            }
+        }
+        let t = next.clamp(1.0, s.cap);
+        if t != s.target {
+            s.target = t;
+            s.level_since = now;
+        }
+    }
+
+    fn check_unresponsive(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
+        let s = &self.sites[i];
+        if s.any_started || s.idle.is_empty() {
+            return;
+        }
+        let Some(&(oldest, _)) = s.idle.first() else { return };
+        if now - f64::from_bits(oldest) < s.idle_timeout {
+            return;
+        }
+        let jobs: Vec<JobId> = s.idle.iter().map(|&(_, j)| j).collect();
+        let timeout = s.idle_timeout;
+        let s = &mut self.sites[i];
+        s.class = SiteClass::Unresponsive;
+        s.unresponsive_until = Some(now + 2.0 * timeout);
+        s.target = 1.0;
+        self.remove(i, &jobs, now, &format!("nothing started within {timeout:.0} s"), actions);
+    }
+
+    /// Sends pool jobs to sites with room, fastest expected turnaround first.
+    fn dispatch(&mut self, now: Time, actions: &mut Vec<Action>) {
+        if self.book.pool_len() == 0 {
+            return;
+        }
+        let mut order: Vec<usize> = (0..self.sites.len()).collect();
+        let key = |s: &SiteState| s.expected_turnaround().unwrap_or(0.0);
+        order.sort_by(|&a, &b| key(&self.sites[a]).total_cmp(&key(&self.sites[b])).then(a.cmp(&b)));
+        // Throughput of all responsive sites, jobs per second.
+        let throughput: f64 = self
+            .sites
+            .iter()
+            .filter(|s| s.class != SiteClass::Unresponsive)
+            .filter_map(|s| s.expected_turnaround().map(|t| s.target / t.max(1.0)))
+            .sum();
+        let best = order.first().and_then(|&i| self.sites[i].expected_turnaround());
+        for i in order {
+            let pool = self.book.pool_len() as f64;
+            if pool == 0.0 {
+                break;
+            }
+            let allowance = self.queue_allowance(i);
+            let s = &self.sites[i];
+            if let Some(until) = s.unresponsive_until {
+                if now < until {
+                    continue;
+                }
+            }
+            // A job sent here would end after the pool drains elsewhere.
+            if let (Some(best), Some(mine)) = (best, s.expected_turnaround()) {
+                if throughput > 0.0 && mine > best + pool / throughput && s.idle.len() + s.running.len() > 0 {
+                    continue;
+                }
+            }
+            let out = f64::from(self.book.counts(SiteId(i as u32)).out());
+            let running = s.running.len() as f64;
+            let idle_room = allowance;
+            let want = (s.target - running).max(0.0) + idle_room;
+            let want = want.min(s.cap - out);
+            let idle_now = out - running;
+            let give = (want - idle_now).floor();
+            if give < 1.0 {
+                continue;
+            }
+            let site = SiteId(i as u32);
+            let jobs = self.book.take(site, give as u64);
+            if !jobs.is_empty() {
+                let why = format!(
+                    "adaptive: window {:.0}{}",
+                    s.target,
+                    if allowance > 0.0 { format!(" + {allowance:.0} queued ahead") } else { String::new() }
+                );
+                actions.push(Action::Submit { site, jobs, why });
+            }
+        }
+    }
+
+    /// Fast and slow classes by AgTime (the thesis's Algorithm 3, without the
+    /// barrier: recomputed whenever asked).
+    fn classify(&mut self) {
+        let known: Vec<f64> = self.sites.iter().filter_map(|s| s.agtime).collect();
+        if known.len() < 2 {
+            return;
+        }
+        let average = known.iter().sum::<f64>() / known.len() as f64;
+        for s in &mut self.sites {
+            if s.class == SiteClass::Unresponsive {
+                continue;
+            }
+            if let Some(a) = s.agtime {
+                s.class = if a <= average { SiteClass::Fast } else { SiteClass::Slow };
+            }
+        }
+    }
+
+    fn deadline_of(&self, s: &SiteState) -> Option<Time> {
+        let mut d: Option<Time> = None;
+        let mut consider = |t: Time| d = Some(d.map_or(t, |x: Time| x.min(t)));
+        if let Some(at) = s.stall_at(self.params.stall_patience) {
+            consider(at);
+        }
+        if let (Some(hmax), Some((start, _))) = (s.healthy_max(), s.judged_running().next()) {
+            let c2 = self.params.degradation_factor;
+            let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
+            consider(start + limit + 1e-6);
+        }
+        if let (Some(base), Some((lo, spread)), Some(_)) = (s.baseline(), s.healthy_range(), s.ceiling) {
+            consider(s.level_since + self.params.confirm_after * (lo + spread));
+            consider(s.level_since + self.params.reprobe_after * base);
+        }
+        if !s.any_started {
+            if let Some(&(oldest, _)) = s.idle.first() {
+                consider(f64::from_bits(oldest) + s.idle_timeout);
+            }
+        }
+        if let Some(until) = s.unresponsive_until {
+            consider(until);
+        }
+        d
+    }
+}
+
+impl Policy for Adaptive {
     fn name(&self) -> &'static str {
         "adaptive"
     }
-    fn handle(&mut self, now: super::Time, input: &super::Input) -> Vec<super::Action> {
-        self.0.handle(now, input)
+
+    fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
+        let mut actions = Vec::new();
+        self.now = self.now.max(now);
+        let touched: Vec<usize> = match input {
+            Input::Start => (0..self.sites.len()).collect(),
+            Input::Site { site, event } if site.index() < self.sites.len() => {
+                self.on_event(now, *site, event, &mut actions);
+                vec![site.index()]
+            }
+            Input::Site { .. } => Vec::new(),
+            Input::Tick => (0..self.sites.len()).collect(),
+        };
+        for i in touched {
+            self.sites[i].advance_integral(now);
+            self.check_unresponsive(i, now, &mut actions);
+            self.check_running(i, now, &mut actions);
+            self.grow(i, now);
+        }
+        self.classify();
+        self.dispatch(now, &mut actions);
+        actions
     }
-    fn next_deadline(&self) -> Option<super::Time> {
-        None
+
+    fn next_deadline(&self) -> Option<Time> {
+        self.sites
+            .iter()
+            .filter_map(|s| self.deadline_of(s))
+            .filter(|&d| d > self.now)
+            .min_by(f64::total_cmp)
     }
-    fn book(&self) -> &super::JobBook {
-        self.0.book()
+
+    fn book(&self) -> &JobBook {
+        &self.book
     }
-    fn site_view(&self, site: super::SiteId) -> super::SiteView {
-        self.0.site_view(site)
+
+    fn site_view(&self, site: SiteId) -> SiteView {
+        let s = &self.sites[site.index()];
+        SiteView {
+            window: s.target.round() as u32,
+            capacity: s.ceiling.map(|_| s.floor.max(1.0)),
+            class: s.class,
+            agtime: s.agtime,
+        }
+    }
+
+    fn learned(&self) -> CapacityMemory {
+        self.sites
+            .iter()
+            .map(|s| {
+                let capacity = if s.ceiling.is_some() { s.floor.max(1.0) } else { s.floor.max(s.target) };
+                let memory = SiteMemory {
+                    capacity: (capacity >= 1.0 && s.any_started).then_some(capacity),
+                    baseline_runtime: s.healthy.mean().or(s.remembered_baseline),
+                    mean_wait: s.waits.mean(),
+                    unresponsive: !s.any_started && s.first_submit.is_some(),
+                };
+                (s.name.clone(), memory)
+            })
+            .collect()
     }
 }

@@ -218,10 +218,19 @@ impl JobBook {
             SiteEvent::Submitted { jobs, at } => {
                 let mut ok = Vec::new();
                 for &job in jobs {
-                    if *self.state(job) == (JobState::Submitting { site }) {
-                        self.set(job, JobState::Idle { site, submitted: *at });
-                        ok.push(job);
+                    match *self.state(job) {
+                        JobState::Submitting { .. } => {}
+                        // Only a resumed run's history reports a submission
+                        // the book did not hand out (or handed to another
+                        // site while replaying): the site has the job, so
+                        // that is where it is.
+                        JobState::Pool => {
+                            self.pool.remove(&job);
+                        }
+                        _ => continue,
                     }
+                    self.set(job, JobState::Idle { site, submitted: *at });
+                    ok.push(job);
                 }
                 if ok.is_empty() {
                     Change::None
@@ -394,6 +403,25 @@ mod tests {
         assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: true });
         assert_eq!(*book.state(JobId(0)), JobState::GivenUp);
         assert_eq!(book.given_up(), 1);
+    }
+
+    #[test]
+    fn replayed_submissions_take_jobs_out_of_the_pool_or_off_another_site() {
+        let mut book = JobBook::new(4, 2, 2);
+        // History of a resumed run: job 2 was submitted before the restart.
+        let c = book.apply(S1, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 3.0 });
+        assert_eq!(c, Change::Submitted { jobs: vec![JobId(2)] });
+        assert_eq!(book.pool_len(), 3);
+        // A replaying policy handed job 0 to site 0; history says site 1 has it.
+        assert_eq!(book.take(S0, 1), vec![JobId(0)]);
+        book.apply(S1, &SiteEvent::Submitted { jobs: vec![JobId(0)], at: 4.0 });
+        assert_eq!(*book.state(JobId(0)), JobState::Idle { site: S1, submitted: 4.0 });
+        assert_eq!(book.counts(S0).out(), 0);
+        assert_eq!(book.counts(S1).idle, 2);
+        // Never a job that is already out: that would be a second copy.
+        let c = book.apply(S0, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 5.0 });
+        assert_eq!(c, Change::None);
+        assert_eq!(book.take(S0, 4), vec![JobId(1), JobId(3)]);
     }
 
     #[test]

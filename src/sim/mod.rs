@@ -1,6 +1,236 @@
-//! The simulated grid: the site model of `shared/scenarios/README.md`, run in
-//! virtual time as a backend of the real engine (being written).
+//! The simulated grid: the site model of `shared/scenarios/README.md`
+//! ([`model`]), run in virtual time as a backend of the real engine
+//! ([`backend`]), and the measurements the bench reports ([`metrics`]).
+//!
+//! A simulated run is the engine's own run — coordinator, one task per site,
+//! the policy — under a current-thread tokio runtime with a paused clock, so
+//! simulated hours take milliseconds and a run is a deterministic function of
+//! (scenario, policy, seed). No real I/O happens inside a run: under a paused
+//! clock, pending real I/O would let time jump ahead.
+//!
+//! Only the oracle gets the true site parameters ([`crate::policy::Truth`]);
+//! every other policy sees what HTCondor would show: slot counts and events.
 
+pub mod backend;
+pub mod metrics;
 pub mod model;
 
-pub use model::{Capacity, Scenario, SiteParams};
+pub use metrics::{JobRecord, Metrics, SiteMetrics};
+pub use model::{job_work, site_seed, AttemptId, Capacity, ModelEvent, Scenario, SiteParams, SiteSim};
+
+use crate::engine::{
+    self, Ending, EngineOptions, NullObserver, Observer, RunClock, TraceEntry, TraceRecorder,
+};
+use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
+use backend::{AttemptRecord, SimSite, SiteLog};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+/// Attempts a job gets in a simulated run: enough that no p_fail of the
+/// scenarios gives a job up (0.1^20 is never).
+pub const SIM_MAX_ATTEMPTS: u32 = 20;
+
+/// Knobs of one simulated run.
+#[derive(Clone, Debug)]
+pub struct SimOptions {
+    /// Record every decision (for `--trace` and determinism checks).
+    pub trace: bool,
+    /// Warm-start knowledge handed to the policy.
+    pub memory: CapacityMemory,
+    /// Simulated seconds after which an unsettled run is a hang.
+    pub horizon: f64,
+}
+
+impl Default for SimOptions {
+    fn default() -> Self {
+        SimOptions { trace: false, memory: CapacityMemory::new(), horizon: 30.0 * 86400.0 }
+    }
+}
+
+/// Everything one simulated run produced.
+#[derive(Clone, Debug)]
+pub struct SimResult {
+    pub metrics: Metrics,
+    /// The successful attempt of every job that finished, in job order.
+    pub jobs: Vec<JobRecord>,
+    /// Every attempt at every site, site by site in submission order.
+    pub attempts: Vec<AttemptRecord>,
+    /// The decisions, when [`SimOptions::trace`] was set.
+    pub trace: Vec<TraceEntry>,
+    /// What the policy learned (for the next, warm run).
+    pub learned: CapacityMemory,
+    /// The run did not settle before the horizon.
+    pub hang: bool,
+    /// Violated conservation rules (a bug in a policy, the engine or the sim).
+    pub errors: Vec<String>,
+    /// Site events simulated (submissions, starts, ends, removals).
+    pub events: u64,
+}
+
+/// What a policy may know of a scenario's sites: names and slot counts.
+pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
+    RunSpec {
+        n_jobs: scenario.n_jobs,
+        sites: scenario
+            .sites
+            .iter()
+            .map(|s| SiteInfo { slots: Some(s.slots), ..SiteInfo::named(s.name.clone()) })
+            .collect(),
+        memory,
+        max_attempts: SIM_MAX_ATTEMPTS,
+    }
+}
+
+/// What only the oracle may know of a scenario.
+pub fn truth(scenario: &Scenario) -> Truth {
+    Truth { sites: scenario.sites.clone(), base_runtime: scenario.base_runtime }
+}
+
+/// Runs one (scenario, policy, seed) to the end in virtual time, on a fresh
+/// current-thread runtime with a paused clock. Must not be called from inside
+/// a tokio runtime (use [`run_async`] there).
+pub fn run(scenario: &Scenario, config: &PolicyConfig, seed: u64, opts: &SimOptions) -> SimResult {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a current-thread tokio runtime can be built");
+    runtime.block_on(run_async(scenario, config, seed, opts))
+}
+
+/// [`run`] inside a runtime the caller made; it must have a paused clock, or
+/// the run takes real time.
+pub async fn run_async(
+    scenario: &Scenario,
+    config: &PolicyConfig,
+    seed: u64,
+    opts: &SimOptions,
+) -> SimResult {
+    let spec = run_spec(scenario, opts.memory.clone());
+    let truth = truth(scenario);
+    let mut policy = match policy::build(config, &spec, Some(&truth)) {
+        Ok(p) => p,
+        Err(e) => unreachable!("the simulator always gives the truth: {e}"),
+    };
+    let work = Arc::new(job_work(scenario, seed));
+    let clock = RunClock::starting_at(0.0);
+    let logs: Vec<Arc<Mutex<SiteLog>>> =
+        scenario.sites.iter().map(|_| Arc::new(Mutex::new(SiteLog::default()))).collect();
+    let backends: Vec<SimSite> = scenario
+        .sites
+        .iter()
+        .enumerate()
+        .map(|(i, params)| {
+            let sim = SiteSim::new(params, site_seed(seed, i));
+            SimSite::new(i as u32, sim, clock, work.clone(), logs[i].clone())
+        })
+        .collect();
+    let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new() };
+    let mut recorder = TraceRecorder::default();
+    let observer: &mut dyn Observer = if opts.trace { &mut recorder } else { &mut NullObserver };
+    let report =
+        engine::run(policy.as_mut(), backends, clock, engine_opts, observer, CancellationToken::new()).await;
+    let hang = report.ending != Ending::Settled;
+
+    let mut attempts = Vec::new();
+    let mut peaks = Vec::new();
+    let mut events = 0;
+    for log in &logs {
+        let log = std::mem::take(&mut *log.lock().expect("site log lock"));
+        attempts.extend(log.attempts);
+        peaks.push(log.peak_running);
+        events += log.events;
+    }
+    let capacities: Vec<Option<f64>> =
+        (0..scenario.sites.len()).map(|i| policy.site_view(SiteId(i as u32)).capacity).collect();
+    let (metrics, jobs, errors) =
+        metrics::measure(scenario, &attempts, &peaks, &capacities, policy.book(), hang, report.stopped_at);
+    SimResult {
+        metrics,
+        jobs,
+        attempts,
+        trace: recorder.entries,
+        learned: policy.learned(),
+        hang,
+        errors,
+        events,
+    }
+}
+
+/// Reads a scenarios file (`[scenarios.NAME]` tables) in file order. Errors
+/// name the file, the line and the scenario.
+pub fn load_scenarios(path: &Path) -> Result<Vec<(String, Scenario)>, String> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| format!("{}: cannot read the scenarios file: {e}", path.display()))?;
+    parse_scenarios(&text).map_err(|e| format!("{}: {e}", path.display()))
+}
+
+/// Parses the text of a scenarios file; see [`load_scenarios`].
+pub fn parse_scenarios(text: &str) -> Result<Vec<(String, Scenario)>, String> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct File {
+        scenarios: std::collections::BTreeMap<String, Scenario>,
+    }
+    let file: File = toml::from_str(text).map_err(|e| format!("not a valid scenarios file: {e}"))?;
+    // The map comes back sorted; show scenarios in the order the file
+    // lists them (its `[scenarios.NAME]` headers), the way people read it.
+    let position = |name: &str| {
+        text.find(&format!("[scenarios.{name}]"))
+            .or_else(|| text.find(&format!("[scenarios.\"{name}\"]")))
+            .unwrap_or(usize::MAX)
+    };
+    let mut scenarios: Vec<(String, Scenario)> = file.scenarios.into_iter().collect();
+    scenarios.sort_by_key(|(name, _)| position(name));
+    if scenarios.is_empty() {
+        return Err("no [scenarios.NAME] table".into());
+    }
+    for (name, sc) in &scenarios {
+        validate(sc).map_err(|e| format!("scenario {name}: {e}"))?;
+    }
+    Ok(scenarios)
+}
+
+fn validate(sc: &Scenario) -> Result<(), String> {
+    if sc.n_jobs == 0 {
+        return Err("n_jobs must be at least 1".into());
+    }
+    if !(sc.base_runtime > 0.0 && sc.base_runtime.is_finite()) {
+        return Err("base_runtime must be a positive number of seconds".into());
+    }
+    if !(0.0..1.0).contains(&sc.jitter) {
+        return Err("jitter must be in [0, 1)".into());
+    }
+    if sc.sites.is_empty() {
+        return Err("needs at least one site".into());
+    }
+    for (i, s) in sc.sites.iter().enumerate() {
+        let name = if s.name.is_empty() { format!("#{i}") } else { s.name.clone() };
+        let bad = |what: &str| Err(format!("site {name}: {what}"));
+        if s.slots == 0 {
+            return bad("slots must be at least 1");
+        }
+        if !(s.wait_mean >= 0.0 && s.wait_mean.is_finite()) {
+            return bad("wait_mean must be ≥ 0");
+        }
+        if !(s.beta >= 0.0 && s.beta.is_finite()) {
+            return bad("beta must be ≥ 0");
+        }
+        if !(s.speed > 0.0 && s.speed.is_finite()) {
+            return bad("speed must be > 0");
+        }
+        if !(0.0..1.0).contains(&s.p_fail) {
+            return bad("p_fail must be in [0, 1)");
+        }
+        for w in &s.cap_windows {
+            if !(w[0] >= 0.0 && w[0] < w[1] && w[2] >= 0.0 && w[2].is_finite()) {
+                return bad("cap_windows entries are [t1, t2, factor] with 0 ≤ t1 < t2 and factor ≥ 0");
+            }
+        }
+        if sc.sites[..i].iter().any(|o| o.name == s.name) {
+            return bad("two sites have this name");
+        }
+    }
+    Ok(())
+}

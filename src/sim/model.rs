@@ -1,8 +1,16 @@
-//! Site model parameters, in the schema of `shared/scenarios/scenarios.toml`
-//! (also the `[site.simulate]` table of sites.toml). Plain data: the policy
-//! core's oracle, the simulator and the fake HTCondor all read it.
+//! The site model of `shared/scenarios/README.md`, pure: no tokio, no clock,
+//! no I/O. The simulator drives it in tokio's paused clock; the fake HTCondor
+//! drives it from a plain loop in scaled real time; the oracle reads its
+//! parameters. Its parameters are in the schema of
+//! `shared/scenarios/scenarios.toml` (also the `[site.simulate]` table of
+//! sites.toml), so field names here are a file format.
+//!
+//! Randomness comes from a hand-written generator with one stream per concern
+//! (job sizes; per site: waits, failures), so a seed means the same job sizes
+//! for every policy and the same numbers across crate upgrades.
 
 use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Knee of a site's shared resource, in jobs at full speed.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -94,4 +102,568 @@ pub struct Scenario {
     #[serde(default)]
     pub jitter: f64,
     pub sites: Vec<SiteParams>,
+}
+
+impl SiteParams {
+    /// The capacity C in force at `t` (the base capacity times every window
+    /// factor covering `t`).
+    pub fn capacity_at(&self, t: f64) -> f64 {
+        let mut c = self.capacity.value();
+        for &[t1, t2, factor] in &self.cap_windows {
+            if t1 <= t && t < t2 {
+                c *= factor;
+            }
+        }
+        c
+    }
+
+    /// The throughput-optimal concurrency at `t`: `min(slots, floor(C(t)))`.
+    pub fn knee_at(&self, t: f64) -> u32 {
+        let c = self.capacity_at(t);
+        if c.is_finite() {
+            (c.floor().max(0.0) as u32).min(self.slots)
+        } else {
+            self.slots
+        }
+    }
+
+    /// Progress rate of each of `n` running jobs under capacity `c`, in work
+    /// seconds per second (the README's `rate(n)`).
+    pub fn rate(&self, n: u32, c: f64) -> f64 {
+        let n = f64::from(n);
+        if n <= c {
+            self.speed
+        } else if c <= 0.0 {
+            0.0
+        } else {
+            self.speed * (c / n) / (1.0 + self.beta * (n - c) / c)
+        }
+    }
+}
+
+/// A small deterministic generator (xoshiro256**, seeded through SplitMix64).
+/// Hand-written so that a seed means the same numbers forever, whatever
+/// version of any crate is in the lock file.
+#[derive(Clone, Debug)]
+pub struct Rng {
+    s: [u64; 4],
+}
+
+fn splitmix64(x: &mut u64) -> u64 {
+    *x = x.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *x;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+impl Rng {
+    /// The stream `stream` of `seed`: different streams are independent, so
+    /// drawing more from one never shifts another.
+    pub fn stream(seed: u64, stream: u64) -> Self {
+        let mut mixed_stream = stream.wrapping_mul(0xD1B5_4A32_D192_ED03);
+        let mut x = seed ^ splitmix64(&mut mixed_stream);
+        let s = [splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x), splitmix64(&mut x)];
+        Rng { s }
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        let result = self.s[1].wrapping_mul(5).rotate_left(7).wrapping_mul(9);
+        let t = self.s[1] << 17;
+        self.s[2] ^= self.s[0];
+        self.s[3] ^= self.s[1];
+        self.s[1] ^= self.s[2];
+        self.s[0] ^= self.s[3];
+        self.s[2] ^= t;
+        self.s[3] = self.s[3].rotate_left(45);
+        result
+    }
+
+    /// Uniform in [0, 1).
+    pub fn uniform(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
+    }
+
+    /// Exponential with the given mean (0 for a mean of 0).
+    pub fn exponential(&mut self, mean: f64) -> f64 {
+        if mean <= 0.0 {
+            return 0.0;
+        }
+        -mean * (1.0 - self.uniform()).ln()
+    }
+}
+
+/// Stream numbers, one per concern, so that e.g. the job sizes do not depend
+/// on how many waits a policy caused to be drawn.
+const STREAM_JOB_WORK: u64 = 1;
+const STREAM_WAITS: u64 = 2;
+const STREAM_FAILURES: u64 = 3;
+const STREAM_SITE_BASE: u64 = 1000;
+
+/// The seed of site number `index` of a run seeded with `seed` (what
+/// [`SiteSim::new`] should be given so that every consumer of the model — the
+/// simulator and the fake HTCondor — draws the same waits for the same seed).
+pub fn site_seed(seed: u64, index: usize) -> u64 {
+    Rng::stream(seed, STREAM_SITE_BASE + index as u64).next_u64()
+}
+
+/// The work of every job of `scenario` (seconds at speed 1), in job order:
+/// `base_runtime × U(1 − jitter, 1 + jitter)`. The same for every policy.
+pub fn job_work(scenario: &Scenario, seed: u64) -> Vec<f64> {
+    let mut rng = Rng::stream(seed, STREAM_JOB_WORK);
+    (0..scenario.n_jobs)
+        .map(|_| {
+            let u = rng.uniform();
+            scenario.base_runtime * (1.0 - scenario.jitter + 2.0 * scenario.jitter * u)
+        })
+        .collect()
+}
+
+/// Names one attempt of a job at a site; the caller keeps them unique.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AttemptId(pub u64);
+
+/// What happened to an attempt.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelEvent {
+    /// It got one of our slots and began running.
+    Started,
+    /// It ran all its work.
+    Finished,
+    /// It was chosen to fail: it ran part of its work and ended failed/held.
+    Failed,
+}
+
+/// Orders non-negative finite floats by their bits (which, for those, is the
+/// numeric order), so they can key a `BTreeSet`.
+fn key(x: f64) -> u64 {
+    debug_assert!(x >= 0.0 && x.is_finite(), "model time/progress {x}");
+    x.max(0.0).to_bits()
+}
+
+#[derive(Clone, Copy, Debug)]
+enum AttemptState {
+    /// Serving its extra queue wait until `eligible_at`.
+    Waiting { eligible_at: f64 },
+    /// Never eligible: the site is dead.
+    Stuck,
+    /// Eligible, in the FIFO for one of our slots.
+    Queued,
+    /// Running; done when the site's progress counter reaches `target`.
+    Running { target: f64, fails: bool },
+}
+
+#[derive(Clone, Debug)]
+struct Attempt {
+    work: f64,
+    state: AttemptState,
+}
+
+/// One simulated site: our slots, the other users' queue wait, the shared
+/// resource with its knee, failures, capacity windows.
+///
+/// Event-driven. Processor sharing is kept cheap with a progress counter: all
+/// running jobs progress at the same rate, so the site integrates
+/// `progress = ∫ rate dt` once and each running job just remembers the counter
+/// value at which it is done. A change of the running set or of C changes the
+/// rate, not the stored targets, so every change costs O(log running).
+#[derive(Clone, Debug)]
+pub struct SiteSim {
+    params: SiteParams,
+    waits: Rng,
+    failures: Rng,
+    attempts: BTreeMap<AttemptId, Attempt>,
+    /// Waiting attempts by the time they become eligible.
+    waiting: BTreeSet<(u64, AttemptId)>,
+    /// Eligible attempts in arrival order; removed ones are skipped lazily.
+    queue: VecDeque<AttemptId>,
+    queued: u32,
+    stuck: u32,
+    /// Running attempts by progress target.
+    running: BTreeSet<(u64, AttemptId)>,
+    /// The model's own time: everything up to here has been accounted for.
+    now: f64,
+    /// ∫ rate dt up to `now`.
+    progress: f64,
+    /// Rate of every running job at `now`.
+    rate: f64,
+    /// Instants where C changes, ascending.
+    boundaries: Vec<f64>,
+    /// A slot was freed by a removal at this time and the queue must be looked at.
+    fill_due: Option<f64>,
+}
+
+impl SiteSim {
+    /// A site at time 0 with nothing submitted. `seed` should come from
+    /// [`site_seed`].
+    pub fn new(params: &SiteParams, seed: u64) -> Self {
+        let mut boundaries: Vec<f64> =
+            params.cap_windows.iter().flat_map(|w| [w[0], w[1]]).filter(|t| t.is_finite()).collect();
+        boundaries.sort_by(f64::total_cmp);
+        boundaries.dedup();
+        SiteSim {
+            params: params.clone(),
+            waits: Rng::stream(seed, STREAM_WAITS),
+            failures: Rng::stream(seed, STREAM_FAILURES),
+            attempts: BTreeMap::new(),
+            waiting: BTreeSet::new(),
+            queue: VecDeque::new(),
+            queued: 0,
+            stuck: 0,
+            running: BTreeSet::new(),
+            now: 0.0,
+            progress: 0.0,
+            rate: params.speed,
+            boundaries,
+            fill_due: None,
+        }
+    }
+
+    pub fn params(&self) -> &SiteParams {
+        &self.params
+    }
+
+    /// The model's time: everything up to here has happened.
+    pub fn now(&self) -> f64 {
+        self.now
+    }
+
+    /// Our jobs at the site that are not running (waiting or queued).
+    pub fn idle(&self) -> u32 {
+        self.waiting.len() as u32 + self.queued + self.stuck
+    }
+
+    pub fn running(&self) -> u32 {
+        self.running.len() as u32
+    }
+
+    /// Submits an attempt at `now` (call [`SiteSim::advance`] up to `now`
+    /// first). It draws its extra queue wait now.
+    pub fn submit(&mut self, now: f64, attempt: AttemptId, work: f64) {
+        self.move_clock(now);
+        let state = if self.params.dead {
+            self.stuck += 1;
+            AttemptState::Stuck
+        } else {
+            let eligible_at = self.now + self.waits.exponential(self.params.wait_mean);
+            self.waiting.insert((key(eligible_at), attempt));
+            AttemptState::Waiting { eligible_at }
+        };
+        let old = self.attempts.insert(attempt, Attempt { work: work.max(0.0), state });
+        debug_assert!(old.is_none(), "attempt {attempt:?} submitted twice");
+    }
+
+    /// Removes an attempt at `now` (call [`SiteSim::advance`] up to `now`
+    /// first). Returns false if it is unknown or already ended.
+    pub fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
+        self.move_clock(now);
+        let Some(a) = self.attempts.remove(&attempt) else { return false };
+        match a.state {
+            AttemptState::Waiting { eligible_at } => {
+                self.waiting.remove(&(key(eligible_at), attempt));
+            }
+            AttemptState::Stuck => self.stuck -= 1,
+            // Left in the queue; skipped when it comes up.
+            AttemptState::Queued => self.queued -= 1,
+            AttemptState::Running { target, .. } => {
+                self.running.remove(&(key(target), attempt));
+                self.update_rate();
+                if self.queued > 0 {
+                    self.fill_due = Some(self.now);
+                }
+            }
+        }
+        true
+    }
+
+    /// When the next event happens, if any is coming.
+    pub fn next_event_time(&self) -> Option<f64> {
+        [self.fill_due, self.next_finish(), self.next_eligible(), self.next_boundary()]
+            .into_iter()
+            .flatten()
+            .min_by(f64::total_cmp)
+    }
+
+    /// Runs the site up to `until`; returns every event with time ≤ `until`, in
+    /// time order (ends before starts at the same instant, so that a freed slot
+    /// is reused at once).
+    pub fn advance(&mut self, until: f64) -> Vec<(f64, AttemptId, ModelEvent)> {
+        let mut events = Vec::new();
+        loop {
+            let fill = self.fill_due;
+            let finish = self.next_finish();
+            let eligible = self.next_eligible();
+            let boundary = self.next_boundary();
+            let Some(t) = [fill, finish, eligible, boundary].into_iter().flatten().min_by(f64::total_cmp)
+            else {
+                break;
+            };
+            if t > until {
+                break;
+            }
+            self.move_clock(t);
+            if finish == Some(t) {
+                self.finish_due(&mut events);
+                self.fill_slots(&mut events);
+            } else if fill == Some(t) {
+                self.fill_due = None;
+                self.fill_slots(&mut events);
+            } else if eligible == Some(t) {
+                while let Some(&(k, id)) = self.waiting.first() {
+                    if f64::from_bits(k) > t {
+                        break;
+                    }
+                    self.waiting.pop_first();
+                    if let Some(a) = self.attempts.get_mut(&id) {
+                        a.state = AttemptState::Queued;
+                        self.queue.push_back(id);
+                        self.queued += 1;
+                    }
+                }
+                self.fill_slots(&mut events);
+            } else {
+                // A capacity boundary: only the rate changes.
+                self.update_rate();
+            }
+        }
+        if until.is_finite() {
+            self.move_clock(until);
+        }
+        events
+    }
+
+    /// Moves the model's clock to `t`, integrating progress; no events.
+    fn move_clock(&mut self, t: f64) {
+        if t > self.now {
+            self.progress += self.rate * (t - self.now);
+            self.now = t;
+            // Crossing a capacity boundary with nothing running leaves the
+            // rate stale; recomputing is cheap.
+            self.update_rate();
+        }
+    }
+
+    fn update_rate(&mut self) {
+        self.rate = self.params.rate(self.running(), self.params.capacity_at(self.now));
+    }
+
+    fn next_finish(&self) -> Option<f64> {
+        let &(k, _) = self.running.first()?;
+        if self.rate <= 0.0 {
+            return None;
+        }
+        Some(self.now + ((f64::from_bits(k) - self.progress) / self.rate).max(0.0))
+    }
+
+    fn next_eligible(&self) -> Option<f64> {
+        self.waiting.first().map(|&(k, _)| f64::from_bits(k).max(self.now))
+    }
+
+    fn next_boundary(&self) -> Option<f64> {
+        if self.running.is_empty() {
+            return None;
+        }
+        self.boundaries.iter().copied().find(|&b| b > self.now)
+    }
+
+    /// Ends the job whose target is reached, and any others that reach theirs
+    /// within rounding.
+    fn finish_due(&mut self, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
+        let Some(&(first, _)) = self.running.first() else { return };
+        self.progress = self.progress.max(f64::from_bits(first));
+        let limit = self.progress + 1e-9 * self.progress.max(1.0);
+        while let Some(&(k, id)) = self.running.first() {
+            if f64::from_bits(k) > limit {
+                break;
+            }
+            self.running.pop_first();
+            let a = self.attempts.remove(&id).expect("running attempt is known");
+            let fails = matches!(a.state, AttemptState::Running { fails: true, .. });
+            events.push((self.now, id, if fails { ModelEvent::Failed } else { ModelEvent::Finished }));
+        }
+        self.update_rate();
+    }
+
+    /// Starts queued attempts while a slot is free.
+    fn fill_slots(&mut self, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
+        while self.running() < self.params.slots {
+            let Some(id) = self.queue.pop_front() else { break };
+            let Some(a) = self.attempts.get_mut(&id) else { continue };
+            if !matches!(a.state, AttemptState::Queued) {
+                continue;
+            }
+            self.queued -= 1;
+            // Failure is decided at start, from the site's own stream.
+            let fails = self.params.p_fail > 0.0 && self.failures.uniform() < self.params.p_fail;
+            let work = if fails { a.work * self.failures.uniform() } else { a.work };
+            let target = self.progress + work;
+            a.state = AttemptState::Running { target, fails };
+            self.running.insert((key(target), id));
+            events.push((self.now, id, ModelEvent::Started));
+        }
+        self.update_rate();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn site(slots: u32, capacity: Capacity, beta: f64) -> SiteParams {
+        SiteParams {
+            name: "s".into(),
+            slots,
+            wait_mean: 0.0,
+            capacity,
+            beta,
+            speed: 1.0,
+            p_fail: 0.0,
+            cap_windows: Vec::new(),
+            dead: false,
+        }
+    }
+
+    /// Submits `n` jobs of `work` at t = 0 and runs to the end; returns the
+    /// finish times in event order and checks the start/end pairing.
+    fn run_all(params: &SiteParams, n: u64, work: f64) -> Vec<f64> {
+        let mut sim = SiteSim::new(params, 7);
+        for i in 0..n {
+            sim.submit(0.0, AttemptId(i), work);
+        }
+        let events = sim.advance(f64::INFINITY);
+        let ends: Vec<f64> = events.iter().filter(|e| e.2 != ModelEvent::Started).map(|e| e.0).collect();
+        assert_eq!(ends.len() as u64, n);
+        assert_eq!(sim.running() + sim.idle(), 0);
+        ends
+    }
+
+    fn close(a: f64, b: f64) -> bool {
+        (a - b).abs() <= 1e-6 * b.abs().max(1.0)
+    }
+
+    #[test]
+    fn below_the_knee_every_job_takes_its_work() {
+        let ends = run_all(&site(100, Capacity::Finite(50.0), 0.5), 50, 400.0);
+        assert!(ends.iter().all(|&t| close(t, 400.0)), "{ends:?}");
+        let mut fast = site(10, Capacity::Infinite, 0.0);
+        fast.speed = 2.0;
+        let ends = run_all(&fast, 10, 400.0);
+        assert!(ends.iter().all(|&t| close(t, 200.0)), "{ends:?}");
+    }
+
+    #[test]
+    fn pure_sharing_past_the_knee_conserves_throughput() {
+        // 40 jobs of 100 s share a knee of 10: total work 4000 at 10 per second.
+        let ends = run_all(&site(100, Capacity::Finite(10.0), 0.0), 40, 100.0);
+        assert!(ends.iter().all(|&t| close(t, 400.0)), "{ends:?}");
+    }
+
+    #[test]
+    fn thrash_lowers_throughput_by_the_formula() {
+        // n = 20, C = 10, beta = 0.5: rate = (10/20) / (1 + 0.5·10/10) = 1/3.
+        let p = site(100, Capacity::Finite(10.0), 0.5);
+        assert!(close(p.rate(20, 10.0), 1.0 / 3.0));
+        assert!(close(p.rate(10, 10.0), 1.0));
+        let ends = run_all(&p, 20, 100.0);
+        assert!(ends.iter().all(|&t| close(t, 300.0)), "{ends:?}");
+    }
+
+    #[test]
+    fn capacity_windows_scale_the_knee_while_they_last() {
+        // C = 10 halves during [50, 150). 20 jobs of 100, beta 0:
+        // rate 0.5 → 25 done by 50; rate 0.25 → 50 by 150; rate 0.5 → 100 at 250.
+        let mut p = site(100, Capacity::Finite(10.0), 0.0);
+        p.cap_windows = vec![[50.0, 150.0, 0.5]];
+        assert_eq!(p.knee_at(49.0), 10);
+        assert_eq!(p.knee_at(50.0), 5);
+        assert_eq!(p.knee_at(150.0), 10);
+        let ends = run_all(&p, 20, 100.0);
+        assert!(ends.iter().all(|&t| close(t, 250.0)), "{ends:?}");
+    }
+
+    #[test]
+    fn dead_sites_never_start() {
+        let mut p = site(10, Capacity::Infinite, 0.0);
+        p.dead = true;
+        let mut sim = SiteSim::new(&p, 1);
+        for i in 0..5 {
+            sim.submit(0.0, AttemptId(i), 10.0);
+        }
+        assert_eq!(sim.next_event_time(), None);
+        assert!(sim.advance(1e9).is_empty());
+        assert_eq!((sim.idle(), sim.running()), (5, 0));
+        assert!(sim.remove(1e9, AttemptId(3)));
+        assert_eq!(sim.idle(), 4);
+    }
+
+    #[test]
+    fn eligible_jobs_wait_fifo_for_a_free_slot() {
+        let mut sim = SiteSim::new(&site(2, Capacity::Infinite, 0.0), 1);
+        for i in 0..4 {
+            sim.submit(0.0, AttemptId(i), 10.0);
+        }
+        let events = sim.advance(f64::INFINITY);
+        let starts: Vec<(f64, u64)> =
+            events.iter().filter(|e| e.2 == ModelEvent::Started).map(|e| (e.0, e.1 .0)).collect();
+        assert_eq!(starts, vec![(0.0, 0), (0.0, 1), (10.0, 2), (10.0, 3)]);
+    }
+
+    #[test]
+    fn removing_a_running_job_frees_its_slot_and_speeds_the_others() {
+        // Knee 1, beta 0: two jobs share; removing one at t = 10 lets the other
+        // run at full speed: 5 done by 10, 95 more → 105.
+        let mut sim = SiteSim::new(&site(2, Capacity::Finite(1.0), 0.0), 1);
+        sim.submit(0.0, AttemptId(0), 100.0);
+        sim.submit(0.0, AttemptId(1), 100.0);
+        sim.submit(0.0, AttemptId(2), 100.0);
+        assert_eq!(sim.advance(10.0).len(), 2);
+        assert!(sim.remove(10.0, AttemptId(1)));
+        assert!(!sim.remove(10.0, AttemptId(1)));
+        let events = sim.advance(f64::INFINITY);
+        // Job 2 starts at 10 in the freed slot; 0 and 2 then share.
+        assert_eq!(events[0], (10.0, AttemptId(2), ModelEvent::Started));
+        let end0 = events.iter().find(|e| e.1 == AttemptId(0)).unwrap().0;
+        // 5 done at 10, then rate 0.5: 95 more → 10 + 190 = 200.
+        assert!(close(end0, 200.0), "{events:?}");
+    }
+
+    #[test]
+    fn failures_run_part_of_the_work() {
+        let mut p = site(10, Capacity::Infinite, 0.0);
+        p.p_fail = 1.0;
+        let mut sim = SiteSim::new(&p, 3);
+        for i in 0..10 {
+            sim.submit(0.0, AttemptId(i), 100.0);
+        }
+        let events = sim.advance(f64::INFINITY);
+        for e in events.iter().filter(|e| e.2 != ModelEvent::Started) {
+            assert_eq!(e.2, ModelEvent::Failed);
+            assert!(e.0 >= 0.0 && e.0 <= 100.0);
+        }
+    }
+
+    #[test]
+    fn waits_are_exponential_with_the_given_mean() {
+        let mut rng = Rng::stream(42, STREAM_WAITS);
+        let n = 20_000;
+        let mean = (0..n).map(|_| rng.exponential(30.0)).sum::<f64>() / f64::from(n);
+        assert!((mean - 30.0).abs() < 1.5, "mean {mean}");
+    }
+
+    #[test]
+    fn job_work_is_the_same_stream_for_a_seed_and_in_range() {
+        let sc = Scenario {
+            desc: String::new(),
+            n_jobs: 1000,
+            base_runtime: 400.0,
+            jitter: 0.2,
+            sites: vec![site(1, Capacity::Infinite, 0.0)],
+        };
+        let a = job_work(&sc, 5);
+        assert_eq!(a, job_work(&sc, 5));
+        assert_ne!(a, job_work(&sc, 6));
+        assert!(a.iter().all(|&w| (320.0..480.0).contains(&w)));
+        let mean = a.iter().sum::<f64>() / a.len() as f64;
+        assert!((mean - 400.0).abs() < 10.0, "mean {mean}");
+    }
 }

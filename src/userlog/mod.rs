@@ -1,28 +1,82 @@
-//! HTCondor user (job event) logs: parser, follower and the `cosched log` commands (being written).
+//! HTCondor user (job event) logs: an incremental parser for the text and XML
+//! forms, a follower for logs that are still being written, and the
+//! `cosched log …` commands.
+//!
+//! Why it exists: the user log is cosched's only reliable, push-style view of
+//! what a site did with a job (submitted, running, finished, held, removed).
+//! The engine tails one log per site; `replay`, `report` and `log stats` read
+//! finished logs.
+//!
+//! Constraints:
+//! - Never panics and never gives up on a log: a malformed block becomes a
+//!   [`Diagnostic`] carrying its byte offset and parsing resumes at the next
+//!   `...` line (text) or the next top-level `<c>` (XML).
+//! - Incremental: [`Parser::feed`] takes whatever bytes are there and returns
+//!   only complete events; a block without its terminator is kept until more
+//!   bytes arrive (the writer may be mid-write).
+//! - No clock: legacy `MM/DD` stamps carry no year; HTCondor assumes the
+//!   current year, so the year is a parameter ([`Parser::with_legacy_year`])
+//!   and only the command line reads the clock to supply it.
+//! - Attribute names in [`Event::to_json`] are HTCondor's own, as its reader
+//!   reports them (`SubmitHost`, `HoldReasonCode`, …).
 
 pub mod cmd;
+mod follow;
+mod json;
+mod text;
+mod xml;
+
+pub use follow::Follower;
 
 use std::path::{Path, PathBuf};
 
+/// The year given to legacy `MM/DD` stamps when the caller does not say.
+/// A leap year, so `02/29` stays a valid date; differences between events of
+/// one log do not depend on it. The CLI passes the current year instead, as
+/// HTCondor's own reader does.
+pub const DEFAULT_LEGACY_YEAR: i32 = 2000;
+
 /// A user-log time stamp as written: a naive date-time plus how it was written.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+///
+/// Without `Z` the writer used the submit host's local time, whose offset the
+/// log does not record; hence "naive" seconds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct Timestamp {
-    /// Seconds since 1970-01-01T00:00:00 reading the naive time as UTC.
+    /// Whole seconds since 1970-01-01T00:00:00, reading the naive time as UTC.
     pub naive_unix: i64,
-    /// Milliseconds when the stamp had `.mmm`.
-    pub millis: Option<u16>,
-    /// The stamp ended in `Z` (UTC).
+    /// Sub-second part in microseconds, when the stamp had one (`.785`).
+    pub micros: Option<u32>,
+    /// The stamp ended in `Z`: it is UTC, not local time.
     pub utc: bool,
-    /// The stamp was `MM/DD` with the year inferred.
-    pub legacy: bool,
+    /// The stamp was legacy `MM/DD …` and its year was supplied by the reader.
+    pub year_inferred: bool,
 }
 
 impl Timestamp {
-    /// Seconds since the Unix epoch, reading the naive time as UTC ("naive seconds").
-    pub fn naive_seconds(&self) -> f64 {
-        self.naive_unix as f64 + self.millis.map_or(0.0, |m| f64::from(m) / 1000.0)
+    /// A plain stamp at `naive_unix` naive seconds (for tests, simulations).
+    pub fn from_naive_seconds(naive_unix: i64) -> Self {
+        Timestamp { naive_unix, ..Timestamp::default() }
     }
-    /// Absolute time: the naive time minus the writer's UTC offset (ignored for `Z` stamps).
+
+    /// A stamp from calendar fields; `None` if a field is out of range.
+    pub fn from_parts(year: i32, month: u32, day: u32, hour: u32, minute: u32, second: u32) -> Option<Self> {
+        if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 24 || minute > 59 || second > 60 {
+            return None;
+        }
+        let days = days_from_civil(i64::from(year), month, day);
+        let secs = days * 86_400 + i64::from(hour) * 3600 + i64::from(minute) * 60 + i64::from(second);
+        Some(Timestamp::from_naive_seconds(secs))
+    }
+
+    /// Seconds since the Unix epoch, reading the naive time as UTC ("naive
+    /// seconds"). Differences between two events of one log are correct
+    /// (ignoring DST changes); use [`Timestamp::to_unix`] for absolute time.
+    pub fn naive_seconds(&self) -> f64 {
+        self.naive_unix as f64 + self.micros.map_or(0.0, |us| f64::from(us) / 1e6)
+    }
+
+    /// Absolute Unix time, given the writer's offset from UTC in seconds
+    /// (east positive). A stamp written with `Z` ignores the offset.
     pub fn to_unix(&self, local_utc_offset_secs: i64) -> f64 {
         if self.utc {
             self.naive_seconds()
@@ -30,17 +84,56 @@ impl Timestamp {
             self.naive_seconds() - local_utc_offset_secs as f64
         }
     }
-    /// `2026-11-21T04:50:46`, plus `.785` when the stamp had milliseconds.
+
+    /// `2026-11-21T04:50:46`, plus `.785` when the stamp had a non-zero
+    /// sub-second part — exactly what HTCondor's reader reports (it drops
+    /// the `Z` and a zero sub-second part).
     pub fn iso(&self) -> String {
-        String::new()
+        let days = self.naive_unix.div_euclid(86_400);
+        let secs = self.naive_unix.rem_euclid(86_400);
+        let (y, m, d) = civil_from_days(days);
+        let mut out =
+            format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}", secs / 3600, secs / 60 % 60, secs % 60);
+        if let Some(us) = self.micros {
+            if us != 0 {
+                out.push_str(&format!(".{:03}", us / 1000));
+            }
+        }
+        out
     }
+}
+
+/// Days since 1970-01-01 of a proleptic Gregorian date. Days past the end of
+/// a month roll over into the next, as C's `mktime` does.
+pub(crate) fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let m = i64::from(month);
+    let doy = (153 * (if m > 2 { m - 3 } else { m + 9 }) + 2) / 5 + i64::from(day) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = yoe + era * 400 + i64::from(m <= 2);
+    (y, m, d)
 }
 
 /// One event of a user log.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
-    /// Byte offset of the event's first byte.
+    /// Byte offset of the event's first byte (its header line, or `<c>`).
     pub offset: u64,
+    /// The event number (`ULogEventNumber`): 0 submit, 1 execute, 5 terminated…
     pub code: u16,
     pub cluster: i64,
     pub proc: i64,
@@ -49,96 +142,456 @@ pub struct Event {
     pub body: EventBody,
 }
 
-/// The typed part of an event.
+/// A ClassAd value as it appears in a log (execute properties, job-ad
+/// information, the resource table, XML attributes).
+#[derive(Clone, Debug, PartialEq)]
+pub enum AttrValue {
+    Int(i64),
+    Real(f64),
+    Bool(bool),
+    Str(String),
+    /// Anything else (an expression, `undefined`, a list), kept as written.
+    Expr(String),
+    /// A nested ClassAd.
+    Ad(Vec<(String, AttrValue)>),
+}
+
+/// CPU time of one of the four `Usr … , Sys …` lines, in seconds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuUsage {
+    pub user_secs: i64,
+    pub sys_secs: i64,
+}
+
+/// The accounting part of a termination (005, 015): CPU times, bytes moved
+/// and the partitionable-resource table.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Termination {
+    pub run_remote: CpuUsage,
+    pub run_local: CpuUsage,
+    pub total_remote: CpuUsage,
+    pub total_local: CpuUsage,
+    pub sent_bytes: f64,
+    pub received_bytes: f64,
+    pub total_sent_bytes: f64,
+    pub total_received_bytes: f64,
+    /// The resource table as HTCondor's reader names it: `Cpus`,
+    /// `CpusUsage`, `RequestCpus`, `Disk`, `TimeExecuteUsage`, …
+    pub resources: Vec<(String, AttrValue)>,
+}
+
+/// The kind of a 040 file-transfer event; the number is HTCondor's `Type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransferKind {
+    InputQueued = 1,
+    InputStarted = 2,
+    InputFinished = 3,
+    OutputQueued = 4,
+    OutputStarted = 5,
+    OutputFinished = 6,
+}
+
+impl TransferKind {
+    const ALL: [(TransferKind, &'static str); 6] = [
+        (TransferKind::InputQueued, "Entered queue to transfer input files"),
+        (TransferKind::InputStarted, "Started transferring input files"),
+        (TransferKind::InputFinished, "Finished transferring input files"),
+        (TransferKind::OutputQueued, "Entered queue to transfer output files"),
+        (TransferKind::OutputStarted, "Started transferring output files"),
+        (TransferKind::OutputFinished, "Finished transferring output files"),
+    ];
+    fn from_text(text: &str) -> Option<Self> {
+        Self::ALL.iter().find(|(_, t)| *t == text).map(|(k, _)| *k)
+    }
+    fn from_number(n: i64) -> Option<Self> {
+        Self::ALL.iter().find(|(k, _)| *k as i64 == n).map(|(k, _)| *k)
+    }
+}
+
+/// The typed part of an event. Fields that scheduling needs are typed; the
+/// rest of what HTCondor writes is kept so that `to_json` can report it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum EventBody {
+    /// 000. `host` is the schedd's sinful string.
+    Submit { host: String, log_notes: Option<String>, user_notes: Option<String>, warnings: Option<String> },
+    /// 001. For grid jobs `host` is the GridResource string.
+    Execute { host: String, slot_name: Option<String>, props: Vec<(String, AttrValue)> },
+    /// 002.
+    ExecutableError { error_type: Option<i64> },
+    /// 003.
+    Checkpointed { run_remote: CpuUsage, run_local: CpuUsage, sent_bytes: f64 },
+    /// 004. `code`/`subcode` are 0 when the header carries none.
+    Evicted {
+        checkpointed: bool,
+        requeued: bool,
+        normal: bool,
+        return_value: Option<i64>,
+        signal: Option<i64>,
+        core_file: Option<String>,
+        reason: Option<String>,
+        code: i64,
+        subcode: i64,
+        run_remote: CpuUsage,
+        run_local: CpuUsage,
+        sent_bytes: f64,
+        received_bytes: f64,
+    },
+    /// 005.
+    Terminated {
+        normal: bool,
+        return_value: Option<i64>,
+        signal: Option<i64>,
+        core_file: Option<String>,
+        usage: Box<Termination>,
+    },
+    /// 006.
+    ImageSize {
+        size_kb: i64,
+        memory_usage_mb: Option<i64>,
+        resident_set_size_kb: Option<i64>,
+        proportional_set_size_kb: Option<i64>,
+    },
+    /// 007.
+    ShadowException { message: String, sent_bytes: f64, received_bytes: f64 },
+    /// 008.
+    Generic { info: String },
+    /// 009 (job removed).
+    Aborted { reason: Option<String> },
+    /// 010.
+    Suspended { num_pids: Option<i64> },
+    /// 011.
+    Unsuspended,
+    /// 012. `reason` is empty for "Reason unspecified".
+    Held { reason: String, code: i64, subcode: i64 },
+    /// 013.
+    Released { reason: Option<String> },
+    /// 014.
+    NodeExecute { node: i64, host: String, slot_name: Option<String>, props: Vec<(String, AttrValue)> },
+    /// 015.
+    NodeTerminated {
+        node: i64,
+        normal: bool,
+        return_value: Option<i64>,
+        signal: Option<i64>,
+        core_file: Option<String>,
+        usage: Box<Termination>,
+    },
+    /// 016.
+    PostScriptTerminated {
+        normal: bool,
+        return_value: Option<i64>,
+        signal: Option<i64>,
+        dag_node: Option<String>,
+    },
+    /// 021.
+    RemoteError {
+        critical: bool,
+        daemon: String,
+        host: String,
+        message: String,
+        hold_code: i64,
+        hold_subcode: i64,
+    },
+    /// 022.
+    Disconnected { reason: String, startd_name: String, startd_addr: String },
+    /// 023.
+    Reconnected { startd_name: String, startd_addr: String, starter_addr: String },
+    /// 024.
+    ReconnectFailed { reason: String, startd_name: String },
+    /// 025.
+    GridResourceUp { resource: String },
+    /// 026.
+    GridResourceDown { resource: String },
+    /// 027. `job_id` is `<grid_resource> <remote id>`.
+    GridSubmit { resource: String, job_id: String },
+    /// 028: the attributes as logged.
+    JobAd { attrs: Vec<(String, AttrValue)> },
+    /// 029.
+    StatusUnknown,
+    /// 030.
+    StatusKnown,
+    /// 031.
+    StageIn,
+    /// 032.
+    StageOut,
+    /// 033.
+    AttributeUpdate { name: String, value: String, old_value: Option<String> },
+    /// 034.
+    PreSkip { notes: String },
+    /// 035.
+    ClusterSubmit { host: String, log_notes: Option<String>, user_notes: Option<String> },
+    /// 036.
+    ClusterRemove { next_proc_id: i64, next_row: i64, completion: i64, notes: Option<String> },
+    /// 037.
+    FactoryPaused { reason: Option<String>, pause_code: i64, hold_code: i64 },
+    /// 038.
+    FactoryResumed { reason: Option<String> },
+    /// 040.
+    FileTransfer { kind: TransferKind, queueing_delay: Option<i64>, host: Option<String> },
+    /// 041–045 (space reservations and the file-reuse cache): `Key: value`
+    /// lines under HTCondor's attribute names.
+    Details { attrs: Vec<(String, AttrValue)> },
+    /// 046.
+    DataflowJobSkipped { reason: Option<String> },
+    /// 047.
+    CommonFiles { kind: String },
+    /// 100–111: execute-point events; the header text and `key = value` lines.
+    ExecutePoint { head: String, attrs: Vec<(String, AttrValue)> },
+    /// Any other or unknown event, or a known one whose body did not parse:
+    /// the header text after the time stamp and the raw body lines.
     Other { text: String, body: String },
 }
 
 /// A malformed block, or other input the parser skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// Byte offset of the first byte of the block concerned.
+    /// Byte offset of the first byte concerned.
     pub offset: u64,
     pub message: String,
 }
 
 /// Incremental parser: feed bytes as they arrive; get only complete events.
-#[derive(Debug, Default)]
+///
+/// Text blocks end at a `...` line (a trailing `\r` is fine); XML events at
+/// the `</c>` that closes the top-level `<c>`. The format is decided per
+/// event from its first byte, so a log shared by text and XML jobs works.
+#[derive(Debug)]
 pub struct Parser {
+    /// Bytes after `consumed` that do not yet form a complete event.
+    buf: Vec<u8>,
+    /// Offset of `buf[0]` in the stream: just past the last complete event.
     consumed: u64,
+    /// Where in `buf` the search for a text terminator can resume, so that
+    /// feeding one byte at a time stays linear.
+    scan_hint: usize,
+    /// The year for legacy `MM/DD` stamps.
+    legacy_year: i32,
+    diagnostics: Vec<Diagnostic>,
+}
+
+impl Default for Parser {
+    fn default() -> Self {
+        Parser::new()
+    }
 }
 
 impl Parser {
+    /// A parser that gives legacy stamps [`DEFAULT_LEGACY_YEAR`].
     pub fn new() -> Self {
-        Parser::default()
+        Parser::with_legacy_year(DEFAULT_LEGACY_YEAR)
     }
-    pub fn feed(&mut self, _bytes: &[u8]) -> Vec<Event> {
-        Vec::new()
+
+    /// A parser that gives legacy `MM/DD` stamps this year (HTCondor's reader
+    /// uses the current year).
+    pub fn with_legacy_year(legacy_year: i32) -> Self {
+        Parser { buf: Vec::new(), consumed: 0, scan_hint: 0, legacy_year, diagnostics: Vec::new() }
     }
+
+    /// A parser for a stream whose first byte is at `offset` (resuming).
+    pub fn starting_at(offset: u64, legacy_year: i32) -> Self {
+        Parser { consumed: offset, ..Parser::with_legacy_year(legacy_year) }
+    }
+
+    /// Takes the next bytes of the log; returns the events completed by them.
+    pub fn feed(&mut self, bytes: &[u8]) -> Vec<Event> {
+        let mut events = Vec::new();
+        if self.buf.is_empty() {
+            let used = self.process(bytes, &mut events, false);
+            self.buf.extend_from_slice(&bytes[used..]);
+        } else {
+            let mut buf = std::mem::take(&mut self.buf);
+            buf.extend_from_slice(bytes);
+            let used = self.process(&buf, &mut events, false);
+            buf.drain(..used);
+            self.buf = buf;
+        }
+        events
+    }
+
+    /// The input has ended: a trailing `...` without its newline closes its
+    /// event; anything else left over is reported as an unfinished event.
+    pub fn finish(&mut self) -> Vec<Event> {
+        let mut events = Vec::new();
+        let buf = std::mem::take(&mut self.buf);
+        let used = self.process(&buf, &mut events, true);
+        let rest = &buf[used..];
+        if rest.iter().any(|b| !b.is_ascii_whitespace()) {
+            let skip = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            self.diagnostics.push(Diagnostic {
+                offset: self.consumed + skip as u64,
+                message: format!(
+                    "unfinished event at end of input ({} bytes without a closing `...` line): {}",
+                    rest.len() - skip,
+                    text::snippet(&rest[skip..])
+                ),
+            });
+        }
+        self.consumed += rest.len() as u64;
+        self.scan_hint = 0;
+        events
+    }
+
+    /// Diagnostics collected since the last call.
     pub fn take_diagnostics(&mut self) -> Vec<Diagnostic> {
-        Vec::new()
+        std::mem::take(&mut self.diagnostics)
     }
-    /// Offset just past the last complete event.
+
+    /// Offset just past the last complete event (a safe resume point).
     pub fn consumed(&self) -> u64 {
         self.consumed
     }
+
+    /// Bytes held back because their event is not complete yet.
+    pub fn pending(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Parses the complete events at the start of `data` (which begins at
+    /// stream offset `self.consumed`); returns how many bytes were used.
+    fn process(&mut self, data: &[u8], events: &mut Vec<Event>, at_eof: bool) -> usize {
+        let base = self.consumed;
+        let mut pos = 0usize;
+        let mut hint = self.scan_hint;
+        loop {
+            while pos < data.len() && data[pos].is_ascii_whitespace() {
+                pos += 1;
+            }
+            if pos >= data.len() {
+                break;
+            }
+            let rest = &data[pos..];
+            let offset = base + pos as u64;
+            if let Some(kind) = xml::start_kind(rest) {
+                match xml::frame(rest, kind) {
+                    xml::Frame::Incomplete => break,
+                    xml::Frame::Skip(n) => pos += n,
+                    xml::Frame::Event(n) => {
+                        match xml::parse_event(&rest[..n], offset) {
+                            Ok(ev) => events.push(ev),
+                            Err(message) => self.diagnostics.push(Diagnostic { offset, message }),
+                        }
+                        pos += n;
+                    }
+                }
+                hint = 0;
+                continue;
+            }
+            match text::frame(rest, hint.saturating_sub(pos), at_eof) {
+                text::Frame::Incomplete { searched } => {
+                    hint = pos + searched;
+                    break;
+                }
+                text::Frame::Block { body_end, next } => {
+                    text::parse_block(
+                        &rest[..body_end],
+                        offset,
+                        self.legacy_year,
+                        events,
+                        &mut self.diagnostics,
+                    );
+                    pos += next;
+                    hint = 0;
+                }
+            }
+        }
+        self.scan_hint = hint.saturating_sub(pos);
+        self.consumed = base + pos as u64;
+        pos
+    }
 }
 
-/// Parses a whole log.
+/// Parses a whole log (a trailing unfinished event becomes a diagnostic).
 pub fn parse_bytes(bytes: &[u8]) -> (Vec<Event>, Vec<Diagnostic>) {
-    let mut p = Parser::new();
-    let ev = p.feed(bytes);
-    (ev, p.take_diagnostics())
+    parse_bytes_with_year(bytes, DEFAULT_LEGACY_YEAR)
+}
+
+/// [`parse_bytes`] with the year for legacy `MM/DD` stamps.
+pub fn parse_bytes_with_year(bytes: &[u8], legacy_year: i32) -> (Vec<Event>, Vec<Diagnostic>) {
+    let mut parser = Parser::with_legacy_year(legacy_year);
+    let mut events = parser.feed(bytes);
+    events.extend(parser.finish());
+    (events, parser.take_diagnostics())
 }
 
 /// Why a log could not be read at all.
 #[derive(Debug, thiserror::Error)]
 pub enum ReadError {
-    #[error("{0}: no such file")]
+    #[error("{0}: no such file; check the path")]
     Missing(PathBuf),
-    #[error("{0}: is a directory, not a user log")]
+    #[error("{0}: is a directory, not a user log; name the log file inside it")]
     Directory(PathBuf),
-    #[error("{0}: binary data, not an HTCondor user log")]
-    Binary(PathBuf),
-    #[error("{0}: {1}")]
+    #[error("{0}: binary data (NUL bytes near offset {1}), not an HTCondor user log")]
+    Binary(PathBuf, u64),
+    #[error("{0}: cannot read: {1}")]
     Io(PathBuf, std::io::Error),
 }
 
 /// Reads and parses a whole log file.
 pub fn read_file(path: &Path) -> Result<(Vec<Event>, Vec<Diagnostic>), ReadError> {
+    read_file_with_year(path, DEFAULT_LEGACY_YEAR)
+}
+
+/// [`read_file`] with the year for legacy `MM/DD` stamps.
+pub fn read_file_with_year(
+    path: &Path,
+    legacy_year: i32,
+) -> Result<(Vec<Event>, Vec<Diagnostic>), ReadError> {
+    let bytes = read_log_bytes(path)?;
+    Ok(parse_bytes_with_year(&bytes, legacy_year))
+}
+
+/// The bytes of a log file, refusing directories and binary files.
+pub(crate) fn read_log_bytes(path: &Path) -> Result<Vec<u8>, ReadError> {
+    match std::fs::metadata(path) {
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Err(ReadError::Missing(path.to_path_buf()))
+        }
+        Err(e) => return Err(ReadError::Io(path.to_path_buf(), e)),
+        Ok(meta) if meta.is_dir() => return Err(ReadError::Directory(path.to_path_buf())),
+        Ok(_) => {}
+    }
     let bytes = std::fs::read(path).map_err(|e| ReadError::Io(path.to_path_buf(), e))?;
-    Ok(parse_bytes(&bytes))
+    if let Some(at) = looks_binary(&bytes) {
+        return Err(ReadError::Binary(path.to_path_buf(), at));
+    }
+    Ok(bytes)
 }
 
-/// Follows a growing log. Cancel-safe `next()`: dropping its future loses nothing.
-#[derive(Debug)]
-pub struct Follower {
-    path: PathBuf,
-    offset: u64,
-}
-
-impl Follower {
-    pub fn new(path: PathBuf, start_offset: u64) -> Self {
-        Follower { path, offset: start_offset }
-    }
-    /// Waits until at least one event is available.
-    pub async fn next(&mut self) -> std::io::Result<Vec<Event>> {
-        let _ = &self.path;
-        std::future::pending().await
-    }
-    /// Checkpoint: resume here.
-    pub fn offset(&self) -> u64 {
-        self.offset
-    }
-    pub fn take_diagnostics(&mut self) -> Vec<Diagnostic> {
-        Vec::new()
-    }
+/// A user log is text: a NUL byte in its first 64 KiB means something else.
+fn looks_binary(bytes: &[u8]) -> Option<u64> {
+    let head = &bytes[..bytes.len().min(64 * 1024)];
+    head.iter().position(|&b| b == 0).map(|p| p as u64)
 }
 
 impl Event {
-    /// The `cosched log dump` object.
+    /// The `cosched log dump` object: `{"type", "cluster", "proc", "subproc",
+    /// "time", "attrs"}` with HTCondor's attribute names in `attrs`.
     pub fn to_json(&self) -> serde_json::Value {
-        serde_json::Value::Null
+        json::event_json(self)
+    }
+
+    /// `(cluster, proc)`: the job this event is about.
+    pub fn job(&self) -> (i64, i64) {
+        (self.cluster, self.proc)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn civil_round_trip() {
+        for days in [-800_000i64, -1, 0, 1, 11_016, 20_778, 60_000] {
+            let (y, m, d) = civil_from_days(days);
+            assert_eq!(days_from_civil(y, m, d), days, "days {days}");
+        }
+        assert_eq!(Timestamp::from_parts(2026, 11, 21, 4, 50, 46).unwrap().iso(), "2026-11-21T04:50:46");
+    }
+
+    #[test]
+    fn february_29_of_a_non_leap_year_rolls_over_like_mktime() {
+        let t = Timestamp::from_parts(2026, 2, 29, 0, 0, 0).unwrap();
+        assert_eq!(t.iso(), "2026-03-01T00:00:00");
     }
 }

@@ -1,1 +1,125 @@
-//! Integration tests: bench.
+//! Integration tests: `cosched bench` as a user runs it.
+
+use crate::util;
+use std::path::Path;
+
+const SMALL: &str = r#"
+[scenarios.tiny]
+desc = "two sites, one congested"
+n_jobs = 60
+base_runtime = 100
+jitter = 0.2
+sites = [
+  { name = "a", slots = 20, capacity = 8, beta = 0.5, wait_mean = 5 },
+  { name = "b", slots = 10, capacity = "inf", wait_mean = 20, p_fail = 0.1 },
+]
+
+[scenarios.stuck]
+n_jobs = 20
+base_runtime = 100
+sites = [ { name = "a", slots = 10 }, { name = "dead", slots = 10, dead = true } ]
+"#;
+
+fn write_small(dir: &Path) -> String {
+    let path = dir.join("small.toml");
+    std::fs::write(&path, SMALL).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn json_has_one_object_per_run_with_the_documented_fields() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let out = util::cosched(
+        dir.path(),
+        &[
+            "bench", &file, "--policy", "bulk", "--policy", "oracle", "--seeds", "1-2", "--json", "--jobs",
+            "2",
+        ],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let lines: Vec<serde_json::Value> =
+        String::from_utf8(out.stdout).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+    assert_eq!(lines.len(), 2 * 2 * 2, "scenarios × policies × seeds");
+    for l in &lines {
+        for field in [
+            "scenario",
+            "policy",
+            "seed",
+            "makespan",
+            "mean_turnaround",
+            "p95_turnaround",
+            "mean_completion",
+            "hang",
+        ] {
+            assert!(l.get(field).is_some(), "missing {field} in {l}");
+        }
+        let stuck = l["scenario"] == "stuck";
+        // bulk sends half the jobs to the dead site and hangs; the oracle does not.
+        assert_eq!(l["hang"], stuck && l["policy"] == "bulk", "{l}");
+        if l["hang"] == false {
+            assert!(l["makespan"].as_f64().unwrap() >= 80.0, "{l}");
+            assert!(l["mean_completion"].as_f64().unwrap() <= l["makespan"].as_f64().unwrap(), "{l}");
+        } else {
+            assert!(l["makespan"].is_null(), "{l}");
+        }
+    }
+}
+
+#[test]
+fn table_shows_every_selected_policy_with_ratios() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let out = util::cosched(
+        dir.path(),
+        &["bench", &file, "--scenario", "tiny", "--policy", "jobrouter", "--seeds", "1,2"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("/oracle") && text.contains("/bulk"), "{text}");
+    let rows: Vec<&str> = text.lines().filter(|l| l.starts_with("tiny")).collect();
+    assert_eq!(rows.len(), 1, "only the selected policy is shown: {text}");
+    assert!(rows[0].contains("jobrouter") && rows[0].contains("0/2"), "{text}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("runs/s"));
+}
+
+#[test]
+fn trace_prints_the_decisions_of_one_run_and_is_deterministic() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let args = ["bench", &file, "--scenario", "tiny", "--policy", "oracle", "--seeds", "4", "--trace"];
+    let a = util::cosched(dir.path(), &args);
+    assert!(a.status.success(), "{}", String::from_utf8_lossy(&a.stderr));
+    let text = String::from_utf8(a.stdout.clone()).unwrap();
+    assert!(text.lines().any(|l| l.contains(" a ") && l.contains("submit")), "{text}");
+    assert!(text.contains("makespan"), "{text}");
+    assert_eq!(a.stdout, util::cosched(dir.path(), &args).stdout, "same seed, same trace");
+}
+
+#[test]
+fn warm_runs_report_the_second_run() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let out = util::cosched(
+        dir.path(),
+        &["bench", &file, "--scenario", "tiny", "--policy", "adaptive", "--seeds", "1", "--warm", "--json"],
+    );
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(line["warm"], true);
+}
+
+#[test]
+fn usage_errors_exit_2() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let out = util::cosched(dir.path(), &["bench", &file, "--scenario", "nope"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("tiny"), "lists the scenarios");
+    let out = util::cosched(dir.path(), &["bench", &file, "--trace"]);
+    assert_eq!(out.status.code(), Some(2), "--trace needs a single run");
+    let out = util::cosched(dir.path(), &["bench", &file, "--policy", "fifo"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = util::cosched(dir.path(), &["bench", "missing.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+}

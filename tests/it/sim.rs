@@ -1,1 +1,154 @@
-//! Integration tests: sim.
+//! Integration tests: the simulated grid through the real engine in virtual
+//! time (`cosched::sim::run`), against the scenarios of `shared/scenarios`.
+
+use crate::util;
+use cosched::policy::PolicyConfig;
+use cosched::sim::{self, Scenario, SimOptions};
+
+fn scenarios() -> Vec<(String, Scenario)> {
+    sim::load_scenarios(&util::shared().join("scenarios/scenarios.toml")).expect("shared scenarios load")
+}
+
+fn scenario(name: &str) -> Scenario {
+    scenarios().into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("scenario {name}")).1
+}
+
+fn policy(name: &str) -> PolicyConfig {
+    PolicyConfig::named(name).expect("known policy")
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+#[test]
+fn scenarios_load_in_file_order() {
+    let names: Vec<String> = scenarios().into_iter().map(|(n, _)| n).collect();
+    assert_eq!(names, ["S1", "S1b", "S2", "S3", "S4", "S5", "S6", "S1L", "S3L"]);
+    let s5 = scenario("S5");
+    assert_eq!(s5.sites[0].cap_windows, vec![[2000.0, 5000.0, 0.5]]);
+    assert!(scenario("S6").sites[2].dead);
+}
+
+#[test]
+fn bad_scenarios_are_diagnosed_with_their_name() {
+    let err = sim::parse_scenarios("[scenarios.X]\nn_jobs = 1\nbase_runtime = 1\nsites = []\n").unwrap_err();
+    assert!(err.contains("scenario X") && err.contains("site"), "{err}");
+    let err = sim::parse_scenarios(
+        "[scenarios.Y]\nn_jobs = 1\nbase_runtime = 1\nsites = [{ name = \"a\", slots = 1, p_fail = 2 }]\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("scenario Y") && err.contains("p_fail"), "{err}");
+    let err = sim::parse_scenarios("[scenarios.Z]\nn_jobs = 1\nbase_runtime = 1\nbogus = 3\nsites = []\n")
+        .unwrap_err();
+    assert!(err.contains("bogus"), "{err}");
+}
+
+#[test]
+fn same_seed_same_trace() {
+    let sc = scenario("S3");
+    let opts = SimOptions { trace: true, ..SimOptions::default() };
+    for name in ["jobrouter", "oracle"] {
+        let a = sim::run(&sc, &policy(name), 11, &opts);
+        let b = sim::run(&sc, &policy(name), 11, &opts);
+        assert!(!a.trace.is_empty(), "{name}: trace recorded");
+        assert_eq!(a.trace, b.trace, "{name} seed 11: traces differ");
+        assert_eq!(a.metrics, b.metrics, "{name} seed 11: metrics differ");
+        let c = sim::run(&sc, &policy(name), 12, &opts);
+        assert_ne!(a.metrics.makespan, c.metrics.makespan, "{name}: seeds 11 and 12 gave the same run");
+    }
+}
+
+#[test]
+fn a_site_below_its_knee_runs_every_job_in_exactly_its_work() {
+    // No jitter, no wait, C ≥ n: every job ends at base_runtime / speed.
+    let sc = sim::parse_scenarios(
+        "[scenarios.flat]\nn_jobs = 30\nbase_runtime = 400\n\
+         sites = [ { name = \"a\", slots = 40, capacity = 30, beta = 0.5, speed = 2.0 } ]\n",
+    )
+    .unwrap()
+    .remove(0)
+    .1;
+    for name in ["bulk", "jobrouter", "oracle"] {
+        let r = sim::run(&sc, &policy(name), 1, &SimOptions::default());
+        assert!(r.errors.is_empty(), "{name}: {:?}", r.errors);
+        assert_eq!(r.jobs.len(), 30);
+        for j in &r.jobs {
+            assert!(
+                (j.ended - j.started - 200.0).abs() < 1e-6,
+                "{name}: job {} ran {}",
+                j.job,
+                j.ended - j.started
+            );
+        }
+    }
+}
+
+#[test]
+fn dead_site_runs_hang_within_the_horizon() {
+    let sc = scenario("S6");
+    let opts = SimOptions { horizon: 50_000.0, ..SimOptions::default() };
+    let r = sim::run(&sc, &policy("bulk"), 1, &opts);
+    assert!(r.hang, "bulk on S6 seed 1 should hang");
+    assert_eq!(r.metrics.makespan, None);
+    assert!(r.metrics.stopped_at >= 50_000.0 && r.metrics.stopped_at < 50_001.0, "{}", r.metrics.stopped_at);
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let stuck = r.metrics.sites.iter().find(|s| s.name == "X").unwrap();
+    assert_eq!((stuck.peak_concurrency, stuck.jobs_done), (0, 0));
+    assert!(r.metrics.jobs_done < sc.n_jobs && r.metrics.jobs_done > 0);
+    // The oracle knows X is dead and finishes.
+    let r = sim::run(&sc, &policy("oracle"), 1, &SimOptions::default());
+    assert!(!r.hang && r.errors.is_empty(), "oracle on S6: {:?}", r.errors);
+}
+
+#[test]
+fn failures_return_jobs_and_are_counted_as_waste() {
+    let sc = sim::parse_scenarios(
+        "[scenarios.f]\nn_jobs = 200\nbase_runtime = 100\njitter = 0.2\n\
+         sites = [ { name = \"a\", slots = 50, p_fail = 0.3, wait_mean = 5 } ]\n",
+    )
+    .unwrap()
+    .remove(0)
+    .1;
+    for name in ["bulk", "jobrouter", "oracle"] {
+        let r = sim::run(&sc, &policy(name), 3, &SimOptions::default());
+        assert!(r.errors.is_empty(), "{name} seed 3: {:?}", r.errors);
+        assert_eq!(r.metrics.jobs_done, 200, "{name} seed 3");
+        assert!(r.metrics.wasted_area > 0.0, "{name} seed 3: failures waste time");
+        assert!(r.attempts.len() > 200, "{name} seed 3: failed attempts were resubmitted");
+    }
+}
+
+/// The reference simulator's medians (shared/scenarios/README.md) for the
+/// policies without judgement: the model is right only if these match.
+#[test]
+fn bulk_and_jobrouter_reproduce_the_reference_on_small_scenarios() {
+    for (sc_name, pol, reference) in
+        [("S1", "bulk", 12034.0), ("S1b", "bulk", 3023.0), ("S2", "bulk", 513.0), ("S2", "jobrouter", 1069.0)]
+    {
+        let sc = scenario(sc_name);
+        let makespans: Vec<f64> = (1..=5)
+            .map(|seed| {
+                let r = sim::run(&sc, &policy(pol), seed, &SimOptions::default());
+                assert!(r.errors.is_empty(), "{sc_name} {pol} seed {seed}: {:?}", r.errors);
+                r.metrics.makespan.expect("finishes")
+            })
+            .collect();
+        let m = median(makespans);
+        assert!(
+            (m / reference - 1.0).abs() < 0.05,
+            "{sc_name} {pol}: median {m:.0} vs reference {reference}"
+        );
+    }
+}
+
+#[test]
+fn the_oracle_beats_the_baselines_where_throttling_matters() {
+    let sc = scenario("S1");
+    let run = |name: &str| sim::run(&sc, &policy(name), 2, &SimOptions::default()).metrics.makespan.unwrap();
+    let (oracle, jobrouter, bulk) = (run("oracle"), run("jobrouter"), run("bulk"));
+    assert!(oracle < jobrouter && jobrouter < bulk, "seed 2: {oracle} {jobrouter} {bulk}");
+    // Within 5% of the reference oracle (3313 s) or better.
+    assert!(oracle < 3313.0 * 1.05, "seed 2: oracle {oracle}");
+}

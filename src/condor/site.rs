@@ -1,0 +1,704 @@
+//! [`CondorSite`]: one HTCondor site as an engine backend. Submissions are
+//! `condor_submit` of a per-batch submit file; everything that happens to a job
+//! afterwards is read from the site's user log.
+//!
+//! Crash safety comes from the [`SubmitJournal`]: the intent to submit a batch
+//! (its jobs and submit file) is recorded before `condor_submit` runs and the
+//! cluster after it returns, so a crash in between leaves a batch whose jobs
+//! can be looked up by their `CoschedRun`/`CoschedBatch` attributes
+//! ([`super::Condor::find_batch`]). The same lookup guards retries: a
+//! `condor_submit` that timed out may have queued its jobs anyway, so before
+//! trying again cosched asks the schedd.
+//!
+//! Procs map to jobs by position: `queue CoschedJob from (i1 i2 …)` gives proc
+//! k to the k-th listed job.
+
+use super::{ClusterRange, Condor, CondorError, ErrorKind};
+use crate::config::SiteConfig;
+use crate::engine::{RunClock, SiteBackend};
+use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
+use crate::submit_desc::SubmitDescription;
+use crate::userlog::{Event, EventBody, Follower};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Journal hooks the state database implements, so that "record intent, run
+/// condor_submit, record the cluster" is crash-safe. Called synchronously
+/// (SQLite is fast).
+pub trait SubmitJournal: Send {
+    /// About to run `condor_submit submit_file` for `jobs` as `batch`.
+    fn intent(&mut self, site: SiteId, batch: &str, jobs: &[JobId], submit_file: &Path);
+    /// The batch is in the queue as `cluster` (procs in the order of `jobs`).
+    fn submitted(&mut self, batch: &str, cluster: i64);
+    /// The batch was not submitted; its jobs are free again.
+    fn failed(&mut self, batch: &str, error: &str);
+    /// Every event of the site's log before `offset` has been delivered.
+    fn log_offset(&mut self, site: SiteId, offset: u64);
+}
+
+/// A journal that records nothing (tests, dry runs).
+pub struct NoJournal;
+
+impl SubmitJournal for NoJournal {
+    fn intent(&mut self, _: SiteId, _: &str, _: &[JobId], _: &Path) {}
+    fn submitted(&mut self, _: &str, _: i64) {}
+    fn failed(&mut self, _: &str, _: &str) {}
+    fn log_offset(&mut self, _: SiteId, _: u64) {}
+}
+
+/// Where "now" comes from for [`SiteEvent::Submitted`].
+enum Now {
+    /// Wall clock minus the run's epoch (real HTCondor).
+    Wall,
+    /// The engine's clock (scaled runs on the fake HTCondor).
+    Clock(RunClock),
+}
+
+/// One HTCondor site (a CE, a batch system, or the local pool).
+pub struct CondorSite {
+    site: SiteId,
+    config: SiteConfig,
+    desc: Arc<SubmitDescription>,
+    condor: Arc<Condor>,
+    /// The run's id, written into every job as `CoschedRun`.
+    run_id: String,
+    /// Where this site's submit files and user log live.
+    dir: PathBuf,
+    /// Run time 0 as Unix seconds: log stamps map to run time as `stamp - epoch_unix`.
+    epoch_unix: f64,
+    journal: Box<dyn SubmitJournal>,
+    /// (cluster, proc) → job, for every cluster submitted in this run.
+    procs: BTreeMap<(i64, i64), JobId>,
+    /// Where each job's current attempt is, for `condor_rm`.
+    out: BTreeMap<JobId, (i64, i64)>,
+    follower: Follower,
+    /// Sequence number of the next batch file (continues past earlier files).
+    next_batch: u64,
+    now: Now,
+    /// Multiplies retry back-off delays (1; tests shorten them).
+    backoff_scale: f64,
+}
+
+impl CondorSite {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        site: SiteId,
+        config: SiteConfig,
+        desc: Arc<SubmitDescription>,
+        condor: Arc<Condor>,
+        run_id: String,
+        dir: PathBuf,
+        epoch_unix: f64,
+        journal: Box<dyn SubmitJournal>,
+        known: Vec<(i64, Vec<JobId>)>,
+        log_offset: u64,
+    ) -> Self {
+        let mut procs = BTreeMap::new();
+        let mut out = BTreeMap::new();
+        for (cluster, jobs) in known {
+            for (proc, job) in jobs.into_iter().enumerate() {
+                procs.insert((cluster, proc as i64), job);
+                // Later clusters hold later attempts.
+                out.insert(job, (cluster, proc as i64));
+            }
+        }
+        let log = Self::log_path(&dir, &config.name);
+        let next_batch = first_free_batch(&dir, &config.name);
+        CondorSite {
+            site,
+            config,
+            desc,
+            condor,
+            run_id,
+            dir,
+            epoch_unix,
+            journal,
+            procs,
+            out,
+            follower: Follower::new(log, log_offset),
+            next_batch,
+            now: Now::Wall,
+            backoff_scale: 1.0,
+        }
+    }
+
+    /// Reads "now" from the engine's clock instead of the wall clock (needed
+    /// when the run clock is scaled, as on the fake HTCondor).
+    pub fn with_clock(mut self, clock: RunClock) -> Self {
+        self.now = Now::Clock(clock);
+        self
+    }
+
+    /// Scales the back-off between `condor_submit` retries (tests use a small
+    /// factor; real runs keep 1).
+    pub fn with_backoff_scale(mut self, scale: f64) -> Self {
+        self.backoff_scale = scale.max(0.0);
+        self
+    }
+
+    /// The user log of site `name` in `dir` (one per site, shared by its batches).
+    pub fn log_path(dir: &Path, name: &str) -> PathBuf {
+        dir.join(format!("{name}.log"))
+    }
+
+    /// The submit file of batch `batch` in `dir`.
+    pub fn submit_file_path(dir: &Path, batch: &str) -> PathBuf {
+        dir.join(format!("{batch}.sub"))
+    }
+
+    fn now(&self) -> Time {
+        match &self.now {
+            Now::Clock(clock) => clock.now(),
+            Now::Wall => wall_unix() - self.epoch_unix,
+        }
+    }
+
+    /// Run time of a log stamp.
+    fn run_time(&self, event: &Event) -> Time {
+        let offset = local_offset_at(event.time.naive_unix);
+        event.time.to_unix(offset) - self.epoch_unix
+    }
+
+    /// Runs `condor_submit` with retries; returns (cluster, procs in job
+    /// order) or the last error.
+    async fn submit_with_retries(
+        &mut self,
+        batch: &str,
+        file: &Path,
+        jobs: &[JobId],
+    ) -> Result<Vec<(i64, i64)>, CondorError> {
+        let mut attempt = 0u32;
+        loop {
+            let error = match self.condor.submit(file).await {
+                Ok(range) => return Ok(procs_of(range, jobs.len())),
+                Err(e) => e,
+            };
+            if error.kind == ErrorKind::Permanent {
+                return Err(error);
+            }
+            // The jobs may have been queued anyway (a timeout after the
+            // schedd committed, unreadable output): look before retrying.
+            if let Ok(found) = self.condor.find_batch(&self.run_id, batch).await {
+                if let Some(procs) = match_found(&found, jobs) {
+                    tracing::info!(site = %self.config.name, batch, "condor_submit failed but the batch is in the queue: {error}");
+                    return Ok(procs);
+                }
+            }
+            if attempt >= self.condor.retries() {
+                return Err(error);
+            }
+            let delay = backoff(batch, attempt) * self.backoff_scale;
+            tracing::warn!(site = %self.config.name, batch, "{error}; retrying in {delay:.1} s");
+            tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+            attempt += 1;
+        }
+    }
+
+    fn translate(&mut self, events: Vec<Event>) -> Vec<SiteEvent> {
+        let mut out = Vec::new();
+        for event in events {
+            let Some(&job) = self.procs.get(&(event.cluster, event.proc)) else {
+                continue;
+            };
+            let at = self.run_time(&event);
+            let translated = match (event.code, &event.body) {
+                (1, _) => SiteEvent::Started { job, at },
+                (5, EventBody::Terminated { normal, return_value, signal, .. }) => {
+                    let outcome = match (normal, return_value, signal) {
+                        (true, Some(0), _) => Outcome::Success,
+                        (true, Some(code), _) => Outcome::Failed { detail: format!("exit code {code}") },
+                        (false, _, Some(sig)) => {
+                            Outcome::Failed { detail: format!("killed by signal {sig}") }
+                        }
+                        _ => Outcome::Failed { detail: "abnormal termination".to_string() },
+                    };
+                    SiteEvent::Ended { job, at, outcome }
+                }
+                (5, other) => SiteEvent::Ended {
+                    job,
+                    at,
+                    outcome: Outcome::Failed {
+                        detail: format!("termination event not understood: {}", other_text(other)),
+                    },
+                },
+                (12, EventBody::Held { reason, code, subcode }) => {
+                    let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
+                    SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
+                }
+                (12, other) => SiteEvent::Held { job, at, reason: other_text(other) },
+                (9, _) => SiteEvent::Removed { job, at },
+                _ => continue,
+            };
+            if matches!(translated, SiteEvent::Ended { .. } | SiteEvent::Removed { .. })
+                && self.out.get(&job) == Some(&(event.cluster, event.proc))
+            {
+                self.out.remove(&job);
+            }
+            out.push(translated);
+        }
+        out
+    }
+}
+
+impl SiteBackend for CondorSite {
+    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        if jobs.is_empty() {
+            return Vec::new();
+        }
+        let batch = format!("{}-b{:05}", self.config.name, self.next_batch);
+        self.next_batch += 1;
+        let file = Self::submit_file_path(&self.dir, &batch);
+        let log = Self::log_path(&self.dir, &self.config.name);
+        let text = self.desc.render_batch(&self.config, &self.run_id, &batch, &jobs, &log);
+        let written = async {
+            tokio::fs::create_dir_all(&self.dir).await?;
+            tokio::fs::write(&file, text).await
+        }
+        .await;
+        if let Err(e) = written {
+            let error = format!("cannot write the submit file {}: {e}", file.display());
+            return vec![SiteEvent::SubmitFailed { jobs, error, permanent: false }];
+        }
+        self.journal.intent(self.site, &batch, &jobs, &file);
+        match self.submit_with_retries(&batch, &file, &jobs).await {
+            Ok(procs) => {
+                let cluster = procs.first().map_or(-1, |p| p.0);
+                for ((c, p), job) in procs.iter().zip(&jobs) {
+                    self.procs.insert((*c, *p), *job);
+                    self.out.insert(*job, (*c, *p));
+                }
+                self.journal.submitted(&batch, cluster);
+                vec![SiteEvent::Submitted { jobs, at: self.now() }]
+            }
+            Err(error) => {
+                let message = error.to_string();
+                self.journal.failed(&batch, &message);
+                vec![SiteEvent::SubmitFailed {
+                    jobs,
+                    error: message,
+                    permanent: error.kind == ErrorKind::Permanent,
+                }]
+            }
+        }
+    }
+
+    async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let targets: Vec<String> =
+            jobs.iter().filter_map(|job| self.out.get(job)).map(|(c, p)| format!("{c}.{p}")).collect();
+        // Long lists go in several calls to keep argument vectors reasonable.
+        for chunk in targets.chunks(500) {
+            if let Err(e) = self.condor.remove(chunk).await {
+                tracing::warn!(site = %self.config.name, "removing {} job(s): {e}", chunk.len());
+            }
+        }
+        // The removals are reported by the log (009), like everything else.
+        Vec::new()
+    }
+
+    async fn next_events(&mut self) -> Vec<SiteEvent> {
+        loop {
+            match self.follower.next().await {
+                Ok(events) => {
+                    for d in self.follower.take_diagnostics() {
+                        tracing::warn!(site = %self.config.name, "user log at byte {}: {}", d.offset, d.message);
+                    }
+                    let translated = self.translate(events);
+                    self.journal.log_offset(self.site, self.follower.offset());
+                    if !translated.is_empty() {
+                        return translated;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(site = %self.config.name, "reading the user log: {e}");
+                    tokio::time::sleep(self.condor.poll_interval()).await;
+                }
+            }
+        }
+    }
+}
+
+/// The procs of a submitted range, one per job, in job order.
+fn procs_of(range: ClusterRange, n_jobs: usize) -> Vec<(i64, i64)> {
+    if range.count() != n_jobs as u64 {
+        tracing::warn!("condor_submit made {} job(s) for a batch of {n_jobs}", range.count());
+    }
+    (0..n_jobs as i64).map(|k| (range.cluster, range.first + k)).collect()
+}
+
+/// Matches the ads of a batch found in the queue to its jobs (by the
+/// `CoschedJob` attribute, else by proc order); `None` unless every job is there.
+fn match_found(found: &[(i64, i64, Option<u64>)], jobs: &[JobId]) -> Option<Vec<(i64, i64)>> {
+    if found.len() < jobs.len() || jobs.is_empty() {
+        return None;
+    }
+    let mut sorted: Vec<_> = found.to_vec();
+    sorted.sort();
+    jobs.iter()
+        .enumerate()
+        .map(|(k, job)| match sorted.iter().find(|(_, _, j)| *j == Some(job.0)) {
+            Some((c, p, _)) => Some((*c, *p)),
+            None => sorted.get(k).map(|(c, p, _)| (*c, *p)),
+        })
+        .collect()
+}
+
+/// Seconds to wait before retry `attempt` (0-based) of `batch`: exponential
+/// from 2 s, capped at 60 s, with ±25% jitter from a hash (no clock, no RNG,
+/// so sites retrying together still spread out).
+pub fn backoff(batch: &str, attempt: u32) -> f64 {
+    let base = (2.0 * 2f64.powi(attempt.min(10) as i32)).min(60.0);
+    // FNV-1a over the batch name and the attempt.
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in batch.bytes().chain(attempt.to_le_bytes()) {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    let frac = (h >> 11) as f64 / (1u64 << 53) as f64;
+    base * (0.75 + 0.5 * frac)
+}
+
+/// The first batch number not used by a submit file already in `dir` (a
+/// resumed run continues after the files of the earlier one).
+fn first_free_batch(dir: &Path, site: &str) -> u64 {
+    let prefix = format!("{site}-b");
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .filter_map(|e| e.ok())
+        .filter_map(|e| {
+            let name = e.file_name().into_string().ok()?;
+            name.strip_prefix(&prefix)?.strip_suffix(".sub")?.parse::<u64>().ok()
+        })
+        .max()
+        .map_or(0, |n| n + 1)
+}
+
+fn other_text(body: &EventBody) -> String {
+    match body {
+        EventBody::Other { text, body } => format!("{} {}", text.trim(), body.trim()).trim().to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+/// Now as Unix seconds.
+#[allow(clippy::disallowed_methods)] // The HTCondor edge maps wall-clock log stamps to run time.
+fn wall_unix() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// The submit host's UTC offset (seconds east) at a naive local time, as log
+/// stamps without `Z` are written in local time.
+fn local_offset_at(naive_unix: i64) -> i64 {
+    use chrono::{Offset, TimeZone};
+    let Some(naive) = chrono::DateTime::from_timestamp(naive_unix, 0).map(|d| d.naive_utc()) else {
+        return 0;
+    };
+    chrono::Local
+        .offset_from_local_datetime(&naive)
+        .earliest()
+        .map_or(0, |o| i64::from(o.fix().local_minus_utc()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::condor::testing::{args, replay, script};
+    use crate::config::{CondorSettings, GridResource};
+    use std::sync::Mutex;
+
+    #[test]
+    fn backoff_grows_and_stays_within_jitter() {
+        for attempt in 0..8 {
+            let base = (2.0 * 2f64.powi(attempt as i32)).min(60.0);
+            let d = backoff("site-b00003", attempt);
+            assert!(d >= base * 0.75 && d <= base * 1.25, "attempt {attempt}: {d} vs base {base}");
+        }
+        assert_ne!(backoff("a-b00001", 1), backoff("b-b00001", 1), "jitter depends on the batch");
+    }
+
+    #[test]
+    fn found_batch_matches_jobs_by_cosched_job() {
+        let jobs = [JobId(7), JobId(3)];
+        let found = [(40, 1, Some(3)), (40, 0, Some(7))];
+        assert_eq!(match_found(&found, &jobs), Some(vec![(40, 0), (40, 1)]));
+        assert_eq!(match_found(&found[..1], &jobs), None, "a partial batch is not a submitted batch");
+        assert_eq!(match_found(&[], &jobs), None);
+    }
+
+    /// Records journal calls as lines.
+    #[derive(Clone, Default)]
+    struct Recorder(Arc<Mutex<Vec<String>>>);
+
+    impl Recorder {
+        fn lines(&self) -> Vec<String> {
+            self.0.lock().unwrap().clone()
+        }
+    }
+
+    impl SubmitJournal for Recorder {
+        fn intent(&mut self, site: SiteId, batch: &str, jobs: &[JobId], submit_file: &Path) {
+            let jobs: Vec<u64> = jobs.iter().map(|j| j.0).collect();
+            assert!(submit_file.exists(), "the submit file is written before the intent is recorded");
+            self.0.lock().unwrap().push(format!("intent {} {batch} {jobs:?}", site.0));
+        }
+        fn submitted(&mut self, batch: &str, cluster: i64) {
+            self.0.lock().unwrap().push(format!("submitted {batch} {cluster}"));
+        }
+        fn failed(&mut self, batch: &str, _error: &str) {
+            self.0.lock().unwrap().push(format!("failed {batch}"));
+        }
+        fn log_offset(&mut self, site: SiteId, offset: u64) {
+            self.0.lock().unwrap().push(format!("offset {} {offset}", site.0));
+        }
+    }
+
+    struct Setup {
+        _tmp: tempfile::TempDir,
+        bin: PathBuf,
+        state: PathBuf,
+        journal: Recorder,
+    }
+
+    fn setup() -> Setup {
+        let tmp = tempfile::tempdir().unwrap();
+        let bin = tmp.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        let state = tmp.path().join("state");
+        Setup { bin, state, journal: Recorder::default(), _tmp: tmp }
+    }
+
+    fn site_config() -> SiteConfig {
+        SiteConfig {
+            grid_resource: Some(GridResource::parse("condor ce.example.org ce.example.org:9619").unwrap()),
+            ..SiteConfig::named("ce")
+        }
+    }
+
+    fn backend(s: &Setup, timeout: f64, epoch_unix: f64, known: Vec<(i64, Vec<JobId>)>) -> CondorSite {
+        let desc =
+            crate::submit_desc::parse(Path::new("/jobs/job.sub"), "executable = /bin/true\nqueue\n").unwrap();
+        let condor = Condor::new(&CondorSettings {
+            bin_dir: Some(s.bin.clone()),
+            submit_timeout: timeout,
+            ..Default::default()
+        });
+        CondorSite::new(
+            SiteId(1),
+            site_config(),
+            Arc::new(desc),
+            Arc::new(condor),
+            "run1".into(),
+            s.state.clone(),
+            epoch_unix,
+            Box::new(s.journal.clone()),
+            known,
+            0,
+        )
+        .with_clock(RunClock::starting_at(100.0))
+        .with_backoff_scale(0.001)
+    }
+
+    fn jobs(range: std::ops::Range<u64>) -> Vec<JobId> {
+        range.map(JobId).collect()
+    }
+
+    /// Unix time of a naive local time stamp `2026-11-21T05:00:00`-style.
+    fn local_unix(iso: &str) -> f64 {
+        use chrono::TimeZone;
+        let naive = chrono::NaiveDateTime::parse_from_str(iso, "%Y-%m-%dT%H:%M:%S").unwrap();
+        chrono::Local.from_local_datetime(&naive).earliest().unwrap().timestamp() as f64
+    }
+
+    async fn collect(site: &mut CondorSite, n: usize) -> Vec<SiteEvent> {
+        let mut got = Vec::new();
+        while got.len() < n {
+            let more = tokio::time::timeout(std::time::Duration::from_secs(20), site.next_events())
+                .await
+                .unwrap_or_else(|_| panic!("only {} of {n} events arrived: {got:?}", got.len()));
+            assert!(!more.is_empty(), "an empty batch means the backend is finished");
+            got.extend(more);
+        }
+        got
+    }
+
+    /// What HTCondor's own reader says the translated events must be: the
+    /// reference dump beside each fixture log.
+    fn expected_from_reference(log: &str, known: &[(i64, Vec<JobId>)], epoch_unix: f64) -> Vec<SiteEvent> {
+        let text = std::fs::read_to_string(
+            crate::condor::testing::fixtures().join(format!("../userlogs/{log}.ref.jsonl")),
+        )
+        .unwrap();
+        let mut out = Vec::new();
+        for line in text.lines() {
+            let e: serde_json::Value = serde_json::from_str(line).unwrap();
+            let (cluster, proc) = (e["cluster"].as_i64().unwrap(), e["proc"].as_i64().unwrap());
+            let Some(job) = known
+                .iter()
+                .find(|(c, _)| *c == cluster)
+                .and_then(|(_, jobs)| jobs.get(proc as usize))
+                .copied()
+            else {
+                continue;
+            };
+            let at = local_unix(e["time"].as_str().unwrap()) - epoch_unix;
+            let attrs = &e["attrs"];
+            out.push(match e["type"].as_i64().unwrap() {
+                1 => SiteEvent::Started { job, at },
+                5 => {
+                    let outcome = if attrs["TerminatedNormally"] == true {
+                        match attrs["ReturnValue"].as_i64().unwrap() {
+                            0 => Outcome::Success,
+                            code => Outcome::Failed { detail: format!("exit code {code}") },
+                        }
+                    } else {
+                        Outcome::Failed {
+                            detail: format!("killed by signal {}", attrs["TerminatedBySignal"]),
+                        }
+                    };
+                    SiteEvent::Ended { job, at, outcome }
+                }
+                9 => SiteEvent::Removed { job, at },
+                12 => SiteEvent::Held {
+                    job,
+                    at,
+                    reason: format!(
+                        "{} (code {}, subcode {})",
+                        attrs["HoldReason"].as_str().unwrap(),
+                        attrs["HoldReasonCode"],
+                        attrs["HoldReasonSubCode"]
+                    ),
+                },
+                _ => continue,
+            });
+        }
+        out
+    }
+
+    #[tokio::test]
+    async fn submits_then_reads_its_jobs_from_the_log() {
+        let s = setup();
+        script(&s.bin, "condor_submit", "echo '33.0 - 33.7'");
+        script(&s.bin, "condor_rm", "echo 'Job 33.5 marked for removal'");
+        let epoch = local_unix("2026-11-21T05:03:00");
+        let mut site = backend(&s, 30.0, epoch, vec![]);
+        let batch = jobs(10..18);
+        let out = site.submit(batch.clone()).await;
+        let [SiteEvent::Submitted { jobs: submitted, at }] = out.as_slice() else { panic!("{out:?}") };
+        assert_eq!(submitted, &batch);
+        assert!((100.0..200.0).contains(at), "`at` is the run clock's now: {at}");
+        let file = CondorSite::submit_file_path(&s.state, "ce-b00000");
+        assert_eq!(args(&s.bin, "condor_submit"), ["-terse".to_string(), file.display().to_string()]);
+        let text = std::fs::read_to_string(&file).unwrap();
+        assert!(text.contains("queue CoschedJob from (\n10\n11\n12\n13\n14\n15\n16\n17\n)\n"), "{text}");
+        assert!(
+            text.contains(&format!("log = {}", CondorSite::log_path(&s.state, "ce").display())),
+            "{text}"
+        );
+        assert_eq!(
+            s.journal.lines(),
+            ["intent 1 ce-b00000 [10, 11, 12, 13, 14, 15, 16, 17]", "submitted ce-b00000 33"]
+        );
+
+        // HTCondor writes the log; clusters 34 and 35 are not ours.
+        let log = crate::condor::testing::fixtures().join("../userlogs/grid-condorc.log");
+        std::fs::copy(&log, CondorSite::log_path(&s.state, "ce")).unwrap();
+        let known = vec![(33, batch.clone())];
+        let expected = expected_from_reference("grid-condorc", &known, epoch);
+        assert_eq!(expected.len(), 16, "8 starts and 8 ends in cluster 33");
+        assert_eq!(collect(&mut site, expected.len()).await, expected);
+        let size = std::fs::metadata(&log).unwrap().len();
+        assert_eq!(s.journal.lines().last().unwrap(), &format!("offset 1 {size}"));
+
+        // Finished jobs are not removed again; the others are, in one call.
+        site.remove(vec![JobId(12)]).await;
+        assert!(args(&s.bin, "condor_rm").is_empty(), "job 12 already ended");
+        site.out.insert(JobId(15), (33, 5));
+        site.out.insert(JobId(16), (33, 6));
+        assert!(site.remove(vec![JobId(15), JobId(16), JobId(99)]).await.is_empty());
+        assert_eq!(args(&s.bin, "condor_rm"), ["33.5", "33.6"]);
+    }
+
+    #[tokio::test]
+    async fn resumed_site_maps_known_clusters_and_held_and_removed_jobs() {
+        let s = setup();
+        let epoch = local_unix("2026-11-21T05:00:00");
+        std::fs::create_dir_all(&s.state).unwrap();
+        for (name, known) in [
+            ("vanilla-mixed", vec![(19, jobs(0..12)), (20, jobs(12..22)), (21, jobs(22..30))]),
+            ("grid-condorc", vec![(33, jobs(100..108)), (34, jobs(200..201)), (35, jobs(300..301))]),
+        ] {
+            let log = crate::condor::testing::fixtures().join(format!("../userlogs/{name}.log"));
+            std::fs::copy(&log, CondorSite::log_path(&s.state, "ce")).unwrap();
+            let expected = expected_from_reference(name, &known, epoch);
+            let mut site = backend(&s, 30.0, epoch, known);
+            assert_eq!(collect(&mut site, expected.len()).await, expected, "{name}");
+            assert!(site.out.is_empty(), "{name}: every job ended or was removed: {:?}", site.out);
+        }
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried() {
+        let s = setup();
+        let count = s.bin.join("count");
+        script(
+            &s.bin,
+            "condor_submit",
+            &format!(
+                "n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n + 1)) > '{c}'\n\
+                 if [ \"$n\" -lt 2 ]; then printf '\\nERROR: Failed to connect to local queue manager\\n' >&2; exit 1; fi\n\
+                 echo '40.0 - 40.1'",
+                c = count.display()
+            ),
+        );
+        replay(&s.bin, "condor_q", "condor_q-json-nomatch");
+        let mut site = backend(&s, 30.0, 0.0, vec![]);
+        let out = site.submit(jobs(3..5)).await;
+        assert!(matches!(out.as_slice(), [SiteEvent::Submitted { .. }]), "{out:?}");
+        assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3", "two failures, then success");
+        assert_eq!(
+            args(&s.bin, "condor_q").iter().filter(|a| *a == "-json").count(),
+            2,
+            "looked for the batch before each retry"
+        );
+        assert_eq!(s.journal.lines(), ["intent 1 ce-b00000 [3, 4]", "submitted ce-b00000 40"]);
+        assert_eq!(site.procs.get(&(40, 1)), Some(&JobId(4)));
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_submit_that_got_in_is_not_submitted_twice() {
+        let s = setup();
+        script(&s.bin, "condor_submit", "exec sleep 30");
+        script(
+            &s.bin,
+            "condor_q",
+            r#"echo '[{"ClusterId": 41, "CoschedJob": 8, "ProcId": 1}, {"ClusterId": 41, "CoschedJob": 7, "ProcId": 0}]'"#,
+        );
+        let mut site = backend(&s, 0.3, 0.0, vec![]);
+        let out = site.submit(jobs(7..9)).await;
+        assert!(matches!(out.as_slice(), [SiteEvent::Submitted { .. }]), "{out:?}");
+        assert_eq!(args(&s.bin, "condor_submit").len(), 2, "one call (two arguments), no retry");
+        assert_eq!(s.journal.lines().last().unwrap(), "submitted ce-b00000 41");
+        assert_eq!((site.procs.get(&(41, 0)), site.procs.get(&(41, 1))), (Some(&JobId(7)), Some(&JobId(8))));
+    }
+
+    #[tokio::test]
+    async fn permanent_failures_are_reported_at_once() {
+        let s = setup();
+        replay(&s.bin, "condor_submit", "condor_submit-bad-exe");
+        let mut site = backend(&s, 30.0, 0.0, vec![]);
+        let out = site.submit(jobs(0..2)).await;
+        let [SiteEvent::SubmitFailed { jobs: failed, error, permanent: true }] = out.as_slice() else {
+            panic!("{out:?}")
+        };
+        assert_eq!(failed, &jobs(0..2));
+        assert!(error.contains("Can't access executable"), "{error}");
+        assert_eq!(args(&s.bin, "condor_submit").len(), 2, "not retried");
+        assert_eq!(s.journal.lines(), ["intent 1 ce-b00000 [0, 1]", "failed ce-b00000"]);
+        // The next batch gets a new name; so does one made after a restart.
+        replay(&s.bin, "condor_submit", "condor_submit-terse");
+        site.submit(jobs(0..2)).await;
+        assert_eq!(s.journal.lines()[2], "intent 1 ce-b00001 [0, 1]");
+        let site = backend(&s, 30.0, 0.0, vec![]);
+        assert_eq!(site.next_batch, 2);
+    }
+}

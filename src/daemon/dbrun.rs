@@ -1,0 +1,242 @@
+//! The daemon's [`Machinery`] for real runs: the state database and run
+//! machinery of `cosched submit` ([`crate::state`], [`crate::run`]).
+//!
+//! Every daemon run is a row of `runs` like a foreground run (same intent →
+//! outcome records, log offsets, learned site capacities), plus a row of
+//! `daemon_runs` with the number people type, the owner's uid and the
+//! daemon's state. Driving a run is [`crate::run::drive_recorded`]: a run with
+//! recorded submissions is resumed exactly as `cosched submit --resume` would
+//! (history rebuilt from the user logs, unknown submissions reconciled with
+//! `condor_q` by job tags), so a daemon killed at any moment loses and repeats
+//! nothing. The state directory is locked (`flock`) for the daemon's lifetime:
+//! one daemon per state directory, and no foreground cosched in it meanwhile.
+//!
+//! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
+//! as in tests) run time follows the pool's epoch and speedup.
+
+use super::protocol::{RunState, SubmitRequest};
+use super::server::{BoxFuture, Machinery, PolicyWrap, StoredRun};
+use crate::engine::{Ending, Observer};
+use crate::policy::PolicyConfig;
+use crate::state::{Db, RunRecord, RunStatus, StateDir};
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+pub struct DbMachinery {
+    /// Holds the state directory's lock while the daemon lives.
+    state: StateDir,
+    /// The run machinery's handle on the database.
+    db: Arc<Mutex<Db>>,
+    /// Our own connection for `daemon_runs` (same file; WAL lets both in).
+    conn: Mutex<Connection>,
+}
+
+fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> String + '_ {
+    move |e| format!("{}: {e}", path.display())
+}
+
+impl DbMachinery {
+    /// Opens (creating or migrating) the state directory's database; refuses
+    /// a database written by a newer cosched.
+    pub fn open(state_dir: &Path) -> Result<DbMachinery, String> {
+        let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
+        let db = state.db().map_err(|e| e.to_string())?;
+        let path = state.db_path();
+        let conn = Connection::open(&path).map_err(sql_error(&path))?;
+        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql_error(&path))?;
+        conn.pragma_update(None, "synchronous", "FULL").map_err(sql_error(&path))?;
+        conn.pragma_update(None, "foreign_keys", "ON").map_err(sql_error(&path))?;
+        Ok(DbMachinery { state, db: Arc::new(Mutex::new(db)), conn: Mutex::new(conn) })
+    }
+
+    fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
+        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn text_id(&self, id: u64) -> Result<String, String> {
+        let path = self.state.db_path();
+        self.conn()
+            .query_row("SELECT run FROM daemon_runs WHERE id = ?1", params![id as i64], |r| r.get(0))
+            .optional()
+            .map_err(sql_error(&path))?
+            .ok_or_else(|| format!("no run {id} recorded"))
+    }
+}
+
+/// Run time 0 and rate for a new run: the fake pool's when one is named in
+/// the environment, else now at rate 1.
+fn time_base() -> Result<(f64, f64), String> {
+    if let Some(dir) = std::env::var_os(crate::fake_condor::POOL_ENV).filter(|d| !d.is_empty()) {
+        let path = PathBuf::from(dir).join("pool.toml");
+        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let pool: crate::fake_condor::PoolConfig =
+            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+        let epoch = pool.epoch.ok_or_else(|| format!("{}: no epoch", path.display()))?;
+        return Ok((epoch, pool.speedup));
+    }
+    Ok((unix_now(), 1.0))
+}
+
+#[allow(clippy::disallowed_methods)] // the edge: a run's epoch is a wall-clock instant
+fn unix_now() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
+#[allow(clippy::disallowed_methods)] // the edge: records say when runs were made
+fn new_run_id(n: u64) -> (String, String) {
+    let now = chrono::Utc::now();
+    (format!("{}-d{n}", now.format("%Y%m%dT%H%M%S")), now.to_rfc3339())
+}
+
+fn site_names(record: &RunRecord) -> Vec<String> {
+    crate::config::parse(&record.sites_path, &record.sites_text)
+        .map(|(s, _)| s.sites.iter().map(|x| x.name.clone()).collect())
+        .unwrap_or_default()
+}
+
+impl Machinery for DbMachinery {
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
+        let sites_path = PathBuf::from(&request.sites_path);
+        let job_path = PathBuf::from(&request.job_path);
+        let n = i64::try_from(request.n_jobs).map_err(|_| "N is too large".to_string())?;
+        let parsed_sites = crate::config::parse(&sites_path, &request.sites_toml);
+        let parsed_desc = crate::submit_desc::parse(&job_path, &request.job_sub);
+        let (sites, desc) = match (parsed_sites, parsed_desc) {
+            (Ok((s, _)), Ok(d)) => (s, d),
+            (s, d) => {
+                let mut msgs: Vec<String> = Vec::new();
+                if let Err(e) = s {
+                    msgs.push(e.to_string());
+                }
+                if let Err(e) = d {
+                    msgs.push(e.to_string());
+                }
+                return Err(format!("{}\nnothing was submitted", msgs.join("\n")));
+            }
+        };
+        let problems: Vec<String> = crate::submit_desc::validate(&sites, &desc, Some(n))
+            .into_iter()
+            .filter(|p| p.is_error())
+            .map(|p| p.to_string())
+            .collect();
+        if !problems.is_empty() {
+            return Err(format!("{}\nnothing was submitted", problems.join("\n")));
+        }
+        let policy = match &request.policy {
+            Some(name) => PolicyConfig::named(name).ok_or_else(|| {
+                format!("unknown policy `{name}`; choose one of {}", crate::policy::POLICY_NAMES.join(", "))
+            })?,
+            None => sites.policy.clone(),
+        };
+        if policy == PolicyConfig::Oracle {
+            return Err("the oracle policy needs the true site model; it runs only in `cosched bench`".into());
+        }
+        let (epoch, rate) = time_base()?;
+        let path = self.state.db_path();
+        let next: i64 = self
+            .conn()
+            .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM daemon_runs", [], |r| r.get(0))
+            .map_err(sql_error(&path))?;
+        let (run_id, created) = new_run_id(next as u64);
+        let record = RunRecord {
+            id: run_id.clone(),
+            created,
+            n_jobs: request.n_jobs,
+            sites_path,
+            sites_text: request.sites_toml.clone(),
+            job_path,
+            job_text: request.job_sub.clone(),
+            policy: policy.name().to_string(),
+            epoch_unix: epoch,
+            simulate: false,
+            speedup: rate,
+            status: RunStatus::Running,
+        };
+        self.db.lock().unwrap_or_else(|e| e.into_inner()).create_run(&record).map_err(|e| e.to_string())?;
+        let conn = self.conn();
+        conn.execute(
+            "INSERT INTO daemon_runs (run, owner, state) VALUES (?1, ?2, 'queued')",
+            params![run_id, i64::from(owner)],
+        )
+        .map_err(sql_error(&path))?;
+        let id = conn.last_insert_rowid() as u64;
+        Ok(StoredRun {
+            id,
+            owner,
+            state: RunState::Queued,
+            n_jobs: request.n_jobs,
+            policy: policy.name().to_string(),
+            sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
+            message: None,
+        })
+    }
+
+    fn recorded(&self) -> Result<Vec<StoredRun>, String> {
+        let path = self.state.db_path();
+        let rows: Vec<(i64, String, i64, String, Option<String>)> = {
+            let conn = self.conn();
+            let mut stmt = conn
+                .prepare("SELECT id, run, owner, state, message FROM daemon_runs ORDER BY id")
+                .map_err(sql_error(&path))?;
+            let rows = stmt
+                .query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?, r.get(4)?)))
+                .map_err(sql_error(&path))?;
+            rows.collect::<Result<_, _>>().map_err(sql_error(&path))?
+        };
+        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, run, owner, state, message) in rows {
+            let record = db.run(&run).map_err(|e| e.to_string())?.ok_or_else(|| {
+                format!("{}: daemon run {id} names run {run}, which is not in `runs`", path.display())
+            })?;
+            out.push(StoredRun {
+                id: id as u64,
+                owner: owner as u32,
+                state: RunState::parse(&state).unwrap_or(RunState::Failed),
+                n_jobs: record.n_jobs,
+                policy: record.policy.clone(),
+                sites: site_names(&record),
+                message,
+            });
+        }
+        Ok(out)
+    }
+
+    fn drive(
+        &self,
+        id: u64,
+        wrap: PolicyWrap,
+        mut observer: Box<dyn Observer>,
+        stop: CancellationToken,
+    ) -> BoxFuture<Result<Ending, String>> {
+        let prepared = self.text_id(id).and_then(|text| {
+            let record = self.db.lock().unwrap_or_else(|e| e.into_inner()).run(&text).map_err(|e| e.to_string())?;
+            let record = record.ok_or_else(|| format!("run {text} is not in `runs`"))?;
+            Ok((record, self.state.run_dir(&text)))
+        });
+        let db = self.db.clone();
+        Box::pin(async move {
+            let (record, run_dir) = prepared?;
+            crate::run::drive_recorded(db, run_dir, record, wrap, observer.as_mut(), stop)
+                .await
+                .map_err(|f| f.message)
+        })
+    }
+
+    fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String> {
+        let path = self.state.db_path();
+        let changed = self
+            .conn()
+            .execute(
+                "UPDATE daemon_runs SET state = ?1, message = ?2 WHERE id = ?3",
+                params![state.as_str(), message, id as i64],
+            )
+            .map_err(sql_error(&path))?;
+        if changed == 0 {
+            return Err(format!("no run {id} recorded"));
+        }
+        Ok(())
+    }
+}

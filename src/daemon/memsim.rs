@@ -1,0 +1,131 @@
+//! A [`Machinery`] that runs every job on the simulated grid inside the
+//! daemon's own process (the `[site.simulate]` model of each site, in scaled
+//! real time) and keeps its records in memory.
+//!
+//! It exists for the soak benchmark and for exercising the daemon's protocol,
+//! fair share, cancellation and watch without HTCondor processes: 20 runs on
+//! 50 sites would otherwise mean thousands of `condor_submit` processes on a
+//! 2-core machine. It is NOT crash-safe: nothing survives a restart. Runs that
+//! must survive go through the state database (`simulate = "fake"` or real
+//! HTCondor).
+
+use super::protocol::{RunState, SubmitRequest};
+use super::server::{BoxFuture, Machinery, PolicyWrap, StoredRun};
+use crate::engine::{self, EngineOptions, Ending, Observer, RunClock};
+use crate::policy::{self, PolicyConfig};
+use crate::sim::backend::{SimSite, SiteLog};
+use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
+
+struct Recorded {
+    stored: StoredRun,
+    sites: crate::config::SitesFile,
+    policy: PolicyConfig,
+}
+
+pub struct MemorySim {
+    /// Simulated seconds per real second.
+    speedup: f64,
+    runs: Mutex<BTreeMap<u64, Recorded>>,
+}
+
+impl MemorySim {
+    pub fn new(speedup: f64) -> Self {
+        MemorySim { speedup, runs: Mutex::new(BTreeMap::new()) }
+    }
+}
+
+impl Machinery for MemorySim {
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
+        if request.n_jobs == 0 {
+            return Err("N must be at least 1".into());
+        }
+        let (sites, _warnings) = crate::config::parse(Path::new(&request.sites_path), &request.sites_toml)
+            .map_err(|e| e.to_string())?;
+        if let Err(missing) = sites.simulated_sites() {
+            return Err(format!(
+                "{}: this daemon simulates every run, and these sites have no [site.simulate]: {}",
+                request.sites_path,
+                missing.join(", ")
+            ));
+        }
+        let policy = match &request.policy {
+            Some(name) => PolicyConfig::named(name).ok_or_else(|| format!("unknown policy {name:?}"))?,
+            None => sites.policy.clone(),
+        };
+        if policy == PolicyConfig::Oracle {
+            return Err("the oracle policy needs the true site model; the daemon does not offer it".into());
+        }
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let id = runs.keys().next_back().map_or(1, |k| k + 1);
+        let stored = StoredRun {
+            id,
+            owner,
+            state: RunState::Queued,
+            n_jobs: request.n_jobs,
+            policy: policy.name().to_string(),
+            sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
+            message: None,
+        };
+        runs.insert(id, Recorded { stored: stored.clone(), sites, policy });
+        Ok(stored)
+    }
+
+    fn recorded(&self) -> Result<Vec<StoredRun>, String> {
+        Ok(self.runs.lock().unwrap_or_else(|e| e.into_inner()).values().map(|r| r.stored.clone()).collect())
+    }
+
+    fn drive(
+        &self,
+        id: u64,
+        wrap: PolicyWrap,
+        mut observer: Box<dyn Observer>,
+        stop: CancellationToken,
+    ) -> BoxFuture<Result<Ending, String>> {
+        let prepared = {
+            let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+            runs.get(&id).map(|r| (r.stored.n_jobs, r.sites.clone(), r.policy.clone()))
+        };
+        let speedup = self.speedup;
+        Box::pin(async move {
+            let (n_jobs, sites, config) = prepared.ok_or_else(|| format!("no run {id} recorded"))?;
+            let params = sites.simulated_sites().map_err(|m| format!("sites without a model: {m:?}"))?;
+            let spec = sites.run_spec(n_jobs, Default::default());
+            let inner = policy::build(&config, &spec, None)?;
+            let mut policy = wrap(inner, speedup);
+            let scenario = Scenario {
+                desc: String::new(),
+                n_jobs,
+                base_runtime: sites.simulate.base_runtime,
+                jitter: sites.simulate.jitter,
+                sites: params.clone(),
+            };
+            let seed = sites.simulate.seed.wrapping_add(id);
+            let work = Arc::new(job_work(&scenario, seed));
+            let clock = RunClock::scaled(0.0, speedup);
+            let backends: Vec<SimSite> = params
+                .iter()
+                .enumerate()
+                .map(|(i, p)| {
+                    let sim = SiteSim::new(p, site_seed(seed, i));
+                    SimSite::new(i as u32, sim, clock, work.clone(), Arc::new(Mutex::new(SiteLog::default())))
+                })
+                .collect();
+            let report =
+                engine::run(policy.as_mut(), backends, clock, EngineOptions::default(), observer.as_mut(), stop)
+                    .await;
+            Ok(report.ending)
+        })
+    }
+
+    fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String> {
+        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let run = runs.get_mut(&id).ok_or_else(|| format!("no run {id} recorded"))?;
+        run.stored.state = state;
+        run.stored.message = message.map(str::to_string);
+        Ok(())
+    }
+}

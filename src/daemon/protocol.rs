@@ -1,0 +1,197 @@
+//! The daemon's socket protocol: JSON lines (one request per line, one or more
+//! response lines per request). The schema is documented in [`crate::daemon`];
+//! these types are that schema, so their field names are a wire format.
+
+use serde::{Deserialize, Serialize};
+
+/// One request line: an operation plus, for tests only, `as_uid`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    #[serde(flatten)]
+    pub request: Request,
+    /// Act as this uid instead of the kernel's peer credentials. Honoured only
+    /// when the daemon config sets `trust_client_uid = true` (tests); refused
+    /// otherwise.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub as_uid: Option<u32>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum Request {
+    /// Who am I, and is the daemon alive.
+    Ping,
+    /// Start a run. The files travel by content: the daemon may not be able to
+    /// read the user's home, and it keeps its own copies so that a resumed run
+    /// does not depend on files the user may edit meanwhile.
+    Submit(SubmitRequest),
+    /// The caller's runs (an admin's: everyone's), newest last.
+    Runs,
+    /// Progress of one run, or of every visible unfinished run.
+    Status {
+        #[serde(default)]
+        run: Option<u64>,
+    },
+    /// Stop a run and remove its jobs from the grid.
+    Cancel { run: u64 },
+    /// Status lines until the run ends (at least one line, one per change,
+    /// at most a few per second).
+    Watch { run: u64 },
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SubmitRequest {
+    pub n_jobs: u64,
+    /// Where the client read the sites file (for messages).
+    pub sites_path: String,
+    pub sites_toml: String,
+    /// Where the client read the submit description (for messages; relative
+    /// paths inside it resolve against `cwd`).
+    pub job_path: String,
+    pub job_sub: String,
+    /// The client's working directory.
+    pub cwd: String,
+    /// Overrides `[policy] name` of the sites file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub policy: Option<String>,
+}
+
+/// Every response line. `ok` says whether the request succeeded; `error`
+/// says why not. Which other fields are present depends on the request.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Response {
+    pub ok: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// `ping`: the uid the daemon sees, and whether it counts as an admin.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin: Option<bool>,
+    /// `submit`, `cancel`: the run concerned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run: Option<u64>,
+    /// `runs`, `status`, `watch`: one entry per run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub runs: Option<Vec<RunStatus>>,
+}
+
+impl Response {
+    pub fn error(message: impl Into<String>) -> Self {
+        Response { ok: false, error: Some(message.into()), ..Response::default() }
+    }
+    pub fn ok() -> Self {
+        Response { ok: true, ..Response::default() }
+    }
+}
+
+/// Where a run is in its life.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunState {
+    /// Recorded, its task not started yet (or waiting for a restart).
+    Queued,
+    Running,
+    /// Cancel asked for: removing its jobs from the grid.
+    Cancelling,
+    /// Every job succeeded or was given up.
+    Done,
+    Cancelled,
+    /// The run could not go on (see `message`).
+    Failed,
+}
+
+impl RunState {
+    pub fn finished(self) -> bool {
+        matches!(self, RunState::Done | RunState::Cancelled | RunState::Failed)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunState::Queued => "queued",
+            RunState::Running => "running",
+            RunState::Cancelling => "cancelling",
+            RunState::Done => "done",
+            RunState::Cancelled => "cancelled",
+            RunState::Failed => "failed",
+        }
+    }
+    pub fn parse(s: &str) -> Option<Self> {
+        Some(match s {
+            "queued" => RunState::Queued,
+            "running" => RunState::Running,
+            "cancelling" => RunState::Cancelling,
+            "done" => RunState::Done,
+            "cancelled" => RunState::Cancelled,
+            "failed" => RunState::Failed,
+            _ => return None,
+        })
+    }
+}
+
+/// One run as `runs`, `status` and `watch` show it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct RunStatus {
+    pub id: u64,
+    pub owner: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_name: Option<String>,
+    pub state: String,
+    pub policy: String,
+    pub n_jobs: u64,
+    pub done: u64,
+    pub given_up: u64,
+    /// Jobs at sites now (submitting, idle, running, held, being removed).
+    pub out: u64,
+    /// Seconds on the run's clock.
+    pub time: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    /// Per site, in the run's site order (empty in `runs`).
+    #[serde(default)]
+    pub sites: Vec<SiteStatus>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteStatus {
+    pub name: String,
+    /// Capacity found by the policy's search, if any.
+    pub capacity: Option<f64>,
+    pub class: String,
+    /// Jobs the policy wants out there.
+    pub window: u32,
+    /// The fair-share cap on this run's jobs there (None: uncapped).
+    pub fair_cap: Option<u64>,
+    /// Jobs the policy wanted out but the fair share held back.
+    pub held_back: u64,
+    pub queued: u64,
+    pub running: u64,
+    pub held: u64,
+    pub done: u64,
+    /// Mean AgTime (queue wait + run time) of recent jobs, seconds.
+    pub agtime: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_read_from_documented_json() {
+        let e: Envelope = serde_json::from_str(r#"{"op":"cancel","run":7}"#).unwrap();
+        assert_eq!(e, Envelope { request: Request::Cancel { run: 7 }, as_uid: None });
+        let e: Envelope = serde_json::from_str(r#"{"op":"status","as_uid":1001}"#).unwrap();
+        assert_eq!(e, Envelope { request: Request::Status { run: None }, as_uid: Some(1001) });
+        let e: Envelope = serde_json::from_str(r#"{"op":"runs"}"#).unwrap();
+        assert_eq!(e.request, Request::Runs);
+        assert!(serde_json::from_str::<Envelope>(r#"{"op":"explode"}"#).is_err());
+        assert!(serde_json::from_str::<Envelope>(r#"{"op":"cancel"}"#).is_err());
+    }
+
+    #[test]
+    fn responses_leave_out_absent_fields() {
+        let r = Response { run: Some(3), ..Response::ok() };
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"ok":true,"run":3}"#);
+        let r = Response::error("no such run 9");
+        assert_eq!(serde_json::to_string(&r).unwrap(), r#"{"ok":false,"error":"no such run 9"}"#);
+    }
+}

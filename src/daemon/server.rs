@@ -1,0 +1,650 @@
+//! The daemon proper: accepts clients on the Unix socket, keeps one task per
+//! run, and splits each site's capacity between users with the fair share.
+//!
+//! One coordinator loop (in [`serve`]) owns the decisions that involve every
+//! run: the fair-share step (every [`SHARE_EVERY`]), stopping runs that
+//! finished cancelling, reloads, and systemd's watchdog. Because the watchdog
+//! is pinged from that loop, a coordinator that hangs gets the daemon
+//! restarted. Connections and runs are tasks of their own; a bad client or a
+//! failed run is logged and stays local.
+
+use super::config::{self, DaemonConfig};
+use super::fairshare::{allot, Claim};
+use super::notify::Notifier;
+use super::protocol::{Envelope, Request, Response, RunState, RunStatus, SiteStatus, SubmitRequest};
+use super::share::{self, Board, FairShare};
+use crate::engine::{Ending, Observer};
+use crate::policy::{Policy, SiteId, Time};
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{UnixListener, UnixStream};
+use tokio::sync::{mpsc, watch};
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+/// How often the fair share is recomputed and the caps handed out.
+pub const SHARE_EVERY: Duration = Duration::from_millis(200);
+/// Longest request line accepted (a submit carries two files).
+const MAX_REQUEST: u64 = 4 << 20;
+/// `watch` sends at most this often.
+const WATCH_EVERY: Duration = Duration::from_millis(100);
+
+/// Wraps a run's policy; gets the run clock's rate (simulated seconds per
+/// real second) so that polling intervals can be set in real time.
+pub type PolicyWrap = Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>;
+
+pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// A run as the state database has it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoredRun {
+    pub id: u64,
+    pub owner: u32,
+    pub state: RunState,
+    pub n_jobs: u64,
+    pub policy: String,
+    /// Site names, in the run's site order.
+    pub sites: Vec<String>,
+    pub message: Option<String>,
+}
+
+/// What the daemon needs from the run machinery: record a run, run or resume
+/// it, list and update what is recorded. Implemented over the state database
+/// and [`crate::run`] for real runs; tests may implement it in memory.
+pub trait Machinery: Send + Sync + 'static {
+    /// Checks a new run's inputs and records it (state `queued`).
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String>;
+    /// Every run recorded, oldest first.
+    fn recorded(&self) -> Result<Vec<StoredRun>, String>;
+    /// Runs (or resumes, from whatever is recorded) run `id` until it settles
+    /// or `stop` is cancelled. Must be safe to call again after any crash.
+    fn drive(
+        &self,
+        id: u64,
+        wrap: PolicyWrap,
+        observer: Box<dyn Observer>,
+        stop: CancellationToken,
+    ) -> BoxFuture<Result<Ending, String>>;
+    /// Records a run's state (so that a restart knows a cancel was asked for
+    /// and which runs are finished).
+    fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String>;
+}
+
+/// One run known to the daemon.
+struct RunEntry {
+    id: u64,
+    owner: u32,
+    sites: Vec<String>,
+    board: Board,
+    /// The latest status (the observer writes it, clients read it).
+    status: Mutex<RunStatus>,
+    /// Bumped on every status change, for `watch`.
+    changed: watch::Sender<u64>,
+    /// Stops this run's engine (a child of the daemon's shutdown).
+    stop: CancellationToken,
+}
+
+impl RunEntry {
+    fn snapshot(&self) -> RunStatus {
+        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    fn update(&self, f: impl FnOnce(&mut RunStatus)) {
+        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+        self.changed.send_modify(|v| *v += 1);
+    }
+    fn state(&self) -> RunState {
+        RunState::parse(&self.snapshot().state).unwrap_or(RunState::Failed)
+    }
+}
+
+struct Shared {
+    config: RwLock<Arc<DaemonConfig>>,
+    /// Fair-share capacity per site name (config overrides, then sites files).
+    capacity: RwLock<BTreeMap<String, u64>>,
+    runs: Mutex<BTreeMap<u64, Arc<RunEntry>>>,
+    machinery: Arc<dyn Machinery>,
+    tasks: TaskTracker,
+    shutdown: CancellationToken,
+    /// This process's effective uid: its own account counts as an admin.
+    euid: u32,
+}
+
+impl Shared {
+    fn config(&self) -> Arc<DaemonConfig> {
+        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+    fn runs(&self) -> Vec<Arc<RunEntry>> {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+    }
+    fn run(&self, id: u64) -> Option<Arc<RunEntry>> {
+        self.runs.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned()
+    }
+}
+
+/// Who is asking.
+#[derive(Clone, Copy, Debug)]
+struct Caller {
+    uid: u32,
+    admin: bool,
+}
+
+impl Caller {
+    fn sees(&self, run: &RunEntry) -> bool {
+        self.admin || run.owner == self.uid
+    }
+}
+
+/// Signals from outside the library (the binary maps SIGHUP onto `reload`).
+pub struct Control {
+    pub shutdown: CancellationToken,
+    /// Each message asks for the configuration to be read again.
+    pub reload: mpsc::UnboundedReceiver<()>,
+    pub notifier: Notifier,
+}
+
+/// Reads the capacities the fair share splits: `[capacity]` of the daemon
+/// config wins over the sites files' `max_jobs` (else `slots`).
+fn load_capacity(config: &DaemonConfig) -> Result<BTreeMap<String, u64>, String> {
+    let mut capacity = BTreeMap::new();
+    for path in &config.sites {
+        let sites = crate::config::load(path).map_err(|e| e.to_string())?;
+        for site in &sites.sites {
+            if let Some(c) = site.max_jobs.or(site.slots) {
+                capacity.insert(site.name.clone(), u64::from(c));
+            }
+        }
+    }
+    capacity.extend(config.capacity.iter().map(|(k, v)| (k.clone(), *v)));
+    Ok(capacity)
+}
+
+/// Serves `listener` until `control.shutdown` is cancelled, then stops every
+/// run (their jobs keep running on the grid; a restart resumes them) and
+/// returns once every task has let go.
+pub async fn serve(
+    listener: UnixListener,
+    config: DaemonConfig,
+    machinery: Arc<dyn Machinery>,
+    mut control: Control,
+) -> Result<(), String> {
+    let capacity = load_capacity(&config)?;
+    // SAFETY: geteuid cannot fail and touches no memory.
+    let euid = unsafe { libc::geteuid() };
+    let shared = Arc::new(Shared {
+        config: RwLock::new(Arc::new(config)),
+        capacity: RwLock::new(capacity),
+        runs: Mutex::new(BTreeMap::new()),
+        machinery,
+        tasks: TaskTracker::new(),
+        shutdown: control.shutdown.clone(),
+        euid,
+    });
+    let recorded = shared.machinery.recorded()?;
+    let mut resumed = 0;
+    for stored in recorded {
+        let unfinished = !stored.state.finished();
+        let entry = add_entry(&shared, stored);
+        if unfinished {
+            resumed += 1;
+            start_run(&shared, entry);
+        }
+    }
+    tracing::info!("listening; {resumed} unfinished run(s) resumed");
+    let notifier = control.notifier;
+    notifier.ready(&summary(&shared));
+    let mut ticker = tokio::time::interval(SHARE_EVERY);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut watchdog = notifier.watchdog_interval().map(|every| {
+        let mut t = tokio::time::interval(every);
+        t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        t
+    });
+    let mut accept_backoff = Duration::from_millis(10);
+    let mut last_summary = String::new();
+    loop {
+        enum Wake {
+            Stop,
+            Accepted(std::io::Result<UnixStream>),
+            Share,
+            Reload,
+            Watchdog,
+        }
+        let wake = tokio::select! {
+            biased;
+            _ = control.shutdown.cancelled() => Wake::Stop,
+            Some(()) = control.reload.recv() => Wake::Reload,
+            _ = async { watchdog.as_mut().expect("guarded").tick().await }, if watchdog.is_some() => Wake::Watchdog,
+            _ = ticker.tick() => Wake::Share,
+            got = listener.accept() => Wake::Accepted(got.map(|(s, _)| s)),
+        };
+        match wake {
+            Wake::Stop => break,
+            Wake::Accepted(Ok(stream)) => {
+                accept_backoff = Duration::from_millis(10);
+                let shared = shared.clone();
+                shared.tasks.clone().spawn(async move {
+                    if let Err(e) = connection(&shared, stream).await {
+                        tracing::debug!("client connection ended: {e}");
+                    }
+                });
+            }
+            Wake::Accepted(Err(e)) => {
+                // Out of file descriptors and the like: back off, keep serving.
+                tracing::warn!("accepting a client failed: {e}; retrying in {accept_backoff:?}");
+                tokio::time::sleep(accept_backoff).await;
+                accept_backoff = (accept_backoff * 2).min(Duration::from_secs(1));
+            }
+            Wake::Share => {
+                share_step(&shared);
+                let s = summary(&shared);
+                if s != last_summary {
+                    notifier.status(&s);
+                    last_summary = s;
+                }
+            }
+            Wake::Reload => {
+                notifier.reloading();
+                reload(&shared);
+                notifier.ready(&summary(&shared));
+            }
+            Wake::Watchdog => notifier.watchdog(),
+        }
+    }
+    notifier.stopping("stopping: checkpointing runs; their jobs keep running on the grid");
+    tracing::info!("stopping: {} task(s) to finish", shared.tasks.len());
+    shared.tasks.close();
+    shared.tasks.wait().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+fn reload(shared: &Shared) {
+    let path = shared.config().path.clone();
+    let loaded = config::load(&path).and_then(|c| load_capacity(&c).map(|cap| (c, cap)));
+    match loaded {
+        Ok((mut new, capacity)) => {
+            let old = shared.config();
+            if new.socket != old.socket || new.state_dir != old.state_dir {
+                tracing::warn!(
+                    "reload: socket and state_dir changes take effect at the next restart; keeping {} and {}",
+                    old.socket.display(),
+                    old.state_dir.display()
+                );
+                new.socket = old.socket.clone();
+                new.state_dir = old.state_dir.clone();
+            }
+            *shared.capacity.write().unwrap_or_else(|e| e.into_inner()) = capacity;
+            *shared.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+            tracing::info!("reloaded {}", path.display());
+            share_step(shared);
+        }
+        Err(e) => tracing::error!("reload failed, keeping the running configuration: {e}"),
+    }
+}
+
+/// One line for `systemctl status`.
+fn summary(shared: &Shared) -> String {
+    let runs = shared.runs();
+    let active: Vec<_> = runs.iter().filter(|r| !r.state().finished()).collect();
+    let out: u64 = active.iter().map(|r| r.snapshot().out).sum();
+    let users: std::collections::BTreeSet<u32> = active.iter().map(|r| r.owner).collect();
+    format!("{} active run(s) of {} user(s), {} job(s) out", active.len(), users.len(), out)
+}
+
+fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
+    let (changed, _) = watch::channel(0);
+    let status = RunStatus {
+        id: stored.id,
+        owner: stored.owner,
+        owner_name: config::user_name(stored.owner),
+        state: stored.state.as_str().to_string(),
+        policy: stored.policy.clone(),
+        n_jobs: stored.n_jobs,
+        message: stored.message.clone(),
+        sites: stored.sites.iter().map(|s| SiteStatus { name: s.clone(), ..SiteStatus::default() }).collect(),
+        ..RunStatus::default()
+    };
+    let board = share::new_board(stored.sites.len());
+    {
+        // Until the first fair-share step has seen this run's demand, it may
+        // submit nothing to a shared site: otherwise a new run would grab
+        // more than its share in its first moments.
+        let capacity = shared.capacity.read().unwrap_or_else(|e| e.into_inner());
+        let mut b = share::lock(&board);
+        for (i, name) in stored.sites.iter().enumerate() {
+            if capacity.contains_key(name) {
+                b.caps[i] = Some(0);
+            }
+        }
+        b.cancel = stored.state == RunState::Cancelling;
+    }
+    let entry = Arc::new(RunEntry {
+        id: stored.id,
+        owner: stored.owner,
+        sites: stored.sites,
+        board,
+        status: Mutex::new(status),
+        changed,
+        stop: shared.shutdown.child_token(),
+    });
+    shared.runs.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id, entry.clone());
+    entry
+}
+
+fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
+    let shared2 = shared.clone();
+    shared.tasks.spawn(async move {
+        let shared = shared2;
+        if entry.state() != RunState::Cancelling {
+            entry.update(|s| s.state = RunState::Running.as_str().into());
+            if let Err(e) = shared.machinery.set_state(entry.id, RunState::Running, None) {
+                tracing::warn!("run {}: recording its state: {e}", entry.id);
+            }
+        }
+        let board = entry.board.clone();
+        let wrap: PolicyWrap = Box::new(move |policy, rate| {
+            // Look at caps and cancellation about twice a second of real time.
+            Box::new(FairShare::new(policy, board, 0.5 * rate))
+        });
+        let observer = Box::new(StatusObserver { entry: entry.clone() });
+        let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;
+        let (cancel, drained) = {
+            let b = share::lock(&entry.board);
+            (b.cancel, b.drained)
+        };
+        let (state, message) = match result {
+            Ok(Ending::Settled) if cancel => (RunState::Cancelled, None),
+            Ok(Ending::Settled) => (RunState::Done, None),
+            Ok(Ending::Interrupted) if cancel && drained => (RunState::Cancelled, None),
+            Ok(Ending::Interrupted) => {
+                // The daemon is stopping: the run stays recorded as it is and
+                // a restart resumes it.
+                entry.update(|s| s.message = Some("daemon stopping; resumes at restart".into()));
+                tracing::info!("run {}: checkpointed for the next start", entry.id);
+                return;
+            }
+            Ok(Ending::Hang) => (RunState::Failed, Some("jobs stuck at a site past the horizon".to_string())),
+            Err(e) => (RunState::Failed, Some(e)),
+        };
+        tracing::info!("run {}: {}{}", entry.id, state.as_str(), message.as_deref().map(|m| format!(": {m}")).unwrap_or_default());
+        if let Err(e) = shared.machinery.set_state(entry.id, state, message.as_deref()) {
+            tracing::error!("run {}: recording that it is {}: {e}", entry.id, state.as_str());
+        }
+        entry.update(|s| {
+            s.state = state.as_str().into();
+            s.message = message;
+        });
+    });
+}
+
+/// Keeps a run's status current for `status` and `watch`.
+struct StatusObserver {
+    entry: Arc<RunEntry>,
+}
+
+impl Observer for StatusObserver {
+    fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        let (caps, held) = {
+            let b = share::lock(&self.entry.board);
+            (b.caps.clone(), b.held_back.clone())
+        };
+        let book = policy.book();
+        let sites: Vec<SiteStatus> = self
+            .entry
+            .sites
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let site = SiteId(i as u32);
+                let c = book.counts(site);
+                let view = policy.site_view(site);
+                let held_back = held.get(i).copied().unwrap_or(0);
+                SiteStatus {
+                    name: name.clone(),
+                    capacity: view.capacity,
+                    class: view.class.to_string(),
+                    window: view.window,
+                    fair_cap: caps.get(i).copied().flatten(),
+                    held_back,
+                    queued: u64::from(c.submitting + c.idle).saturating_sub(held_back),
+                    running: u64::from(c.running),
+                    held: u64::from(c.held),
+                    done: u64::from(c.done),
+                    agtime: view.agtime,
+                }
+            })
+            .collect();
+        let held_total: u64 = held.iter().sum();
+        self.entry.update(|s| {
+            s.time = now;
+            s.done = book.done();
+            s.given_up = book.given_up();
+            s.out = book.out_total().saturating_sub(held_total);
+            s.sites = sites;
+        });
+    }
+}
+
+/// One round of the fair share over every active run.
+fn share_step(shared: &Shared) {
+    let config = shared.config();
+    let capacity = shared.capacity.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let runs: Vec<Arc<RunEntry>> = shared.runs().into_iter().filter(|r| !r.state().finished()).collect();
+    // Stop the engines of cancelled runs that have nothing left at any site.
+    for run in &runs {
+        let b = share::lock(&run.board);
+        if b.cancel && b.drained && !run.stop.is_cancelled() {
+            run.stop.cancel();
+        }
+    }
+    // demand[site name][user][run index in `runs`] → jobs wanted out.
+    let mut demand: BTreeMap<&str, BTreeMap<u32, Vec<(usize, usize, u64)>>> = BTreeMap::new();
+    let boards: Vec<_> = runs.iter().map(|r| share::lock(&r.board).demand.clone()).collect();
+    for (k, run) in runs.iter().enumerate() {
+        for (i, name) in run.sites.iter().enumerate() {
+            let want = boards[k].get(i).copied().unwrap_or(0);
+            demand.entry(name.as_str()).or_default().entry(run.owner).or_default().push((k, i, want));
+        }
+    }
+    let mut caps: Vec<Vec<Option<u64>>> = runs.iter().map(|r| vec![None; r.sites.len()]).collect();
+    for (site, by_user) in &demand {
+        let Some(&cap) = capacity.get(*site) else { continue };
+        let users: Vec<(&u32, &Vec<(usize, usize, u64)>)> = by_user.iter().collect();
+        let claims: Vec<Claim> = users
+            .iter()
+            .map(|(uid, runs)| Claim::new(runs.iter().map(|r| r.2).sum(), config.weight(**uid)))
+            .collect();
+        let per_user = allot(cap, &claims);
+        for ((_, user_runs), user_cap) in users.iter().zip(per_user) {
+            let claims: Vec<Claim> = user_runs.iter().map(|r| Claim::new(r.2, 1.0)).collect();
+            let per_run = allot(user_cap, &claims);
+            for (&(k, i, _), c) in user_runs.iter().zip(per_run) {
+                caps[k][i] = Some(c);
+            }
+        }
+    }
+    for (k, run) in runs.iter().enumerate() {
+        share::lock(&run.board).caps = caps[k].clone();
+    }
+}
+
+async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result<()> {
+    let cred = stream.peer_cred()?;
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let mut limited = (&mut reader).take(MAX_REQUEST);
+        let n = tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return Ok(()),
+            n = limited.read_line(&mut line) => n?,
+        };
+        if n == 0 {
+            return Ok(());
+        }
+        if !line.ends_with('\n') && n as u64 >= MAX_REQUEST {
+            send(&mut write, &Response::error(format!("request longer than {MAX_REQUEST} bytes"))).await?;
+            return Ok(());
+        }
+        let envelope: Envelope = match serde_json::from_str(line.trim()) {
+            Ok(e) => e,
+            Err(e) => {
+                send(&mut write, &Response::error(format!("bad request: {e}"))).await?;
+                continue;
+            }
+        };
+        let caller = match identify(shared, cred.uid(), cred.gid(), envelope.as_uid) {
+            Ok(c) => c,
+            Err(e) => {
+                send(&mut write, &Response::error(e)).await?;
+                continue;
+            }
+        };
+        match envelope.request {
+            Request::Watch { run } => watch_run(shared, caller, run, &mut write).await?,
+            request => {
+                let response = answer(shared, caller, request).await;
+                send(&mut write, &response).await?;
+            }
+        }
+    }
+}
+
+fn identify(shared: &Shared, uid: u32, gid: u32, as_uid: Option<u32>) -> Result<Caller, String> {
+    let config = shared.config();
+    let (uid, gid) = match as_uid {
+        None => (uid, Some(gid)),
+        Some(claimed) if config.trust_client_uid => (claimed, None),
+        Some(_) => {
+            return Err("as_uid is honoured only when the daemon config sets trust_client_uid = true \
+                        (a test-only setting)"
+                .into())
+        }
+    };
+    let admin = uid == 0 || (as_uid.is_none() && uid == shared.euid) || {
+        let primary = gid.or_else(|| config::user_name(uid).and_then(|n| primary_gid(&n)));
+        primary.is_some_and(|g| config::groups_of(uid, g).iter().any(|g| config.admin_gids.contains(g)))
+    };
+    Ok(Caller { uid, admin })
+}
+
+fn primary_gid(user: &str) -> Option<u32> {
+    let cname = std::ffi::CString::new(user).ok()?;
+    let mut buf = vec![0 as libc::c_char; 16384];
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut out: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer refers to memory we own for the duration of the call.
+    let rc = unsafe { libc::getpwnam_r(cname.as_ptr(), &mut pw, buf.as_mut_ptr(), buf.len(), &mut out) };
+    (rc == 0 && !out.is_null()).then_some(pw.pw_gid)
+}
+
+async fn send(write: &mut tokio::net::unix::OwnedWriteHalf, response: &Response) -> std::io::Result<()> {
+    let mut line = serde_json::to_string(response).map_err(std::io::Error::other)?;
+    line.push('\n');
+    write.write_all(line.as_bytes()).await
+}
+
+fn no_such_run(id: u64) -> Response {
+    // The same answer whether the run does not exist or is someone else's.
+    Response::error(format!("no run {id} of yours (see `cosched runs`)"))
+}
+
+async fn answer(shared: &Arc<Shared>, caller: Caller, request: Request) -> Response {
+    match request {
+        Request::Ping => Response { uid: Some(caller.uid), admin: Some(caller.admin), ..Response::ok() },
+        Request::Submit(submit) => {
+            let active = shared.runs().iter().filter(|r| !r.state().finished()).count();
+            let max = shared.config().max_runs;
+            if active >= max {
+                return Response::error(format!("the daemon already has {active} active runs (max_runs = {max}); try later"));
+            }
+            let machinery = shared.machinery.clone();
+            let uid = caller.uid;
+            // Recording a run writes files and the database: off the runtime.
+            let created = tokio::task::spawn_blocking(move || machinery.create(&submit, uid)).await;
+            match created {
+                Ok(Ok(stored)) => {
+                    let id = stored.id;
+                    tracing::info!("run {id}: submitted by uid {uid}, {} jobs", stored.n_jobs);
+                    let entry = add_entry(shared, stored);
+                    start_run(shared, entry);
+                    Response { run: Some(id), ..Response::ok() }
+                }
+                Ok(Err(e)) => Response::error(e),
+                Err(e) => Response::error(format!("recording the run failed: {e}")),
+            }
+        }
+        Request::Runs => {
+            let runs = shared
+                .runs()
+                .iter()
+                .filter(|r| caller.sees(r))
+                .map(|r| RunStatus { sites: Vec::new(), ..r.snapshot() })
+                .collect();
+            Response { runs: Some(runs), ..Response::ok() }
+        }
+        Request::Status { run: Some(id) } => match shared.run(id).filter(|r| caller.sees(r)) {
+            Some(r) => Response { runs: Some(vec![r.snapshot()]), ..Response::ok() },
+            None => no_such_run(id),
+        },
+        Request::Status { run: None } => {
+            let runs = shared
+                .runs()
+                .iter()
+                .filter(|r| caller.sees(r) && !r.state().finished())
+                .map(|r| r.snapshot())
+                .collect();
+            Response { runs: Some(runs), ..Response::ok() }
+        }
+        Request::Cancel { run: id } => {
+            let Some(run) = shared.run(id).filter(|r| caller.sees(r)) else { return no_such_run(id) };
+            let state = run.state();
+            if state.finished() {
+                return Response::error(format!("run {id} is already {}", state.as_str()));
+            }
+            // Recorded first, so that a crash now still ends in a cancelled run.
+            if let Err(e) = shared.machinery.set_state(id, RunState::Cancelling, None) {
+                return Response::error(format!("recording the cancel of run {id}: {e}"));
+            }
+            share::lock(&run.board).cancel = true;
+            run.update(|s| s.state = RunState::Cancelling.as_str().into());
+            tracing::info!("run {id}: cancel asked by uid {}", caller.uid);
+            Response { run: Some(id), ..Response::ok() }
+        }
+        Request::Watch { .. } => unreachable!("handled by watch_run"),
+    }
+}
+
+async fn watch_run(
+    shared: &Arc<Shared>,
+    caller: Caller,
+    id: u64,
+    write: &mut tokio::net::unix::OwnedWriteHalf,
+) -> std::io::Result<()> {
+    let Some(run) = shared.run(id).filter(|r| caller.sees(r)) else {
+        return send(write, &no_such_run(id)).await;
+    };
+    let mut changes = run.changed.subscribe();
+    loop {
+        changes.mark_unchanged();
+        let status = run.snapshot();
+        let finished = RunState::parse(&status.state).is_some_and(|s| s.finished());
+        send(write, &Response { runs: Some(vec![status]), ..Response::ok() }).await?;
+        if finished {
+            return Ok(());
+        }
+        tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return Ok(()),
+            changed = changes.changed() => if changed.is_err() { return Ok(()) },
+        }
+        // Rate limit: a busy run changes many times a second.
+        tokio::time::sleep(WATCH_EVERY).await;
+    }
+}

@@ -1,0 +1,316 @@
+//! The report's files: one self-contained HTML page (inline SVG, inline CSS,
+//! no scripts, no network), the numbers as JSON, and jobs/sites as CSV.
+//! The HTML is also well-formed XML (self-closed void elements, only the five
+//! XML entities) so that it can be checked and post-processed with XML tools.
+
+use super::metrics::{Occupancy, SiteSummary, Summary, TOP_SITES};
+use super::model::JobRecord;
+use super::svg::{self, esc, fmt_num, OTHERS_COLOUR};
+use std::fmt::Write;
+
+/// How each number is defined; shown on the page and stored in the JSON.
+pub const DEFINITIONS: &[(&str, &str)] = &[
+    ("turnaround", "terminate (005) − submit (000) of every job that terminated, successfully or not"),
+    ("queue wait", "first execute (001) − submit (000)"),
+    ("run time", "terminate (005) − first execute (001)"),
+    ("AgTime", "queue wait + run time (thesis §4.3); for a terminated job this is its turnaround"),
+    ("makespan", "last terminate/abort (005/009) − first submit (000), over all logs"),
+    (
+        "efficiency",
+        "NT·PTE / (makespan·NCU) · 100 (HTCaaS equation 2) with NT = terminated jobs, PTE = their mean run time, NCU = peak jobs running at once",
+    ),
+    (
+        "throughput",
+        "CPU-hours (wall time of running intervals) per elapsed hour, elapsed = the site's first submit to its last terminate/abort",
+    ),
+    ("goodput area", "sum of turnarounds: the area under the sorted-turnaround graph; degraded runs have a larger one"),
+    ("site", "the GridResource of the job's 027 (or grid 001) event, else the log file's name"),
+];
+
+fn opt(v: Option<f64>) -> String {
+    v.map_or_else(|| "–".to_string(), fmt_num)
+}
+
+fn hours_or_secs(v: Option<f64>) -> String {
+    match v {
+        Some(s) if s >= 3600.0 => format!("{} s ({} h)", fmt_num(s), fmt_num(s / 3600.0)),
+        Some(s) if s >= 120.0 => format!("{} s ({} min)", fmt_num(s), fmt_num(s / 60.0)),
+        Some(s) => format!("{} s", fmt_num(s)),
+        None => "–".into(),
+    }
+}
+
+/// A site's name for chart labels: a Condor-C/HTCondor-CE GridResource
+/// (`condor SCHEDD POOL`) is shown as its schedd; other names as they are.
+/// Tooltips and tables keep the full name.
+pub fn chart_label(name: &str) -> String {
+    let mut words = name.split_whitespace();
+    match (words.next(), words.next()) {
+        (Some("condor"), Some(schedd)) => format!("{schedd} (condor)"),
+        _ => name.to_string(),
+    }
+}
+
+/// The sites charted one by one, plus "others" when there are more.
+fn charted_sites(s: &Summary) -> Vec<(&SiteSummary, String)> {
+    let mut out: Vec<(&SiteSummary, String)> =
+        s.sites.iter().take(TOP_SITES).enumerate().map(|(i, site)| (site, svg::colour(i).to_string())).collect();
+    if let Some(o) = &s.others {
+        out.push((o, OTHERS_COLOUR.to_string()));
+    }
+    out
+}
+
+fn occupancy_series(s: &Summary, running: bool) -> (Vec<f64>, Vec<(String, Vec<f64>, String)>) {
+    let t = s.total_occupancy.t.clone();
+    let mut occs: Vec<&Occupancy> = s.occupancy.iter().take(TOP_SITES).collect();
+    if let Some(o) = &s.others_occupancy {
+        occs.push(o);
+    }
+    let series = charted_sites(s)
+        .into_iter()
+        .zip(occs)
+        .map(|((site, fill), occ)| {
+            let values = t
+                .iter()
+                .map(|&x| {
+                    let (q, r) = occ.at(x);
+                    f64::from(if running { r } else { q })
+                })
+                .collect();
+            (chart_label(&site.name), values, fill)
+        })
+        .collect();
+    (t, series)
+}
+
+/// All charts, in page order.
+pub fn charts(s: &Summary) -> Vec<(&'static str, String)> {
+    let turnarounds = &s.sorted_turnarounds;
+    let (t, running) = occupancy_series(s, true);
+    let (_, queued) = occupancy_series(s, false);
+    let sites = charted_sites(s);
+    let unit = svg::time_unit(sites.iter().filter_map(|(site, _)| site.mean_agtime_s).fold(0.0, f64::max));
+    let agtime: Vec<(String, Option<f64>, String)> = sites
+        .iter()
+        .map(|(site, fill)| (chart_label(&site.name), site.mean_agtime_s.map(|a| a / unit.seconds), fill.clone()))
+        .collect();
+    let agtime_label = format!("mean AgTime ({})", unit.name);
+    let throughput: Vec<(String, Option<f64>, String)> =
+        sites.iter().map(|(site, fill)| (chart_label(&site.name), site.throughput, fill.clone())).collect();
+    vec![
+        (
+            "turnaround-histogram",
+            svg::histogram(
+                &format!("Turnaround of {} terminated jobs", turnarounds.len()),
+                "turnaround",
+                turnarounds,
+            ),
+        ),
+        ("goodput", svg::goodput("Goodput: turnaround of every job, sorted", turnarounds)),
+        ("running", svg::stacked_steps("Jobs running, per site", "jobs running", &t, &running)),
+        ("queued", svg::stacked_steps("Jobs queued (idle), per site", "jobs queued", &t, &queued)),
+        ("agtime", svg::hbars("Mean AgTime per site (queue wait + run time)", &agtime_label, &agtime)),
+        (
+            "throughput",
+            svg::hbars("Throughput per site", "CPU-hours per elapsed hour", &throughput),
+        ),
+    ]
+}
+
+/// The whole page.
+pub fn page(s: &Summary, logs: &[String], diagnostics: usize) -> String {
+    let mut h = String::new();
+    h.push_str(
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>cosched report</title>\n<style>\
+body{font-family:sans-serif;margin:2em auto;max-width:960px;color:#222}\
+table{border-collapse:collapse;margin:1em 0}td,th{border:1px solid #ccc;padding:2px 8px;text-align:right}\
+th{background:#f3f3f3}td.l,th.l{text-align:left}figure{margin:1.5em 0}svg{max-width:100%;height:auto}\
+dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
+</style>\n</head>\n<body>\n<h1>cosched report</h1>\n",
+    );
+    let _ = write!(h, "<p>From {} user log(s): ", logs.len());
+    for (i, l) in logs.iter().enumerate() {
+        let _ = write!(h, "{}<code>{}</code>", if i > 0 { ", " } else { "" }, esc(l));
+    }
+    h.push_str(".");
+    if diagnostics > 0 {
+        let _ = write!(h, " {diagnostics} malformed block(s) were skipped.");
+    }
+    h.push_str(" Numbers: <a href=\"report.json\">report.json</a>, <a href=\"jobs.csv\">jobs.csv</a>, <a href=\"sites.csv\">sites.csv</a>.</p>\n");
+
+    let c = &s.counts;
+    h.push_str("<h2>Summary</h2>\n<table>\n");
+    let rows: Vec<(&str, String)> = vec![
+        ("jobs", c.jobs.to_string()),
+        ("terminated (succeeded / failed)", format!("{} ({} / {})", c.terminated, c.succeeded, c.failed)),
+        ("removed / held / unfinished", format!("{} / {} / {}", c.removed, c.held, c.unfinished)),
+        ("sites", s.sites.len().to_string()),
+        ("makespan", hours_or_secs(s.makespan_s)),
+        ("efficiency (equation 2)", s.efficiency_pct.map_or("–".into(), |e| format!("{e:.1} %"))),
+        ("NCU: peak jobs running at once", s.peak_running.to_string()),
+        ("PTE: mean run time", hours_or_secs(s.mean_run_time_s)),
+        ("turnaround mean / median / p90", stats3(s.turnaround.as_ref())),
+        ("queue wait mean / median / p90", stats3(s.queue_wait.as_ref())),
+        ("run time mean / median / p90", stats3(s.run_time.as_ref())),
+        ("goodput area", format!("{} job-hours", fmt_num(s.goodput_area_job_hours))),
+    ];
+    for (k, v) in rows {
+        let _ = writeln!(h, "<tr><th class=\"l\">{}</th><td>{}</td></tr>", esc(k), esc(&v));
+    }
+    h.push_str("</table>\n");
+
+    for (id, chart) in charts(s) {
+        let _ = writeln!(h, "<figure id=\"{id}\">{chart}</figure>");
+    }
+    if let Some(o) = &s.others {
+        let _ = writeln!(
+            h,
+            "<p>Charts show the {TOP_SITES} sites with the most jobs; {} are drawn together in grey. The table lists every site.</p>",
+            esc(&o.name)
+        );
+    }
+
+    h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
+    for site in &s.sites {
+        let _ = writeln!(
+            h,
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            esc(&site.name),
+            site.counts.jobs,
+            site.counts.succeeded,
+            site.counts.failed,
+            site.counts.removed,
+            opt(site.mean_agtime_s),
+            opt(site.mean_queue_wait_s),
+            opt(site.mean_run_time_s),
+            fmt_num(site.cpu_hours),
+            fmt_num(site.elapsed_hours),
+            opt(site.throughput),
+            site.peak_running
+        );
+    }
+    h.push_str("</table>\n<h2>Definitions</h2>\n<dl>\n");
+    for (k, v) in DEFINITIONS {
+        let _ = writeln!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
+    }
+    h.push_str("</dl>\n<p>Times are read from the logs' time stamps as written (naive local time).</p>\n</body>\n</html>\n");
+    h
+}
+
+fn stats3(s: Option<&super::metrics::Stats>) -> String {
+    s.map_or("–".into(), |s| format!("{} / {} / {} s", fmt_num(s.mean), fmt_num(s.median), fmt_num(s.p90)))
+}
+
+/// A CSV field, quoted when needed (RFC 4180).
+fn csv_field(s: &str) -> String {
+    if s.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+fn csv_num(v: Option<f64>) -> String {
+    v.map_or_else(String::new, |v| format!("{v:.3}"))
+}
+
+/// One row per job; times in seconds since the report's origin.
+pub fn jobs_csv(jobs: &[JobRecord], logs: &[String], origin: f64) -> String {
+    let mut out = String::from(
+        "log,cluster,proc,site,outcome,detail,submitted_s,started_s,ended_s,queue_wait_s,run_time_s,turnaround_s\n",
+    );
+    for j in jobs {
+        let detail = match &j.end {
+            super::model::JobEnd::Failed { detail } => detail.as_str(),
+            super::model::JobEnd::Held { reason } | super::model::JobEnd::HeldRemoved { reason } => reason,
+            _ => "",
+        };
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(logs.get(j.file).map_or("", String::as_str)),
+            j.cluster,
+            j.proc,
+            csv_field(&j.site),
+            j.end.label(),
+            csv_field(detail),
+            csv_num(Some(j.submitted - origin)),
+            csv_num(j.started.map(|t| t - origin)),
+            csv_num(j.ended.map(|t| t - origin)),
+            csv_num(j.queue_wait()),
+            csv_num(j.run_time()),
+            csv_num(j.turnaround()),
+        );
+    }
+    out
+}
+
+/// One row per site.
+pub fn sites_csv(s: &Summary) -> String {
+    let mut out = String::from(
+        "site,grid,jobs,terminated,succeeded,failed,removed,held,unfinished,mean_agtime_s,mean_queue_wait_s,mean_run_time_s,cpu_hours,elapsed_hours,throughput_cpu_h_per_h,peak_running\n",
+    );
+    for site in &s.sites {
+        let c = &site.counts;
+        let _ = writeln!(
+            out,
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            csv_field(&site.name),
+            site.grid,
+            c.jobs,
+            c.terminated,
+            c.succeeded,
+            c.failed,
+            c.removed,
+            c.held,
+            c.unfinished,
+            csv_num(site.mean_agtime_s),
+            csv_num(site.mean_queue_wait_s),
+            csv_num(site.mean_run_time_s),
+            csv_num(Some(site.cpu_hours)),
+            csv_num(Some(site.elapsed_hours)),
+            csv_num(site.throughput),
+            site.peak_running
+        );
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn many_sites_are_charted_as_top_sites_and_others() {
+        use crate::report::model::{jobs_from_events, LogEvent};
+        let mut events = Vec::new();
+        for j in 0..500i64 {
+            let mut grid = LogEvent::new(27, 1, j, 1.0);
+            grid.grid_resource = Some(format!("condor ce{j}.example.org ce{j}.example.org:9619"));
+            let mut end = LogEvent::new(5, 1, j, 100.0 + j as f64);
+            end.return_value = Some(0);
+            events.extend([LogEvent::new(0, 1, j, 0.0), grid, LogEvent::new(1, 1, j, 10.0), end]);
+        }
+        let jobs = jobs_from_events(&[("grid.log".into(), events)]);
+        let s = crate::report::metrics::summarize(&jobs);
+        assert_eq!(s.sites.len(), 500);
+        let page = page(&s, &["grid.log".into()], 0);
+        let others = format!("others ({} sites)", 500 - TOP_SITES);
+        for (id, chart) in charts(&s) {
+            if matches!(id, "running" | "queued" | "agtime" | "throughput") {
+                assert!(chart.contains(&others), "{id} aggregates the rest");
+                assert!(!chart.contains("ce499.example.org"), "{id} draws only the top sites");
+            }
+        }
+        assert!(page.contains("ce499.example.org"), "the table lists every site");
+        assert_eq!(chart_label("condor ce1.x ce1.x:9619"), "ce1.x (condor)");
+    }
+
+    #[test]
+    fn csv_fields_are_quoted_when_needed() {
+        assert_eq!(csv_field("a,b"), "\"a,b\"");
+        assert_eq!(csv_field("say \"hi\""), "\"say \"\"hi\"\"\"");
+        assert_eq!(csv_field("plain"), "plain");
+    }
+}

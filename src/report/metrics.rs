@@ -1,0 +1,378 @@
+//! The numbers of a report, computed from job records. Pure.
+//!
+//! Definitions (also written into the report so readers need not guess):
+//! - turnaround = 005 − 000 of every terminated job (success or failure);
+//!   AgTime (thesis) = queue wait + run time, which for a terminated job is its
+//!   turnaround; queue wait = first 001 − 000; run time = 005 − first 001.
+//! - makespan = last 005/009 − first 000 over all logs (seed 000's "time to
+//!   complete a bag of tasks").
+//! - efficiency (seed 000, equation 2) = NT·PTE / (makespan·NCU) · 100 with NT =
+//!   terminated jobs, PTE = their mean run time (measured, not nominal), NCU =
+//!   the peak number of jobs running at once (the cores the run actually used).
+//! - throughput of a site = CPU-hours (slot wall time of running intervals) per
+//!   elapsed hour, elapsed = the site's first 000 to its last 005/009.
+//! - goodput area = sum of turnarounds (the area under the sorted-turnaround
+//!   graph): degraded runs have a larger area.
+
+use super::model::{JobEnd, JobRecord};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Summary statistics of one quantity, seconds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Stats {
+    pub count: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub p90: f64,
+    pub min: f64,
+    pub max: f64,
+}
+
+impl Stats {
+    pub fn of(values: &[f64]) -> Option<Stats> {
+        if values.is_empty() {
+            return None;
+        }
+        let mut v = values.to_vec();
+        v.sort_by(f64::total_cmp);
+        let n = v.len();
+        Some(Stats {
+            count: n,
+            mean: v.iter().sum::<f64>() / n as f64,
+            median: quantile(&v, 0.5),
+            p90: quantile(&v, 0.9),
+            min: v[0],
+            max: v[n - 1],
+        })
+    }
+}
+
+/// Linear-interpolated quantile of sorted values.
+fn quantile(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let lo = pos.floor() as usize;
+    let hi = pos.ceil() as usize;
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// How many jobs ended which way.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Counts {
+    pub jobs: usize,
+    pub terminated: usize,
+    pub succeeded: usize,
+    pub failed: usize,
+    pub removed: usize,
+    pub held: usize,
+    pub unfinished: usize,
+}
+
+impl Counts {
+    fn add(&mut self, end: &JobEnd) {
+        self.jobs += 1;
+        match end {
+            JobEnd::Success => {
+                self.terminated += 1;
+                self.succeeded += 1;
+            }
+            JobEnd::Failed { .. } => {
+                self.terminated += 1;
+                self.failed += 1;
+            }
+            JobEnd::HeldRemoved { .. } | JobEnd::Removed => self.removed += 1,
+            JobEnd::Held { .. } => self.held += 1,
+            JobEnd::Unfinished => self.unfinished += 1,
+        }
+    }
+}
+
+/// One site's numbers.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SiteSummary {
+    pub name: String,
+    /// A GridResource (true) or a log file name (false).
+    pub grid: bool,
+    pub counts: Counts,
+    pub mean_agtime_s: Option<f64>,
+    pub mean_queue_wait_s: Option<f64>,
+    pub mean_run_time_s: Option<f64>,
+    pub cpu_hours: f64,
+    pub elapsed_hours: f64,
+    /// CPU-hours per elapsed hour.
+    pub throughput: Option<f64>,
+    pub peak_running: u32,
+}
+
+impl Occupancy {
+    /// The value of the step function at `t` (seconds since the origin).
+    pub fn at(&self, t: f64) -> (u32, u32) {
+        let i = self.t.partition_point(|&x| x <= t);
+        if i == 0 {
+            (0, 0)
+        } else {
+            (self.queued[i - 1], self.running[i - 1])
+        }
+    }
+}
+
+/// Queued and running jobs of one site over time: a step function; each point
+/// holds from its time until the next point's.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Occupancy {
+    /// Seconds since the report's origin.
+    pub t: Vec<f64>,
+    pub queued: Vec<u32>,
+    pub running: Vec<u32>,
+}
+
+/// Everything a report shows.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Summary {
+    pub counts: Counts,
+    /// Naive seconds of the first 000: the origin of every time axis.
+    pub origin: f64,
+    pub turnaround: Option<Stats>,
+    pub queue_wait: Option<Stats>,
+    pub run_time: Option<Stats>,
+    pub makespan_s: Option<f64>,
+    /// Seed 000 equation 2, percent.
+    pub efficiency_pct: Option<f64>,
+    /// NCU of equation 2.
+    pub peak_running: u32,
+    /// PTE of equation 2: mean run time of terminated jobs, seconds.
+    pub mean_run_time_s: Option<f64>,
+    /// Sum of turnarounds, job-hours.
+    pub goodput_area_job_hours: f64,
+    /// Per site, most jobs first.
+    pub sites: Vec<SiteSummary>,
+    /// The sites past the first [`TOP_SITES`] taken together, when there are more.
+    pub others: Option<SiteSummary>,
+    /// Turnarounds in ascending order (the goodput graph), seconds.
+    #[serde(skip)]
+    pub sorted_turnarounds: Vec<f64>,
+    /// Per site (same order as `sites`).
+    #[serde(skip)]
+    pub occupancy: Vec<Occupancy>,
+    /// The sites in `others` together.
+    #[serde(skip)]
+    pub others_occupancy: Option<Occupancy>,
+    /// All sites together.
+    #[serde(skip)]
+    pub total_occupancy: Occupancy,
+}
+
+/// Sites charted one by one; the rest are charted as "others".
+pub const TOP_SITES: usize = super::svg::MAX_SERIES;
+
+/// Computes the report's numbers.
+pub fn summarize(jobs: &[JobRecord]) -> Summary {
+    let origin = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
+    let origin = if origin.is_finite() { origin } else { 0.0 };
+    let horizon = jobs
+        .iter()
+        .flat_map(|j| [Some(j.submitted), j.started, j.ended, j.held_at])
+        .flatten()
+        .chain(jobs.iter().flat_map(|j| j.runs.iter().filter_map(|r| r.1)))
+        .fold(origin, f64::max);
+
+    let mut counts = Counts::default();
+    for j in jobs {
+        counts.add(&j.end);
+    }
+    let turnarounds: Vec<f64> = jobs.iter().filter_map(JobRecord::turnaround).collect();
+    let waits: Vec<f64> = jobs.iter().filter_map(JobRecord::queue_wait).collect();
+    let runs: Vec<f64> = jobs.iter().filter_map(JobRecord::run_time).collect();
+    let last_end = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);
+    let makespan_s = last_end.is_finite().then_some(last_end - origin);
+
+    // Group by site, in order of first appearance, then sort by job count.
+    let mut site_order: Vec<&str> = Vec::new();
+    let mut by_site: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
+    for j in jobs {
+        let list = by_site.entry(&j.site).or_default();
+        if list.is_empty() {
+            site_order.push(&j.site);
+        }
+        list.push(j);
+    }
+    let mut sites = Vec::new();
+    let mut occupancy = Vec::new();
+    for name in site_order {
+        let sj = &by_site[name];
+        let occ = occupancy_of(sj, origin, horizon);
+        sites.push(site_summary(name, sj, &occ));
+        occupancy.push(occ);
+    }
+    let mut order: Vec<usize> = (0..sites.len()).collect();
+    order.sort_by(|&a, &b| sites[b].counts.jobs.cmp(&sites[a].counts.jobs).then(a.cmp(&b)));
+    let sites: Vec<SiteSummary> = order.iter().map(|&i| sites[i].clone()).collect();
+    let occupancy: Vec<Occupancy> = order.iter().map(|&i| occupancy[i].clone()).collect();
+    let (others, others_occupancy) = if sites.len() > TOP_SITES {
+        let rest: Vec<&JobRecord> = sites[TOP_SITES..]
+            .iter()
+            .flat_map(|s| by_site[s.name.as_str()].iter().copied())
+            .collect();
+        let occ = occupancy_of(&rest, origin, horizon);
+        let name = format!("others ({} sites)", sites.len() - TOP_SITES);
+        let mut summary = site_summary(&name, &rest, &occ);
+        summary.grid = false;
+        (Some(summary), Some(occ))
+    } else {
+        (None, None)
+    };
+
+    let all: Vec<&JobRecord> = jobs.iter().collect();
+    let total_occupancy = occupancy_of(&all, origin, horizon);
+    let peak_running = total_occupancy.running.iter().copied().max().unwrap_or(0);
+    let mean_run_time_s = Stats::of(&runs).map(|s| s.mean);
+    let efficiency_pct = match (makespan_s, mean_run_time_s) {
+        (Some(m), Some(pte)) if m > 0.0 && peak_running > 0 => {
+            Some(runs.len() as f64 * pte / (m * f64::from(peak_running)) * 100.0)
+        }
+        _ => None,
+    };
+    let mut sorted_turnarounds = turnarounds.clone();
+    sorted_turnarounds.sort_by(f64::total_cmp);
+    Summary {
+        counts,
+        origin,
+        turnaround: Stats::of(&turnarounds),
+        queue_wait: Stats::of(&waits),
+        run_time: Stats::of(&runs),
+        makespan_s,
+        efficiency_pct,
+        peak_running,
+        mean_run_time_s,
+        goodput_area_job_hours: turnarounds.iter().sum::<f64>() / 3600.0,
+        sites,
+        others,
+        sorted_turnarounds,
+        occupancy,
+        others_occupancy,
+        total_occupancy,
+    }
+}
+
+fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
+    let (n, sum) = values.fold((0usize, 0.0), |(n, s), v| (n + 1, s + v));
+    (n > 0).then(|| sum / n as f64)
+}
+
+fn site_summary(name: &str, jobs: &[&JobRecord], occ: &Occupancy) -> SiteSummary {
+    let mut counts = Counts::default();
+    for j in jobs {
+        counts.add(&j.end);
+    }
+    let first = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
+    let last = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);
+    let elapsed_hours = if last > first { (last - first) / 3600.0 } else { 0.0 };
+    let cpu_hours = jobs.iter().map(|j| j.running_seconds).sum::<f64>() / 3600.0;
+    SiteSummary {
+        name: name.to_string(),
+        grid: jobs.first().is_some_and(|j| j.grid),
+        counts,
+        mean_agtime_s: mean(jobs.iter().filter_map(|j| j.agtime())),
+        mean_queue_wait_s: mean(jobs.iter().filter_map(|j| j.queue_wait())),
+        mean_run_time_s: mean(jobs.iter().filter_map(|j| j.run_time())),
+        cpu_hours,
+        elapsed_hours,
+        throughput: (elapsed_hours > 0.0).then(|| cpu_hours / elapsed_hours),
+        peak_running: occ.running.iter().copied().max().unwrap_or(0),
+    }
+}
+
+/// Queued/running step function of `jobs`. Held jobs count as neither.
+/// Jobs still queued or running when the logs end stay so until `horizon`.
+fn occupancy_of(jobs: &[&JobRecord], origin: f64, horizon: f64) -> Occupancy {
+    // (time, Δqueued, Δrunning)
+    let mut deltas: Vec<(f64, i64, i64)> = Vec::new();
+    for j in jobs {
+        let stop = j.held_at.into_iter().chain(j.ended).fold(horizon, f64::min);
+        // Queued from submission until the first run (or the stop), and
+        // between runs (after an eviction).
+        let mut queued_from = Some(j.submitted);
+        for &(start, end) in &j.runs {
+            if let Some(q) = queued_from.take() {
+                if start > q {
+                    deltas.push((q, 1, 0));
+                    deltas.push((start.min(stop), -1, 0));
+                }
+            }
+            let end = end.unwrap_or(horizon);
+            deltas.push((start, 0, 1));
+            deltas.push((end, 0, -1));
+            if end < stop {
+                queued_from = Some(end);
+            }
+        }
+        if let Some(q) = queued_from {
+            if stop > q {
+                deltas.push((q, 1, 0));
+                deltas.push((stop, -1, 0));
+            }
+        }
+    }
+    deltas.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let mut occ = Occupancy::default();
+    let (mut q, mut r) = (0i64, 0i64);
+    let mut i = 0;
+    while i < deltas.len() {
+        let t = deltas[i].0;
+        while i < deltas.len() && deltas[i].0 == t {
+            q += deltas[i].1;
+            r += deltas[i].2;
+            i += 1;
+        }
+        occ.t.push(t - origin);
+        occ.queued.push(q.max(0) as u32);
+        occ.running.push(r.max(0) as u32);
+    }
+    occ
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::model::{jobs_from_events, LogEvent};
+
+    fn job(proc: i64, submit: f64, start: f64, end: f64, rv: i64) -> Vec<LogEvent> {
+        let mut e = LogEvent::new(5, 1, proc, end);
+        e.return_value = Some(rv);
+        vec![LogEvent::new(0, 1, proc, submit), LogEvent::new(1, 1, proc, start), e]
+    }
+
+    #[test]
+    fn makespan_efficiency_and_occupancy() {
+        // Two jobs on one site: [0,10) queued→[10,110) run; [0,0) → [0,50) run.
+        let mut evs = job(0, 100.0, 110.0, 210.0, 0);
+        evs.extend(job(1, 100.0, 100.0, 150.0, 1));
+        let jobs = jobs_from_events(&[("s.log".into(), evs)]);
+        let s = summarize(&jobs);
+        assert_eq!(s.makespan_s, Some(110.0));
+        assert_eq!(s.peak_running, 2);
+        assert_eq!(s.counts.succeeded, 1);
+        assert_eq!(s.counts.failed, 1);
+        // NT·PTE = 100 + 50; makespan·NCU = 110·2.
+        let eff = s.efficiency_pct.unwrap();
+        assert!((eff - 150.0 / 220.0 * 100.0).abs() < 1e-9, "{eff}");
+        assert_eq!(s.turnaround.as_ref().unwrap().mean, (110.0 + 50.0) / 2.0);
+        assert!((s.goodput_area_job_hours - 160.0 / 3600.0).abs() < 1e-12);
+        let occ = &s.occupancy[0];
+        assert_eq!(occ.t, vec![0.0, 10.0, 50.0, 110.0]);
+        assert_eq!(occ.queued, vec![1, 0, 0, 0]);
+        assert_eq!(occ.running, vec![1, 2, 1, 0]);
+        let site = &s.sites[0];
+        assert!((site.cpu_hours - 150.0 / 3600.0).abs() < 1e-12);
+        assert!((site.throughput.unwrap() - 150.0 / 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn quantiles_interpolate() {
+        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
+        assert_eq!(s.median, 2.5);
+        assert_eq!(s.min, 1.0);
+        assert_eq!(s.max, 4.0);
+        assert!(Stats::of(&[]).is_none());
+    }
+}

@@ -1,0 +1,353 @@
+//! Rebuilding a run's past for `--resume`: settle the submissions whose
+//! outcome is unknown, then turn the recorded submissions and the sites' user
+//! logs into the event history the policy replays before it continues.
+//! The reasoning behind each step is in [`crate::run`]'s module docs.
+
+use crate::condor::{Condor, CondorSite};
+use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
+use crate::state::{Db, Submission, SubmissionState};
+use crate::userlog::{Event, EventBody, Parser};
+use crate::Failure;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What a resumed run starts from, per site.
+#[derive(Debug, Default)]
+pub struct SiteStart {
+    /// Clusters submitted so far and their jobs in proc order.
+    pub known: Vec<(i64, Vec<JobId>)>,
+    /// Where following the site's user log continues (just past what was replayed).
+    pub log_offset: u64,
+}
+
+/// The replayed past: the policy's history and where each site continues.
+#[derive(Debug, Default)]
+pub struct Past {
+    pub history: Vec<(SiteId, SiteEvent)>,
+    pub sites: Vec<SiteStart>,
+    /// Submissions settled now, for the report: (batch, what became of it).
+    pub reconciled: Vec<(String, String)>,
+}
+
+/// How a recorded submission time maps onto run time.
+#[derive(Clone, Copy, Debug)]
+pub struct TimeBase {
+    /// Unix seconds of run time 0.
+    pub epoch_unix: f64,
+    /// Run seconds per real second (the fake's speedup; 1 for real HTCondor).
+    pub rate: f64,
+}
+
+/// Settles unknown submissions (recording the outcome) and builds the past.
+pub async fn rebuild(
+    db: &Arc<Mutex<Db>>,
+    run: &str,
+    site_names: &[String],
+    run_dir: &Path,
+    condor: &Condor,
+    submit_timeout: f64,
+    base: TimeBase,
+) -> Result<Past, Failure> {
+    let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
+    let mut past = Past::default();
+    let mut per_site: Vec<Vec<(Time, u8, SiteEvent)>> = Vec::new();
+    for (i, name) in site_names.iter().enumerate() {
+        let subs: Vec<Submission> = {
+            let db = db.lock().unwrap_or_else(|p| p.into_inner());
+            db.submissions(run).map_err(state_err)?
+        }
+        .into_iter()
+        .filter(|s| s.site_index as usize == i)
+        .collect();
+        let log_path = CondorSite::log_path(run_dir, name);
+        let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
+        for sub in &unknown {
+            wait_for_orphans(&sub.submit_file, Duration::from_secs_f64(submit_timeout.max(1.0) + 5.0)).await;
+        }
+        let (mut events, mut consumed) = read_log(&log_path)?;
+        let recorded: BTreeSet<i64> = subs
+            .iter()
+            .filter_map(|s| match s.state {
+                SubmissionState::Submitted { cluster } => Some(cluster),
+                _ => None,
+            })
+            .collect();
+        let mut settled: BTreeMap<String, i64> = BTreeMap::new();
+        for sub in &unknown {
+            let outcome = settle(sub, &unknown, &events, &recorded, run, condor).await?;
+            let db = db.lock().unwrap_or_else(|p| p.into_inner());
+            match outcome {
+                Some((cluster, how)) => {
+                    db.record_submitted(run, &sub.batch, cluster).map_err(state_err)?;
+                    settled.insert(sub.batch.clone(), cluster);
+                    past.reconciled.push((sub.batch.clone(), format!("submitted as cluster {cluster} ({how})")));
+                }
+                None => {
+                    let why = "not submitted: cosched stopped before condor_submit answered, and neither the \
+                               user log nor condor_q shows the batch";
+                    db.record_failed(run, &sub.batch, why).map_err(state_err)?;
+                    past.reconciled.push((sub.batch.clone(), "never submitted; its jobs go back to the pool".into()));
+                }
+            }
+        }
+        if !unknown.is_empty() {
+            // A batch found through condor_q may have had its submit events
+            // written since the log was read.
+            (events, consumed) = read_log(&log_path)?;
+        }
+        let mut procs: BTreeMap<(i64, i64), JobId> = BTreeMap::new();
+        let mut start = SiteStart::default();
+        let mut no_submit_event = Vec::new();
+        for sub in &subs {
+            let cluster = match (&sub.state, settled.get(&sub.batch)) {
+                (SubmissionState::Submitted { cluster }, _) => *cluster,
+                (SubmissionState::Intent, Some(cluster)) => *cluster,
+                _ => continue,
+            };
+            for (p, job) in sub.jobs.iter().enumerate() {
+                procs.insert((cluster, p as i64), *job);
+            }
+            start.known.push((cluster, sub.jobs.clone()));
+            if !events.iter().any(|e| e.code == 0 && e.cluster == cluster) {
+                let at = recorded_run_time(&sub.recorded, base);
+                no_submit_event.push((at, 1u8, SiteEvent::Submitted { jobs: sub.jobs.clone(), at }));
+            }
+        }
+        start.log_offset = consumed;
+        let mut sequence = translate(&events, &procs, base.epoch_unix);
+        sequence.extend(no_submit_event);
+        per_site.push(sequence);
+        past.sites.push(start);
+    }
+    past.history = merge(per_site);
+    Ok(past)
+}
+
+/// Decides what became of an unknown submission: `Some((cluster, how))` when
+/// it is in the queue or the log, `None` when it never happened.
+async fn settle(
+    sub: &Submission,
+    unknown: &[&Submission],
+    events: &[Event],
+    recorded: &BTreeSet<i64>,
+    run: &str,
+    condor: &Condor,
+) -> Result<Option<(i64, &'static str)>, Failure> {
+    // One condor_submit at a time per site: with one unknown batch, a cluster
+    // in the log that no submission claims is that batch's.
+    if unknown.len() == 1 {
+        let strangers: BTreeSet<i64> =
+            events.iter().filter(|e| e.code == 0 && !recorded.contains(&e.cluster)).map(|e| e.cluster).collect();
+        if strangers.len() == 1 {
+            let cluster = *strangers.iter().next().unwrap_or(&-1);
+            let procs = events.iter().filter(|e| e.code == 0 && e.cluster == cluster).count();
+            if procs == sub.jobs.len() {
+                return Ok(Some((cluster, "found in the user log")));
+            }
+            tracing::warn!(
+                "batch {}: cluster {cluster} in the user log has {procs} job(s), the batch {}",
+                sub.batch,
+                sub.jobs.len()
+            );
+        } else if strangers.len() > 1 {
+            tracing::warn!("batch {}: several unrecorded clusters in the user log: {strangers:?}", sub.batch);
+        }
+    }
+    let found = condor.find_batch(run, &sub.batch).await.map_err(|e| {
+        Failure::failed(format!(
+            "cannot tell whether batch {} was submitted before cosched stopped: {e}\n\
+             Nothing was resubmitted. Run `cosched submit --resume` again once condor_q works.",
+            sub.batch
+        ))
+    })?;
+    let clusters: BTreeSet<i64> = found.iter().map(|f| f.0).collect();
+    match clusters.len() {
+        0 => Ok(None),
+        1 => Ok(clusters.iter().next().map(|c| (*c, "found with condor_q"))),
+        _ => Err(Failure::failed(format!(
+            "batch {} is in the queue more than once (clusters {clusters:?}); remove the extra clusters \
+             with condor_rm and run `cosched submit --resume` again",
+            sub.batch
+        ))),
+    }
+}
+
+/// Reads a whole user log: its complete events and the offset just past them.
+fn read_log(path: &Path) -> Result<(Vec<Event>, u64), Failure> {
+    match std::fs::read(path) {
+        Ok(bytes) => {
+            let mut parser = Parser::new();
+            let events = parser.feed(&bytes);
+            for d in parser.take_diagnostics() {
+                tracing::warn!("{} at byte {}: {}", path.display(), d.offset, d.message);
+            }
+            Ok((events, parser.consumed()))
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), 0)),
+        Err(e) => Err(Failure::failed(format!("cannot read the user log {}: {e}", path.display()))),
+    }
+}
+
+/// A site's log as policy events, in log order, each with (time, priority).
+/// Consecutive submit (000) events of one cluster become one `Submitted`.
+/// This is the mapping of [`CondorSite`]'s live translation, plus 000.
+fn translate(events: &[Event], procs: &BTreeMap<(i64, i64), JobId>, epoch_unix: f64) -> Vec<(Time, u8, SiteEvent)> {
+    let mut out: Vec<(Time, u8, SiteEvent)> = Vec::new();
+    let mut last_submit: Option<(i64, usize)> = None;
+    for event in events {
+        let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
+        let at = event.time.to_unix(local_offset_at(event.time.naive_unix)) - epoch_unix;
+        let translated = match (event.code, &event.body) {
+            (0, _) => {
+                if let Some((cluster, index)) = last_submit {
+                    if cluster == event.cluster {
+                        if let (_, _, SiteEvent::Submitted { jobs, .. }) = &mut out[index] {
+                            jobs.push(job);
+                            continue;
+                        }
+                    }
+                }
+                last_submit = Some((event.cluster, out.len()));
+                out.push((at, 1, SiteEvent::Submitted { jobs: vec![job], at }));
+                continue;
+            }
+            (1, _) => SiteEvent::Started { job, at },
+            (5, EventBody::Terminated { normal, return_value, signal, .. }) => {
+                let outcome = match (normal, return_value, signal) {
+                    (true, Some(0), _) => Outcome::Success,
+                    (true, Some(code), _) => Outcome::Failed { detail: format!("exit code {code}") },
+                    (false, _, Some(sig)) => Outcome::Failed { detail: format!("killed by signal {sig}") },
+                    _ => Outcome::Failed { detail: "abnormal termination".to_string() },
+                };
+                SiteEvent::Ended { job, at, outcome }
+            }
+            (5, _) => SiteEvent::Ended {
+                job,
+                at,
+                outcome: Outcome::Failed { detail: "termination event not understood".into() },
+            },
+            (12, EventBody::Held { reason, code, subcode }) => {
+                let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
+                SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
+            }
+            (12, _) => SiteEvent::Held { job, at, reason: "held".into() },
+            (9, _) => SiteEvent::Removed { job, at },
+            _ => continue,
+        };
+        last_submit = None;
+        out.push((at, 0, translated));
+    }
+    out
+}
+
+/// Merges the sites' sequences into one history, keeping each site's log
+/// order. Between sites the earlier event goes first; on a tie (log stamps
+/// are whole seconds) a submission goes last, because a job's resubmission
+/// elsewhere is always caused by the end of its previous attempt.
+fn merge(per_site: Vec<Vec<(Time, u8, SiteEvent)>>) -> Vec<(SiteId, SiteEvent)> {
+    let mut heads: Vec<std::iter::Peekable<std::vec::IntoIter<(Time, u8, SiteEvent)>>> =
+        per_site.into_iter().map(|v| v.into_iter().peekable()).collect();
+    let mut out = Vec::new();
+    loop {
+        let mut best: Option<(usize, Time, u8)> = None;
+        for (i, head) in heads.iter_mut().enumerate() {
+            if let Some((t, prio, _)) = head.peek() {
+                let better = match best {
+                    None => true,
+                    Some((_, bt, bp)) => t.total_cmp(&bt).then(prio.cmp(&bp)).is_lt(),
+                };
+                if better {
+                    best = Some((i, *t, *prio));
+                }
+            }
+        }
+        let Some((i, _, _)) = best else { break };
+        if let Some((_, _, event)) = heads[i].next() {
+            out.push((SiteId(i as u32), event));
+        }
+    }
+    out
+}
+
+/// Run time of a recorded RFC 3339 wall-clock instant.
+fn recorded_run_time(recorded: &str, base: TimeBase) -> Time {
+    chrono::DateTime::parse_from_rfc3339(recorded)
+        .map(|d| (d.timestamp_millis() as f64 / 1000.0 - base.epoch_unix) * base.rate)
+        .unwrap_or(0.0)
+}
+
+/// The submit host's UTC offset at a naive local time (log stamps without
+/// `Z` are local time), as [`CondorSite`] reads them.
+fn local_offset_at(naive_unix: i64) -> i64 {
+    use chrono::{Offset, TimeZone};
+    let Some(naive) = chrono::DateTime::from_timestamp(naive_unix, 0).map(|d| d.naive_utc()) else {
+        return 0;
+    };
+    chrono::Local.offset_from_local_datetime(&naive).earliest().map_or(0, |o| i64::from(o.fix().local_minus_utc()))
+}
+
+/// Waits (at most `patience`) until no process still runs with `submit_file`
+/// on its command line: a `condor_submit` started by the cosched that crashed
+/// outlives it and may still queue the batch, so its outcome can only be read
+/// once it has exited. Linux `/proc`; elsewhere there is nothing to wait for.
+async fn wait_for_orphans(submit_file: &Path, patience: Duration) {
+    let needle = submit_file.as_os_str().as_encoded_bytes().to_vec();
+    let deadline = tokio::time::Instant::now() + patience;
+    let mut warned = false;
+    while orphan_running(&needle) {
+        if tokio::time::Instant::now() >= deadline {
+            tracing::warn!("a process still runs with {} after {patience:?}; going on", submit_file.display());
+            return;
+        }
+        if !warned {
+            eprintln!("cosched: waiting for a condor_submit of {} left by the stopped run", submit_file.display());
+            warned = true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn orphan_running(needle: &[u8]) -> bool {
+    let Ok(entries) = std::fs::read_dir("/proc") else { return false };
+    let me = std::process::id().to_string();
+    entries.filter_map(|e| e.ok()).any(|e| {
+        let name = e.file_name();
+        let Some(pid) = name.to_str() else { return false };
+        if pid == me || !pid.bytes().all(|b| b.is_ascii_digit()) {
+            return false;
+        }
+        std::fs::read(e.path().join("cmdline"))
+            .is_ok_and(|cmd| cmd.split(|&b| b == 0).any(|arg| arg == needle))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sub(t: Time) -> (Time, u8, SiteEvent) {
+        (t, 1, SiteEvent::Submitted { jobs: vec![JobId(0)], at: t })
+    }
+    fn removed(t: Time) -> (Time, u8, SiteEvent) {
+        (t, 0, SiteEvent::Removed { job: JobId(0), at: t })
+    }
+
+    #[test]
+    fn a_resubmission_in_the_same_second_goes_after_the_end_it_follows() {
+        // Site 1's submission and site 0's removal share a stamp.
+        let merged = merge(vec![vec![sub(1.0), removed(5.0)], vec![sub(5.0)]]);
+        let order: Vec<(u32, bool)> =
+            merged.iter().map(|(s, e)| (s.0, matches!(e, SiteEvent::Submitted { .. }))).collect();
+        assert_eq!(order, vec![(0, true), (0, false), (1, true)]);
+    }
+
+    #[test]
+    fn a_site_keeps_its_log_order_even_when_stamps_tie() {
+        // Submitted then Removed at the same second on one site stay in that order.
+        let merged = merge(vec![vec![sub(3.0), removed(3.0)]]);
+        assert!(matches!(merged[0].1, SiteEvent::Submitted { .. }));
+        assert!(matches!(merged[1].1, SiteEvent::Removed { .. }));
+    }
+}

@@ -1,0 +1,520 @@
+//! What the person who typed `cosched submit` sees: a live table redrawn in
+//! place on a terminal (about twice a second), plain lines every ~10 s when
+//! stderr is a file or pipe, and the final summary (text or `--json`).
+//!
+//! It is an [`Observer`]: it sees every action and event but steers nothing.
+//! It reads no clock of its own; redraws are paced by the run clock's
+//! readings divided by its rate (simulated seconds per real second), so a
+//! `--simulate` run at ×100 still redraws twice per real second.
+
+use crate::engine::{Ending, Observer};
+use crate::policy::{Action, JobId, Outcome, Policy, SiteEvent, SiteId, Time};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::Write as _;
+
+/// How progress is shown.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Display {
+    /// A table redrawn in place on a terminal.
+    Live,
+    /// One plain line every ~10 s (logs, CI).
+    Lines,
+    /// Nothing until the summary.
+    Quiet,
+}
+
+/// One job's current attempt, as far as the summary needs it.
+#[derive(Clone, Copy, Debug)]
+struct Attempt {
+    site: SiteId,
+    submitted: Time,
+    started: Option<Time>,
+}
+
+/// Per-site totals of the successful attempts.
+#[derive(Clone, Debug, Default)]
+struct SiteTotals {
+    done: u64,
+    failed_attempts: u64,
+    submit_failures: u64,
+    wait_sum: f64,
+    wait_n: u64,
+    run_sum: f64,
+    run_n: u64,
+    turnaround_sum: f64,
+    last_submit_error: Option<String>,
+}
+
+/// Watches a run and writes its progress to stderr.
+pub struct Progress {
+    names: Vec<String>,
+    n_jobs: u64,
+    /// Simulated (run-clock) seconds per real second.
+    rate: f64,
+    display: Display,
+    run_id: String,
+    /// Run time of the first progress call of this process (ETA baseline).
+    first_seen: Option<(Time, u64)>,
+    last_draw: Option<Time>,
+    lines_drawn: usize,
+    attempts: BTreeMap<JobId, Attempt>,
+    /// Job attempts handed to sites (for the retry count).
+    submitted_attempts: u64,
+    ever_submitted: std::collections::BTreeSet<JobId>,
+    done: std::collections::BTreeSet<JobId>,
+    makespan: Time,
+    sites: Vec<SiteTotals>,
+    /// The last reason each job failed (for jobs that fail for good).
+    last_failure: BTreeMap<JobId, String>,
+    summary: Option<Summary>,
+}
+
+/// The final summary (`--json` prints this).
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    pub run: String,
+    pub policy: String,
+    pub ending: String,
+    pub n_jobs: u64,
+    pub done: u64,
+    pub failed: u64,
+    /// Jobs neither done nor failed (an interrupted or hung run).
+    pub unfinished: u64,
+    /// End of the last successful job, run seconds from t = 0.
+    pub makespan: Option<f64>,
+    /// Attempts beyond each job's first.
+    pub retries: u64,
+    pub sites: Vec<SiteSummary>,
+    pub failed_jobs: Vec<FailedJob>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SiteSummary {
+    pub name: String,
+    pub done: u64,
+    pub failed_attempts: u64,
+    pub submit_failures: u64,
+    pub mean_queue_wait: Option<f64>,
+    pub mean_run_time: Option<f64>,
+    pub mean_turnaround: Option<f64>,
+    /// Capacity the policy found, in concurrent jobs.
+    pub capacity: Option<f64>,
+    pub class: String,
+    pub peak_running: Option<u32>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct FailedJob {
+    pub job: u64,
+    pub reason: String,
+}
+
+impl Progress {
+    pub fn new(run_id: &str, names: Vec<String>, n_jobs: u64, rate: f64, display: Display) -> Self {
+        let n_sites = names.len();
+        Progress {
+            names,
+            n_jobs,
+            rate: if rate > 0.0 { rate } else { 1.0 },
+            display,
+            run_id: run_id.to_string(),
+            first_seen: None,
+            last_draw: None,
+            lines_drawn: 0,
+            attempts: BTreeMap::new(),
+            submitted_attempts: 0,
+            ever_submitted: Default::default(),
+            done: Default::default(),
+            makespan: 0.0,
+            sites: vec![SiteTotals::default(); n_sites],
+            last_failure: BTreeMap::new(),
+            summary: None,
+        }
+    }
+
+    /// The summary, once the run has finished.
+    pub fn take_summary(&mut self) -> Option<Summary> {
+        self.summary.take()
+    }
+
+    /// Adds the peak concurrency the engine measured to the summary.
+    pub fn set_peaks(summary: &mut Summary, peaks: &[u32]) {
+        for (s, p) in summary.sites.iter_mut().zip(peaks) {
+            s.peak_running = Some(*p);
+        }
+    }
+
+    fn site_name(&self, site: SiteId) -> &str {
+        self.names.get(site.index()).map_or("?", String::as_str)
+    }
+
+    fn totals(&mut self, site: SiteId) -> &mut SiteTotals {
+        let i = site.index().min(self.sites.len().saturating_sub(1));
+        &mut self.sites[i]
+    }
+
+    /// Mirrors the book's transitions closely enough for statistics; stale
+    /// events (for a job not at that site) are ignored as the book does.
+    fn record(&mut self, site: SiteId, event: &SiteEvent) {
+        if site.index() >= self.sites.len() {
+            return;
+        }
+        match event {
+            SiteEvent::Submitted { jobs, at } => {
+                for &job in jobs {
+                    if self.done.contains(&job) {
+                        continue;
+                    }
+                    self.submitted_attempts += 1;
+                    self.ever_submitted.insert(job);
+                    self.attempts.insert(job, Attempt { site, submitted: *at, started: None });
+                }
+            }
+            SiteEvent::SubmitFailed { jobs, error, .. } => {
+                let t = self.totals(site);
+                t.submit_failures += 1;
+                t.last_submit_error = Some(error.clone());
+                let name = self.site_name(site).to_string();
+                for &job in jobs {
+                    self.last_failure.insert(job, format!("{name}: submit failed: {}", one_line(error)));
+                }
+            }
+            SiteEvent::Started { job, at } => {
+                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none()) {
+                    a.started = Some(*at);
+                }
+            }
+            SiteEvent::Ended { job, at, outcome } => {
+                let Some(a) = self.attempts.get(job).copied().filter(|a| a.site == site) else { return };
+                self.attempts.remove(job);
+                match outcome {
+                    Outcome::Success => {
+                        if !self.done.insert(*job) {
+                            return;
+                        }
+                        self.makespan = self.makespan.max(*at);
+                        let t = self.totals(site);
+                        t.done += 1;
+                        t.turnaround_sum += at - a.submitted;
+                        if let Some(started) = a.started {
+                            t.wait_sum += started - a.submitted;
+                            t.wait_n += 1;
+                            t.run_sum += at - started;
+                            t.run_n += 1;
+                        }
+                    }
+                    Outcome::Failed { detail } => {
+                        self.totals(site).failed_attempts += 1;
+                        let name = self.site_name(site).to_string();
+                        self.last_failure.insert(*job, format!("{name}: {}", one_line(detail)));
+                    }
+                }
+            }
+            SiteEvent::Held { job, reason, .. } => {
+                if self.attempts.get(job).is_some_and(|a| a.site == site) {
+                    self.totals(site).failed_attempts += 1;
+                    let name = self.site_name(site).to_string();
+                    self.last_failure.insert(*job, format!("{name}: held: {}", one_line(reason)));
+                }
+            }
+            SiteEvent::Removed { job, .. } => {
+                if self.attempts.get(job).is_some_and(|a| a.site == site) {
+                    self.attempts.remove(job);
+                }
+            }
+        }
+    }
+
+    fn table(&self, now: Time, policy: &dyn Policy) -> String {
+        let book = policy.book();
+        let mut out = String::new();
+        let elapsed = format_duration(now);
+        let _ = write!(
+            out,
+            "cosched {}  {}  {}/{} done",
+            self.run_id,
+            policy.name(),
+            book.done(),
+            self.n_jobs
+        );
+        if book.given_up() > 0 {
+            let _ = write!(out, ", {} failed", book.given_up());
+        }
+        let _ = write!(out, "  run time {elapsed}");
+        if let Some(eta) = self.eta_real(now, book.done() + book.given_up()) {
+            let _ = write!(out, "  ETA {}", format_duration(eta));
+        }
+        out.push('\n');
+        let width = self.names.iter().map(String::len).max().unwrap_or(4).max(4);
+        let _ = writeln!(
+            out,
+            "  {:<width$} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  class",
+            "site", "queued", "running", "done", "failed", "window", "capacity"
+        );
+        for (i, name) in self.names.iter().enumerate() {
+            let site = SiteId(i as u32);
+            let c = book.counts(site);
+            let view = policy.site_view(site);
+            let failed = self.sites[i].failed_attempts;
+            let cap = view.capacity.map_or("-".to_string(), |c| format!("{c:.1}"));
+            let _ = writeln!(
+                out,
+                "  {:<width$} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  {}",
+                name,
+                c.submitting + c.idle + c.held,
+                c.running,
+                c.done,
+                failed,
+                view.window,
+                cap,
+                view.class
+            );
+        }
+        out
+    }
+
+    /// Real seconds until every job settles, from this process's pace.
+    fn eta_real(&self, now: Time, settled: u64) -> Option<f64> {
+        let (t0, settled0) = self.first_seen?;
+        let gained = settled.checked_sub(settled0).filter(|g| *g > 0)?;
+        let per_job = (now - t0) / gained as f64;
+        let left = self.n_jobs.saturating_sub(settled);
+        Some(per_job * left as f64 / self.rate)
+    }
+
+    fn draw(&mut self, now: Time, policy: &dyn Policy, force: bool) {
+        if self.first_seen.is_none() {
+            self.first_seen = Some((now, policy.book().done() + policy.book().given_up()));
+        }
+        let period = match self.display {
+            Display::Live => 0.5,
+            Display::Lines => 10.0,
+            Display::Quiet => return,
+        };
+        if !force && self.last_draw.is_some_and(|last| (now - last) / self.rate < period) {
+            return;
+        }
+        self.last_draw = Some(now);
+        let mut err = std::io::stderr().lock();
+        match self.display {
+            Display::Live => {
+                let table = self.table(now, policy);
+                let mut frame = String::new();
+                if self.lines_drawn > 0 {
+                    // Back to the top of the previous frame, and clear it.
+                    let _ = write!(frame, "\x1b[{}A\r\x1b[J", self.lines_drawn);
+                }
+                frame.push_str(&table);
+                self.lines_drawn = table.lines().count();
+                let _ = err.write_all(frame.as_bytes());
+            }
+            Display::Lines => {
+                let book = policy.book();
+                let mut line = format!(
+                    "cosched {}: {}/{} done, {} failed, run time {}",
+                    self.run_id,
+                    book.done(),
+                    self.n_jobs,
+                    book.given_up(),
+                    format_duration(now)
+                );
+                for (i, name) in self.names.iter().enumerate() {
+                    let c = book.counts(SiteId(i as u32));
+                    let _ = write!(line, "; {name} {}q/{}r/{}d", c.submitting + c.idle + c.held, c.running, c.done);
+                }
+                let _ = writeln!(err, "{line}");
+            }
+            Display::Quiet => {}
+        }
+        let _ = err.flush();
+    }
+
+    fn build_summary(&self, policy: &dyn Policy, ending: Ending) -> Summary {
+        let book = policy.book();
+        let mean = |sum: f64, n: u64| (n > 0).then(|| sum / n as f64);
+        let sites = self
+            .names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| {
+                let t = &self.sites[i];
+                let view = policy.site_view(SiteId(i as u32));
+                SiteSummary {
+                    name: name.clone(),
+                    done: t.done,
+                    failed_attempts: t.failed_attempts,
+                    submit_failures: t.submit_failures,
+                    mean_queue_wait: mean(t.wait_sum, t.wait_n),
+                    mean_run_time: mean(t.run_sum, t.run_n),
+                    mean_turnaround: mean(t.turnaround_sum, t.done),
+                    capacity: view.capacity,
+                    class: view.class.to_string(),
+                    peak_running: None,
+                }
+            })
+            .collect();
+        let mut failed_jobs: Vec<FailedJob> = (0..book.n_jobs())
+            .map(JobId)
+            .filter(|&j| matches!(book.state(j), crate::policy::JobState::GivenUp))
+            .map(|j| FailedJob {
+                job: j.0,
+                reason: self.last_failure.get(&j).cloned().unwrap_or_else(|| "failed on every attempt".into()),
+            })
+            .collect();
+        failed_jobs.sort_by_key(|f| f.job);
+        Summary {
+            run: self.run_id.clone(),
+            policy: policy.name().to_string(),
+            ending: match ending {
+                Ending::Settled => "settled",
+                Ending::Hang => "hung",
+                Ending::Interrupted => "interrupted",
+            }
+            .to_string(),
+            n_jobs: self.n_jobs,
+            done: book.done(),
+            failed: book.given_up(),
+            unfinished: self.n_jobs - book.done() - book.given_up(),
+            makespan: (book.done() > 0).then_some(self.makespan),
+            retries: self.submitted_attempts.saturating_sub(self.ever_submitted.len() as u64),
+            sites,
+            failed_jobs,
+        }
+    }
+}
+
+impl Observer for Progress {
+    fn action(&mut self, _now: Time, action: &Action) {
+        if let Action::GiveUp { job, why } = action {
+            self.last_failure.entry(*job).or_insert_with(|| why.clone());
+        }
+    }
+    fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
+        self.record(site, event);
+    }
+    fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        self.draw(now, policy, false);
+    }
+    fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
+        self.draw(now, policy, true);
+        self.summary = Some(self.build_summary(policy, ending));
+    }
+}
+
+impl Progress {
+    /// Feeds a resumed run's history, so the summary covers the whole run.
+    pub fn replay(&mut self, history: &[(SiteId, SiteEvent)]) {
+        for (site, event) in history {
+            self.record(*site, event);
+        }
+    }
+}
+
+/// The summary as people read it.
+pub fn render_summary(s: &Summary) -> String {
+    let mut out = String::new();
+    let secs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} s"));
+    let _ = writeln!(
+        out,
+        "\nRun {} ({}): {} of {} jobs done, {} failed for good{}.",
+        s.run,
+        s.policy,
+        s.done,
+        s.n_jobs,
+        s.failed,
+        if s.unfinished > 0 { format!(", {} unfinished", s.unfinished) } else { String::new() }
+    );
+    let _ = writeln!(
+        out,
+        "Makespan {}, {} retr{}.",
+        s.makespan.map_or("-".to_string(), format_duration),
+        s.retries,
+        if s.retries == 1 { "y" } else { "ies" }
+    );
+    let width = s.sites.iter().map(|x| x.name.len()).max().unwrap_or(4).max(4);
+    let _ = writeln!(
+        out,
+        "  {:<width$} {:>6} {:>8} {:>10} {:>9} {:>10} {:>8} {:>5}  class",
+        "site", "done", "failures", "queue wait", "run time", "turnaround", "capacity", "peak"
+    );
+    for site in &s.sites {
+        let _ = writeln!(
+            out,
+            "  {:<width$} {:>6} {:>8} {:>10} {:>9} {:>10} {:>8} {:>5}  {}",
+            site.name,
+            site.done,
+            site.failed_attempts + site.submit_failures,
+            secs(site.mean_queue_wait),
+            secs(site.mean_run_time),
+            secs(site.mean_turnaround),
+            site.capacity.map_or("-".to_string(), |c| format!("{c:.1}")),
+            site.peak_running.map_or("-".to_string(), |p| p.to_string()),
+            site.class
+        );
+    }
+    if !s.failed_jobs.is_empty() {
+        let _ = writeln!(out, "Failed for good:");
+        for f in s.failed_jobs.iter().take(20) {
+            let _ = writeln!(out, "  job {}: {}", f.job, f.reason);
+        }
+        if s.failed_jobs.len() > 20 {
+            let _ = writeln!(out, "  … and {} more (see --json)", s.failed_jobs.len() - 20);
+        }
+    }
+    out
+}
+
+/// `1h02m03s`, `4m05s`, `12s`.
+pub fn format_duration(secs: f64) -> String {
+    let s = secs.max(0.0).round() as u64;
+    let (h, m, s) = (s / 3600, s / 60 % 60, s % 60);
+    if h > 0 {
+        format!("{h}h{m:02}m{s:02}s")
+    } else if m > 0 {
+        format!("{m}m{s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stats_follow_successful_attempts_and_count_retries() {
+        let mut p = Progress::new("r", vec!["a".into(), "b".into()], 2, 1.0, Display::Quiet);
+        let (a, b) = (SiteId(0), SiteId(1));
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1)], at: 0.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 10.0 });
+        p.record(a, &SiteEvent::Ended { job: JobId(0), at: 110.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Held { job: JobId(1), at: 5.0, reason: "no\nslot".into() });
+        p.record(a, &SiteEvent::Removed { job: JobId(1), at: 6.0 });
+        // A stale end for job 1 at the old site counts for nothing.
+        p.record(a, &SiteEvent::Ended { job: JobId(1), at: 7.0, outcome: Outcome::Success });
+        p.record(b, &SiteEvent::Submitted { jobs: vec![JobId(1)], at: 20.0 });
+        p.record(b, &SiteEvent::Ended { job: JobId(1), at: 220.0, outcome: Outcome::Success });
+        assert_eq!(p.done.len(), 2);
+        assert_eq!(p.submitted_attempts - p.ever_submitted.len() as u64, 1, "one retry");
+        assert_eq!(p.sites[0].done, 1);
+        assert_eq!(p.sites[0].wait_sum, 10.0);
+        assert_eq!(p.sites[0].run_sum, 100.0);
+        assert_eq!(p.sites[1].turnaround_sum, 200.0);
+        assert_eq!(p.sites[1].run_n, 0, "no start seen: run time unknown");
+        assert_eq!(p.makespan, 220.0);
+        assert_eq!(p.last_failure[&JobId(1)], "a: held: no slot");
+    }
+
+    #[test]
+    fn durations_read_naturally() {
+        assert_eq!(format_duration(12.4), "12s");
+        assert_eq!(format_duration(245.0), "4m05s");
+        assert_eq!(format_duration(3723.0), "1h02m03s");
+    }
+}

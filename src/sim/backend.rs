@@ -1,0 +1,187 @@
+//! The simulated grid as an engine backend: one [`SimSite`] per site, each
+//! owning that site's [`SiteSim`] and driving it from tokio's (paused) clock.
+//!
+//! The engine cannot tell it from HTCondor: it reports only what HTCondor
+//! would (submitted, started, ended, removed) and learns nothing from the
+//! policy but submit and remove. What the bench needs beyond that (every
+//! attempt, the model's own peak concurrency) goes into a [`SiteLog`] shared
+//! with the caller.
+
+use super::model::{AttemptId, ModelEvent, SiteSim};
+use crate::engine::{RunClock, SiteBackend};
+use crate::policy::{JobId, Outcome, SiteEvent};
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+/// How an attempt ended, as the simulator saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptEnd {
+    Success,
+    Failed,
+    Removed,
+    /// Still at the site when the run stopped (a hang).
+    Pending,
+}
+
+/// One attempt of one job at one site.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AttemptRecord {
+    pub job: u64,
+    pub site: u32,
+    pub submitted: f64,
+    pub started: Option<f64>,
+    /// End, failure or removal time.
+    pub ended: Option<f64>,
+    pub end: AttemptEnd,
+}
+
+/// What one site saw during a run.
+#[derive(Debug, Default)]
+pub struct SiteLog {
+    /// Every attempt, in submission order.
+    pub attempts: Vec<AttemptRecord>,
+    /// Most of our jobs running at once, as the model counts them.
+    pub peak_running: u32,
+    /// Events the site reported (submissions, starts, ends, removals).
+    pub events: u64,
+}
+
+pub struct SimSite {
+    site: u32,
+    sim: SiteSim,
+    clock: RunClock,
+    /// Work of every job (seconds at speed 1), shared by all sites.
+    work: Arc<Vec<f64>>,
+    /// Attempt of each job out here, and the record it writes to.
+    out: BTreeMap<JobId, (AttemptId, usize)>,
+    /// The job and record of each attempt out here.
+    attempts: BTreeMap<AttemptId, JobId>,
+    next_attempt: u64,
+    log: Arc<Mutex<SiteLog>>,
+}
+
+impl SimSite {
+    pub fn new(
+        site: u32,
+        sim: SiteSim,
+        clock: RunClock,
+        work: Arc<Vec<f64>>,
+        log: Arc<Mutex<SiteLog>>,
+    ) -> Self {
+        SimSite {
+            site,
+            sim,
+            clock,
+            work,
+            out: BTreeMap::new(),
+            attempts: BTreeMap::new(),
+            next_attempt: 0,
+            log,
+        }
+    }
+
+    /// Runs the model up to `until` and translates what happened.
+    fn advance(&mut self, until: f64) -> Vec<SiteEvent> {
+        let happened = self.sim.advance(until);
+        let mut log = self.log.lock().expect("site log lock");
+        let mut events = Vec::with_capacity(happened.len());
+        for (at, attempt, what) in happened {
+            let Some(&job) = self.attempts.get(&attempt) else { continue };
+            let record = self.out[&job].1;
+            match what {
+                ModelEvent::Started => {
+                    log.attempts[record].started = Some(at);
+                    events.push(SiteEvent::Started { job, at });
+                }
+                ModelEvent::Finished | ModelEvent::Failed => {
+                    self.attempts.remove(&attempt);
+                    self.out.remove(&job);
+                    let (end, outcome) = if what == ModelEvent::Finished {
+                        (AttemptEnd::Success, Outcome::Success)
+                    } else {
+                        (
+                            AttemptEnd::Failed,
+                            Outcome::Failed { detail: "failed at the site (simulated)".into() },
+                        )
+                    };
+                    log.attempts[record].ended = Some(at);
+                    log.attempts[record].end = end;
+                    events.push(SiteEvent::Ended { job, at, outcome });
+                }
+            }
+        }
+        log.peak_running = log.peak_running.max(self.sim.running());
+        log.events += events.len() as u64;
+        events
+    }
+
+    /// Brings the model to the engine's present; returns what happened on
+    /// the way (reported before whatever the caller does now).
+    fn catch_up(&mut self) -> (f64, Vec<SiteEvent>) {
+        let now = self.clock.now().max(self.sim.now());
+        (now, self.advance(now))
+    }
+}
+
+impl SiteBackend for SimSite {
+    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let (now, mut events) = self.catch_up();
+        let mut log = self.log.lock().expect("site log lock");
+        for &job in &jobs {
+            let attempt = AttemptId(self.next_attempt);
+            self.next_attempt += 1;
+            let work = self.work.get(job.0 as usize).copied().unwrap_or(0.0);
+            self.sim.submit(now, attempt, work);
+            self.attempts.insert(attempt, job);
+            self.out.insert(job, (attempt, log.attempts.len()));
+            log.attempts.push(AttemptRecord {
+                job: job.0,
+                site: self.site,
+                submitted: now,
+                started: None,
+                ended: None,
+                end: AttemptEnd::Pending,
+            });
+        }
+        log.events += 1;
+        events.push(SiteEvent::Submitted { jobs, at: now });
+        events
+    }
+
+    async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let (now, mut events) = self.catch_up();
+        let mut log = self.log.lock().expect("site log lock");
+        for job in jobs {
+            let Some(&(attempt, record)) = self.out.get(&job) else { continue };
+            if self.sim.remove(now, attempt) {
+                self.out.remove(&job);
+                self.attempts.remove(&attempt);
+                log.attempts[record].ended = Some(now);
+                log.attempts[record].end = AttemptEnd::Removed;
+                log.events += 1;
+                events.push(SiteEvent::Removed { job, at: now });
+            }
+        }
+        events
+    }
+
+    async fn next_events(&mut self) -> Vec<SiteEvent> {
+        loop {
+            let Some(t) = self.sim.next_event_time() else {
+                // Nothing will ever happen here unless we are told to act;
+                // the engine drops this future when a command comes.
+                std::future::pending::<()>().await;
+                continue;
+            };
+            tokio::time::sleep_until(self.clock.instant_at(t)).await;
+            // The timer may round; never ask the model for less than `t`, or
+            // the same wake-up would repeat forever.
+            let until = self.clock.now().max(t);
+            let events = self.advance(until);
+            if !events.is_empty() {
+                return events;
+            }
+        }
+    }
+}

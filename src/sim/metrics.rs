@@ -1,0 +1,163 @@
+//! The measurements of a simulated run (README "Metrics") and the
+//! conservation checks every run must pass.
+
+use super::backend::{AttemptEnd, AttemptRecord};
+use super::model::Scenario;
+use crate::policy::JobBook;
+use serde::Serialize;
+
+/// The successful attempt of one job.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct JobRecord {
+    pub job: u64,
+    pub site: u32,
+    pub submitted: f64,
+    pub started: f64,
+    pub ended: f64,
+    /// All attempts of the job, this one included.
+    pub attempts: u32,
+}
+
+/// One site's share of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SiteMetrics {
+    pub name: String,
+    /// Most of our jobs running at once there.
+    pub peak_concurrency: u32,
+    pub jobs_done: u64,
+    /// What the policy believes the capacity is at the end, if anything.
+    pub converged_capacity: Option<f64>,
+    /// The true knee `min(slots, floor(C))` (C without windows).
+    pub true_knee: u32,
+}
+
+/// The README's metrics for one run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Metrics {
+    /// End of the last job from t = 0; `None` for a hang.
+    pub makespan: Option<f64>,
+    /// Mean of end − submit of the successful attempts.
+    pub mean_turnaround: f64,
+    pub p95_turnaround: f64,
+    /// Mean end time from t = 0 (fair to throttling policies).
+    pub mean_completion: f64,
+    /// Σ turnaround of successful attempts.
+    pub goodput_area: f64,
+    /// Σ (end − submit) of failed and removed attempts.
+    pub wasted_area: f64,
+    pub jobs_done: u64,
+    /// When the run stopped (the horizon, for a hang).
+    pub stopped_at: f64,
+    pub sites: Vec<SiteMetrics>,
+}
+
+/// Computes the metrics and checks conservation: every job done exactly once
+/// (unless the run hung), submit ≤ start ≤ end, no job at two sites at once,
+/// peak concurrency ≤ slots, the policy's book agreeing with the sites.
+pub fn measure(
+    scenario: &Scenario,
+    attempts: &[AttemptRecord],
+    peaks: &[u32],
+    capacities: &[Option<f64>],
+    book: &JobBook,
+    hang: bool,
+    stopped_at: f64,
+) -> (Metrics, Vec<JobRecord>, Vec<String>) {
+    let n = scenario.n_jobs as usize;
+    let mut errors = Vec::new();
+    let mut per_job: Vec<Vec<&AttemptRecord>> = vec![Vec::new(); n];
+    for a in attempts {
+        match per_job.get_mut(a.job as usize) {
+            Some(list) => list.push(a),
+            None => errors.push(format!("attempt of unknown job {}", a.job)),
+        }
+        let ordered = match (a.started, a.ended) {
+            (Some(s), Some(e)) => a.submitted <= s && s <= e,
+            (Some(s), None) => a.submitted <= s,
+            (None, Some(e)) => a.submitted <= e,
+            (None, None) => true,
+        };
+        if !ordered {
+            errors.push(format!("job {} at site {}: submit ≤ start ≤ end violated: {a:?}", a.job, a.site));
+        }
+        if a.end == AttemptEnd::Success && a.started.is_none() {
+            errors.push(format!("job {} succeeded without starting", a.job));
+        }
+    }
+    let mut jobs = Vec::with_capacity(n);
+    let mut wasted = 0.0;
+    for (job, list) in per_job.iter_mut().enumerate() {
+        list.sort_by(|a, b| a.submitted.total_cmp(&b.submitted));
+        for pair in list.windows(2) {
+            if pair[0].ended.is_none_or(|e| e > pair[1].submitted) {
+                errors.push(format!(
+                    "job {job} was out at two sites at once (sites {}, {})",
+                    pair[0].site, pair[1].site
+                ));
+            }
+        }
+        let successes: Vec<_> = list.iter().filter(|a| a.end == AttemptEnd::Success).collect();
+        match successes.len() {
+            1 => {
+                let a = successes[0];
+                jobs.push(JobRecord {
+                    job: job as u64,
+                    site: a.site,
+                    submitted: a.submitted,
+                    started: a.started.unwrap_or(a.submitted),
+                    ended: a.ended.unwrap_or(a.submitted),
+                    attempts: list.len() as u32,
+                });
+            }
+            0 if hang => {}
+            k => errors.push(format!("job {job} succeeded {k} times")),
+        }
+        for a in list.iter().filter(|a| matches!(a.end, AttemptEnd::Failed | AttemptEnd::Removed)) {
+            wasted += a.ended.unwrap_or(a.submitted) - a.submitted;
+        }
+    }
+    if book.done() != jobs.len() as u64 {
+        errors.push(format!("the policy counts {} jobs done, the sites {}", book.done(), jobs.len()));
+    }
+    let mut sites = Vec::with_capacity(scenario.sites.len());
+    for (i, params) in scenario.sites.iter().enumerate() {
+        let peak = peaks.get(i).copied().unwrap_or(0);
+        if peak > params.slots {
+            errors.push(format!("site {}: {peak} jobs ran at once on {} slots", params.name, params.slots));
+        }
+        sites.push(SiteMetrics {
+            name: params.name.clone(),
+            peak_concurrency: peak,
+            jobs_done: jobs.iter().filter(|j| j.site == i as u32).count() as u64,
+            converged_capacity: capacities.get(i).copied().flatten(),
+            true_knee: params.knee_at(f64::NEG_INFINITY),
+        });
+    }
+    let turnarounds: Vec<f64> = jobs.iter().map(|j| j.ended - j.submitted).collect();
+    let done = jobs.len();
+    let mean =
+        |xs: &mut dyn Iterator<Item = f64>| if done == 0 { 0.0 } else { xs.sum::<f64>() / done as f64 };
+    let metrics = Metrics {
+        makespan: if hang { None } else { Some(jobs.iter().map(|j| j.ended).fold(0.0, f64::max)) },
+        mean_turnaround: mean(&mut turnarounds.iter().copied()),
+        p95_turnaround: percentile(&turnarounds, 0.95),
+        mean_completion: mean(&mut jobs.iter().map(|j| j.ended)),
+        goodput_area: turnarounds.iter().sum(),
+        wasted_area: wasted,
+        jobs_done: done as u64,
+        stopped_at,
+        sites,
+    };
+    (metrics, jobs, errors)
+}
+
+/// The `q` quantile by the nearest-rank method (0 for no values).
+pub fn percentile(values: &[f64], q: f64) -> f64 {
+    if values.is_empty() {
+        return 0.0;
+    }
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}

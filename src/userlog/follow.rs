@@ -1,0 +1,308 @@
+//! Following a log that HTCondor is still writing.
+//!
+//! The follower owns the read offset, the partial event at the end of the
+//! file, and the file's identity. It wakes on inotify (via `notify`) and also
+//! polls with a back-off that doubles to a cap and resets on data, because
+//! inotify is blind on NFS, where user logs often live.
+//!
+//! - A write cut mid-event is held in the parser until the rest arrives.
+//! - Rotation (another file now at the path; device+inode differ): the old
+//!   file is read to its end first, then the new one from offset 0.
+//! - Truncation or rewrite in place (size below our offset, or the first
+//!   bytes changed): read again from offset 0, with a diagnostic.
+//! - A log that does not exist yet is waited for.
+//!
+//! `next()` is cancel-safe: all reading and parsing happens synchronously in
+//! one poll and its events are returned from that same poll, so a future
+//! dropped while waiting loses nothing. Reads are plain blocking `pread`s of
+//! what is already in the file; they never wait for data.
+
+use super::{Diagnostic, Event, Parser, DEFAULT_LEGACY_YEAR};
+use std::fs::File;
+use std::io;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::PathBuf;
+use std::time::Duration;
+use tokio::sync::mpsc;
+
+/// First poll interval without a notification; doubles while idle.
+const MIN_BACKOFF: Duration = Duration::from_millis(10);
+/// Longest poll interval (the NFS worst case for noticing new data).
+const MAX_BACKOFF: Duration = Duration::from_millis(1000);
+/// Bytes compared at the start of the file to notice a rewrite in place.
+const FINGERPRINT: usize = 64;
+/// Read at most this much per poll before handing events back.
+const MAX_READ_PER_POLL: u64 = 64 << 20;
+
+/// Follows a growing log. Cancel-safe `next()`: dropping its future loses nothing.
+pub struct Follower {
+    /// The log's path; what is at it may change (rotation).
+    path: PathBuf,
+    /// Parses the current file; `consumed()` is the checkpoint offset.
+    parser: Parser,
+    /// The file being read, if it exists yet.
+    file: Option<OpenLog>,
+    /// Offset to start the first file at (a saved checkpoint).
+    start_offset: Option<u64>,
+    legacy_year: i32,
+    /// The follower's own diagnostics (rotation, truncation) and the parser's.
+    diagnostics: Vec<Diagnostic>,
+    /// inotify wake-ups; `None` until set up (or if unavailable).
+    wake: Option<Wake>,
+    /// Never set up inotify: poll only (to measure the NFS fallback).
+    polling_only: bool,
+    /// Current idle poll interval.
+    backoff: Duration,
+    /// Read buffer, reused.
+    buf: Vec<u8>,
+}
+
+struct OpenLog {
+    file: File,
+    dev: u64,
+    ino: u64,
+    /// Bytes of this file handed to the parser.
+    read_to: u64,
+    /// The file's first bytes, as read.
+    fingerprint: Vec<u8>,
+}
+
+struct Wake {
+    _watcher: notify::RecommendedWatcher,
+    rx: mpsc::Receiver<()>,
+}
+
+impl std::fmt::Debug for Follower {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Follower").field("path", &self.path).field("offset", &self.offset()).finish()
+    }
+}
+
+impl Follower {
+    /// Follows `path` from `start_offset` (0, or a saved [`Follower::offset`]).
+    pub fn new(path: PathBuf, start_offset: u64) -> Self {
+        Follower::with_legacy_year(path, start_offset, DEFAULT_LEGACY_YEAR)
+    }
+
+    /// [`Follower::new`] with the year for legacy `MM/DD` stamps.
+    pub fn with_legacy_year(path: PathBuf, start_offset: u64, legacy_year: i32) -> Self {
+        Follower {
+            path,
+            parser: Parser::starting_at(start_offset, legacy_year),
+            file: None,
+            start_offset: Some(start_offset),
+            legacy_year,
+            diagnostics: Vec::new(),
+            wake: None,
+            polling_only: false,
+            backoff: MIN_BACKOFF,
+            buf: vec![0; 256 * 1024],
+        }
+    }
+
+    /// Do not use inotify, only the polling back-off (as on NFS).
+    pub fn polling_only(mut self) -> Self {
+        self.polling_only = true;
+        self.wake = None;
+        self
+    }
+
+    /// Waits until at least one event is available and returns the events
+    /// available now, in log order. Cancel-safe.
+    pub async fn next(&mut self) -> io::Result<Vec<Event>> {
+        loop {
+            let events = self.poll()?;
+            if !events.is_empty() {
+                self.backoff = MIN_BACKOFF;
+                return Ok(events);
+            }
+            self.wait().await;
+        }
+    }
+
+    /// Reads whatever is in the file now, without waiting.
+    pub fn poll(&mut self) -> io::Result<Vec<Event>> {
+        self.ensure_watch();
+        let mut events = Vec::new();
+        let at_path = match std::fs::metadata(&self.path) {
+            Ok(m) => Some(m),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => None,
+            Err(e) => return Err(e),
+        };
+        let replaced = self
+            .file
+            .as_ref()
+            .map(|open| at_path.as_ref().is_some_and(|m| (m.dev(), m.ino()) != (open.dev, open.ino)));
+        if let Some(replaced) = replaced {
+            if replaced {
+                self.read_available(&mut events)?;
+                self.close_rotated(&mut events);
+            } else if let Some(why) = self.rewritten()? {
+                let from = self.parser.consumed();
+                self.diagnostics.push(Diagnostic {
+                    offset: from,
+                    message: format!("{}: {why}; reading it again from the start", self.path.display()),
+                });
+                if let Some(open) = &mut self.file {
+                    open.read_to = 0;
+                    open.fingerprint.clear();
+                }
+                self.collect_parser_diagnostics();
+                self.parser = Parser::starting_at(0, self.legacy_year);
+            }
+        }
+        if self.file.is_none() && at_path.is_some() {
+            self.open()?;
+        }
+        match self.read_available(&mut events) {
+            Ok(()) => {}
+            Err(e) if events.is_empty() => return Err(e),
+            Err(e) => tracing::warn!("reading {}: {e}", self.path.display()),
+        }
+        self.collect_parser_diagnostics();
+        Ok(events)
+    }
+
+    /// Checkpoint: the offset just past the last event delivered, in the file
+    /// now at the path. Resume with `Follower::new(path, offset)`.
+    pub fn offset(&self) -> u64 {
+        self.parser.consumed()
+    }
+
+    /// Diagnostics since the last call (malformed blocks, rotation, truncation).
+    pub fn take_diagnostics(&mut self) -> Vec<Diagnostic> {
+        self.collect_parser_diagnostics();
+        std::mem::take(&mut self.diagnostics)
+    }
+
+    fn collect_parser_diagnostics(&mut self) {
+        self.diagnostics.extend(self.parser.take_diagnostics());
+    }
+
+    fn open(&mut self) -> io::Result<()> {
+        let file = match File::open(&self.path) {
+            Ok(f) => f,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e),
+        };
+        let meta = file.metadata()?;
+        let mut start = self.start_offset.take().unwrap_or(0);
+        if start > meta.len() {
+            self.diagnostics.push(Diagnostic {
+                offset: start,
+                message: format!(
+                    "{}: saved offset {start} is past the end ({} bytes): the log was replaced; reading it from the start",
+                    self.path.display(),
+                    meta.len()
+                ),
+            });
+            start = 0;
+        }
+        let mut fingerprint = vec![0; (start as usize).min(FINGERPRINT)];
+        let n = file.read_at(&mut fingerprint, 0)?;
+        fingerprint.truncate(n);
+        self.parser = Parser::starting_at(start, self.legacy_year);
+        self.file = Some(OpenLog { file, dev: meta.dev(), ino: meta.ino(), read_to: start, fingerprint });
+        Ok(())
+    }
+
+    /// The old file has been read to its end; let it go.
+    fn close_rotated(&mut self, events: &mut Vec<Event>) {
+        events.extend(self.parser.finish());
+        for d in self.parser.take_diagnostics() {
+            self.diagnostics.push(Diagnostic {
+                offset: d.offset,
+                message: format!("{} (in the file rotated away from {})", d.message, self.path.display()),
+            });
+        }
+        self.file = None;
+        self.parser = Parser::starting_at(0, self.legacy_year);
+    }
+
+    /// Has the open file been truncated or rewritten in place?
+    fn rewritten(&mut self) -> io::Result<Option<String>> {
+        let Some(open) = &self.file else { return Ok(None) };
+        let len = open.file.metadata()?.len();
+        if len < open.read_to {
+            return Ok(Some(format!("truncated to {len} bytes (had read {})", open.read_to)));
+        }
+        if !open.fingerprint.is_empty() {
+            let mut now = vec![0; open.fingerprint.len()];
+            let n = open.file.read_at(&mut now, 0)?;
+            if now[..n] != open.fingerprint[..] {
+                return Ok(Some("rewritten in place (its first bytes changed)".into()));
+            }
+        }
+        Ok(None)
+    }
+
+    fn read_available(&mut self, events: &mut Vec<Event>) -> io::Result<()> {
+        let Some(open) = &mut self.file else { return Ok(()) };
+        let mut read = 0u64;
+        loop {
+            let n = open.file.read_at(&mut self.buf, open.read_to)?;
+            if n == 0 {
+                return Ok(());
+            }
+            let chunk = &self.buf[..n];
+            if open.fingerprint.len() < FINGERPRINT && (open.read_to as usize) == open.fingerprint.len() {
+                let take = (FINGERPRINT - open.fingerprint.len()).min(n);
+                open.fingerprint.extend_from_slice(&chunk[..take]);
+            }
+            open.read_to += n as u64;
+            read += n as u64;
+            events.extend(self.parser.feed(chunk));
+            if read >= MAX_READ_PER_POLL && !events.is_empty() {
+                return Ok(());
+            }
+        }
+    }
+
+    /// Sets up the inotify watch on the log's directory (once it exists).
+    fn ensure_watch(&mut self) {
+        use notify::Watcher;
+        if self.wake.is_some() || self.polling_only {
+            return;
+        }
+        let dir = match self.path.parent() {
+            Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = self.path.file_name().map(|n| n.to_os_string());
+        let (tx, rx) = mpsc::channel(1);
+        // Runs on notify's own thread: never block there, only try_send.
+        let handler = move |res: notify::Result<notify::Event>| {
+            let ours = match &res {
+                Ok(ev) => ev.paths.is_empty() || ev.paths.iter().any(|p| p.file_name() == name.as_deref()),
+                Err(_) => true,
+            };
+            if ours {
+                let _ = tx.try_send(());
+            }
+        };
+        let Ok(mut watcher) = notify::recommended_watcher(handler) else { return };
+        if watcher.watch(&dir, notify::RecursiveMode::NonRecursive).is_ok() {
+            self.wake = Some(Wake { _watcher: watcher, rx });
+        }
+    }
+
+    /// Waits for a notification or the poll interval, whichever is first.
+    async fn wait(&mut self) {
+        let sleep = tokio::time::sleep(self.backoff);
+        match &mut self.wake {
+            Some(wake) => {
+                tokio::select! {
+                    biased;
+                    got = wake.rx.recv() => {
+                        if got.is_none() {
+                            self.wake = None;
+                        }
+                    }
+                    _ = sleep => {}
+                }
+            }
+            None => sleep.await,
+        }
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+}
