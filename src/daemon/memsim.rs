@@ -22,8 +22,8 @@ use tokio_util::sync::CancellationToken;
 
 struct Recorded {
     stored: StoredRun,
-    sites: crate::config::SitesFile,
-    policy: PolicyConfig,
+    /// What is needed to drive it; dropped when the run finishes.
+    plan: Option<(crate::config::SitesFile, PolicyConfig)>,
 }
 
 pub struct MemorySim {
@@ -70,7 +70,7 @@ impl Machinery for MemorySim {
             sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
             message: None,
         };
-        runs.insert(id, Recorded { stored: stored.clone(), sites, policy });
+        runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy)) });
         Ok(stored)
     }
 
@@ -87,11 +87,11 @@ impl Machinery for MemorySim {
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = {
             let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
-            runs.get(&id).map(|r| (r.stored.n_jobs, r.sites.clone(), r.policy.clone()))
+            runs.get(&id).and_then(|r| r.plan.clone().map(|(sites, policy)| (r.stored.n_jobs, sites, policy)))
         };
         let speedup = self.speedup;
         Box::pin(async move {
-            let (n_jobs, sites, config) = prepared.ok_or_else(|| format!("no run {id} recorded"))?;
+            let (n_jobs, sites, config) = prepared.ok_or_else(|| format!("no unfinished run {id} recorded"))?;
             let params = sites.simulated_sites().map_err(|m| format!("sites without a model: {m:?}"))?;
             let spec = sites.run_spec(n_jobs, Default::default());
             let inner = policy::build(&config, &spec, None)?;
@@ -126,6 +126,9 @@ impl Machinery for MemorySim {
         let run = runs.get_mut(&id).ok_or_else(|| format!("no run {id} recorded"))?;
         run.stored.state = state;
         run.stored.message = message.map(str::to_string);
+        if state.finished() {
+            run.plan = None;
+        }
         Ok(())
     }
 }

@@ -427,10 +427,27 @@ impl Observer for StatusObserver {
             s.sites = sites;
         });
     }
+
+    fn finished(&mut self, now: Time, policy: &dyn Policy, _ending: Ending) {
+        self.progress(now, policy);
+    }
+}
+
+/// Finished runs kept in memory for `status`/`runs` (older ones stay in the
+/// state database only), so a daemon that runs for months stays small.
+const KEEP_FINISHED: usize = 200;
+
+fn forget_old_finished(shared: &Shared) {
+    let mut runs = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+    let finished: Vec<u64> = runs.values().filter(|r| r.state().finished()).map(|r| r.id).collect();
+    for id in finished.iter().take(finished.len().saturating_sub(KEEP_FINISHED)) {
+        runs.remove(id);
+    }
 }
 
 /// One round of the fair share over every active run.
 fn share_step(shared: &Shared) {
+    forget_old_finished(shared);
     let config = shared.config();
     let capacity = shared.capacity.read().unwrap_or_else(|e| e.into_inner()).clone();
     let runs: Vec<Arc<RunEntry>> = shared.runs().into_iter().filter(|r| !r.state().finished()).collect();

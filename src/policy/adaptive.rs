@@ -64,6 +64,9 @@ pub struct Params {
     /// A running job older than this many times the longest healthy run time
     /// seen at the site is evidence of degradation (no need to wait for it).
     pub overdue_factor: f64,
+    /// Factor by which the window grows per healthy completion while no knee
+    /// has been seen (1.1: about ×2.6 per ten completions).
+    pub growth: f64,
     /// Jobs old enough to finish under health that do not finish for this
     /// many mean gaps between healthy completions mean the site stalled.
     pub stall_patience: f64,
@@ -87,7 +90,8 @@ impl Default for Params {
             initial_window: 32,
             degradation_factor: 1.25,
             overdue_factor: 1.1,
-            stall_patience: 8.0,
+            growth: 1.1,
+            stall_patience: 10.0,
             confirm_after: 1.0,
             reprobe_after: 3.0,
             idle_timeout: 1200.0,
@@ -146,8 +150,11 @@ struct SiteState {
     slowdown: Option<f64>,
     /// Last completion of a judged job (started after `judged_until`).
     last_completion: Time,
-    /// Jobs that started since the last growth step while the site looked healthy.
-    healthy_starts: u32,
+    /// When the baseline became known; jobs started before it made it and
+    /// are not judged by their run time.
+    baseline_since: Option<Time>,
+    /// Healthy completions since the last growth step.
+    healthy_completions: u32,
     /// Running jobs by start time.
     running: BTreeSet<(u64, JobId)>,
     /// Start time and concurrency integral at start of each running job.
@@ -289,8 +296,9 @@ impl Adaptive {
                     healthy: Stats::default(),
                     remembered_baseline: memory.and_then(|m| m.baseline_runtime),
                     slowdown: None,
-                    healthy_starts: 0,
+                    healthy_completions: 0,
                     last_completion: 0.0,
+                    baseline_since: memory.and_then(|m| m.baseline_runtime).map(|_| 0.0),
                     running: BTreeSet::new(),
                     started: BTreeMap::new(),
                     integral: 0.0,
@@ -326,7 +334,7 @@ impl Adaptive {
     /// A degradation was seen at site `i` while `n` jobs were running there:
     /// `n` becomes the ceiling and the window goes back to the highest level
     /// confirmed healthy (half of `n` if that level is no longer healthy).
-    fn degraded(&mut self, i: usize, n: f64, now: Time, why: &str, actions: &mut Vec<Action>) {
+    fn degraded(&mut self, i: usize, n: f64, severe: bool, now: Time, why: &str, actions: &mut Vec<Action>) {
         let s = &mut self.sites[i];
         let n = n.max(1.0);
         s.ceiling = Some(n);
@@ -338,18 +346,24 @@ impl Adaptive {
         s.judged_until = now;
         s.last_completion = now;
         s.slowdown = None;
-        s.healthy_starts = 0;
+        s.healthy_completions = 0;
         self.set_target(i, target.max(1.0), now);
         let why = format!("{why}; window {:.0}", self.sites[i].target);
-        self.shed(i, now, &why, actions);
+        self.shed(i, severe, now, &why, actions);
     }
 
     /// Removes what is above the window: the youngest running jobs (little
     /// work is lost) and idle jobs beyond the queue-ahead allowance.
-    fn shed(&mut self, i: usize, now: Time, why: &str, actions: &mut Vec<Action>) {
+    /// After a severe degradation (jobs not finishing at all) the running
+    /// jobs have made little progress and every one younger than a healthy
+    /// run goes; after a mild one only those that just started.
+    fn shed(&mut self, i: usize, severe: bool, now: Time, why: &str, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         let s = &self.sites[i];
-        let young_limit = s.baseline().map_or(0.0, |b| 0.25 * b);
+        let young_limit = match s.healthy_range() {
+            Some((lo, _)) if severe => lo,
+            _ => s.baseline().map_or(0.0, |b| 0.25 * b),
+        };
         let excess = s.running.len() as f64 - s.target.ceil();
         let mut victims = Vec::new();
         if excess >= 1.0 {
@@ -426,9 +440,6 @@ impl Adaptive {
                 if s.class == SiteClass::Unresponsive {
                     s.class = SiteClass::Unknown;
                 }
-                if s.ceiling.is_none() && s.baseline().is_some() {
-                    s.healthy_starts += 1;
-                }
             }
             Change::Succeeded { job, submitted, started, ended } => {
                 let s = &mut self.sites[i];
@@ -480,24 +491,32 @@ impl Adaptive {
             // The first jobs run at the initial window, below most knees:
             // they are the baseline.
             s.healthy.add(runtime);
+            s.healthy_completions += 1;
             s.floor = s.floor.max(mean_n.floor());
+            if s.baseline().is_some() {
+                s.baseline_since = Some(now);
+            }
             return;
         };
         let ratio = runtime / base;
-        if ratio <= 1.1 {
+        let baseline_since = s.baseline_since.unwrap_or(now);
+        if ratio <= 1.3 {
+            // Healthy, or too little slowed to tell: part of the baseline
+            // (a tighter cut would bias the baseline down, run after run).
             s.healthy.add(runtime);
-            if judged {
+            s.healthy_completions += 1;
+            if judged && ratio <= 1.1 {
                 s.floor = s.floor.max(mean_n.min(s.target).floor());
             }
         }
-        if !judged {
+        if !judged || start < baseline_since {
             return;
         }
         let smoothed = s.slowdown.map_or(ratio, |x| 0.8 * x + 0.2 * ratio);
         s.slowdown = Some(smoothed);
         if smoothed > c2 {
             let why = format!("run times {smoothed:.2}× the baseline at {mean_n:.0} running");
-            self.degraded(i, mean_n, now, &why, actions);
+            self.degraded(i, mean_n, false, now, &why, actions);
         }
     }
 
@@ -512,7 +531,7 @@ impl Adaptive {
             if now >= at {
                 let since = s.last_completion;
                 let why = format!("no job finished since {since:.0} s, at {n:.0} running");
-                return self.degraded(i, n, now, &why, actions);
+                return self.degraded(i, n, true, now, &why, actions);
             }
         }
         let Some(hmax) = s.healthy_max() else { return };
@@ -521,7 +540,7 @@ impl Adaptive {
         let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
         if age > limit {
             let why = format!("a job has run {age:.0} s, longer than any healthy one, at {n:.0} running");
-            self.degraded(i, n, now, &why, actions);
+            self.degraded(i, n, true, now, &why, actions);
         }
     }
 
@@ -529,6 +548,7 @@ impl Adaptive {
     fn grow(&mut self, i: usize, now: Time) {
         let confirm = self.params.confirm_after;
         let reprobe = self.params.reprobe_after;
+        let growth = self.params.growth;
         let pool_empty = self.book.pool_len() == 0;
         let s = &mut self.sites[i];
         let Some(base) = s.baseline() else { return };
@@ -537,11 +557,12 @@ impl Adaptive {
         let mut next = s.target;
         match s.ceiling {
             None => {
-                // No knee seen: one more job per healthy start (doubling per
-                // generation), as long as the window is being used.
-                if s.healthy_starts > 0 && running >= 0.5 * s.target {
-                    next = s.target + f64::from(s.healthy_starts);
-                    s.healthy_starts = 0;
+                // No knee seen: the window grows by a factor per healthy
+                // completion, as long as it is being used. Completions clock
+                // the growth: when the site slows, growth slows with it.
+                if s.healthy_completions > 0 && running >= 0.5 * s.target {
+                    next = s.target * growth.powi(s.healthy_completions as i32);
+                    s.healthy_completions = 0;
                 }
             }
             Some(ceiling) => {
@@ -621,12 +642,9 @@ impl Adaptive {
                 }
             }
             let out = f64::from(self.book.counts(SiteId(i as u32)).out());
-            let running = s.running.len() as f64;
-            let idle_room = allowance;
-            let want = (s.target - running).max(0.0) + idle_room;
-            let want = want.min(s.cap - out);
-            let idle_now = out - running;
-            let give = (want - idle_now).floor();
+            // Out = window + queued ahead; a site above its window (after a
+            // cut) gets nothing until it drains below.
+            let give = ((s.target + allowance).min(s.cap) - out).floor();
             if give < 1.0 {
                 continue;
             }
@@ -634,9 +652,10 @@ impl Adaptive {
             let jobs = self.book.take(site, give as u64);
             if !jobs.is_empty() {
                 let why = format!(
-                    "adaptive: window {:.0}{}",
+                    "adaptive: window {:.0}{} (running {})",
                     s.target,
-                    if allowance > 0.0 { format!(" + {allowance:.0} queued ahead") } else { String::new() }
+                    if allowance > 0.0 { format!(" + {allowance:.0} queued ahead") } else { String::new() },
+                    s.running.len(),
                 );
                 actions.push(Action::Submit { site, jobs, why });
             }
@@ -663,7 +682,12 @@ impl Adaptive {
 
     fn deadline_of(&self, s: &SiteState) -> Option<Time> {
         let mut d: Option<Time> = None;
-        let mut consider = |t: Time| d = Some(d.map_or(t, |x: Time| x.min(t)));
+        let now = self.now;
+        let mut consider = |t: Time| {
+            if t > now {
+                d = Some(d.map_or(t, |x: Time| x.min(t)));
+            }
+        };
         if let Some(at) = s.stall_at(self.params.stall_patience) {
             consider(at);
         }
@@ -681,7 +705,7 @@ impl Adaptive {
                 consider(f64::from_bits(oldest) + s.idle_timeout);
             }
         }
-        if let Some(until) = s.unresponsive_until {
+        if let Some(until) = s.unresponsive_until.filter(|_| self.book.pool_len() > 0) {
             consider(until);
         }
         d
@@ -717,11 +741,7 @@ impl Policy for Adaptive {
     }
 
     fn next_deadline(&self) -> Option<Time> {
-        self.sites
-            .iter()
-            .filter_map(|s| self.deadline_of(s))
-            .filter(|&d| d > self.now)
-            .min_by(f64::total_cmp)
+        self.sites.iter().filter_map(|s| self.deadline_of(s)).min_by(f64::total_cmp)
     }
 
     fn book(&self) -> &JobBook {

@@ -269,7 +269,7 @@ impl Oracle {
         }
         let any_idle = self.idle.iter().any(|s| !s.is_empty());
         let shortest_run = plans.iter().flatten().map(|p| p.run).fold(f64::INFINITY, f64::min);
-        self.wake = (any_idle && shortest_run.is_finite()).then(|| now + TAIL_TICK_FRACTION * shortest_run);
+        self.wake = (any_idle && shortest_run.is_finite()).then_some(now + TAIL_TICK_FRACTION * shortest_run);
     }
 
     /// The next capacity boundary after `now` at any site.

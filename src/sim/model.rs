@@ -13,10 +13,11 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
 /// Knee of a site's shared resource, in jobs at full speed.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub enum Capacity {
     Finite(f64),
     /// `"inf"`: never saturates.
+    #[default]
     Infinite,
 }
 
@@ -26,12 +27,6 @@ impl Capacity {
             Capacity::Finite(c) => c,
             Capacity::Infinite => f64::INFINITY,
         }
-    }
-}
-
-impl Default for Capacity {
-    fn default() -> Self {
-        Capacity::Infinite
     }
 }
 
