@@ -123,26 +123,36 @@ fn follow_latency(dir: &Path, polling_only: bool, rounds: u64) {
     if polling_only {
         follower = follower.polling_only();
     }
-    let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
-    let mut lat: Vec<f64> = Vec::new();
-    rt.block_on(async {
+    // The writer is another thread, as HTCondor is another process: the
+    // follower is already waiting inside next() when each event lands.
+    let (tx, rx) = std::sync::mpsc::channel::<Instant>();
+    let writer = std::thread::spawn(move || {
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
         for i in 0..rounds {
-            // Let the follower go idle first, as between real events.
-            tokio::time::sleep(Duration::from_millis(1 + i % 7)).await;
+            std::thread::sleep(Duration::from_millis(2 + (i * 7919) % 29));
             let t = Instant::now();
             file.write_all(event_text(i).as_bytes()).unwrap();
+            tx.send(t).unwrap();
+        }
+    });
+    let mut lat: Vec<f64> = Vec::new();
+    rt.block_on(async {
+        while (lat.len() as u64) < rounds {
             let got = tokio::time::timeout(Duration::from_secs(5), follower.next())
                 .await
                 .expect("delivered")
                 .unwrap();
-            lat.push(t.elapsed().as_secs_f64() * 1e3);
-            assert_eq!(got.len(), 1);
+            let now = Instant::now();
+            for _ in &got {
+                lat.push(now.duration_since(rx.recv().unwrap()).as_secs_f64() * 1e3);
+            }
         }
     });
+    writer.join().unwrap();
     lat.sort_by(f64::total_cmp);
     let pct = |p: f64| lat[((p * lat.len() as f64).ceil() as usize).clamp(1, lat.len()) - 1];
     println!(
-        "follow latency ({}, {} appends): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms  (target p99 < 20 ms)",
+        "follow latency ({}, {} appends 2-30 ms apart): p50 {:.2} ms, p99 {:.2} ms, max {:.2} ms  (target p99 < 20 ms)",
         if polling_only { "polling only, as on NFS" } else { "inotify" },
         lat.len(),
         pct(0.5),
@@ -158,7 +168,7 @@ fn main() {
     if full {
         throughput(dir.path());
         follow_latency(dir.path(), false, 500);
-        follow_latency(dir.path(), true, 100);
+        follow_latency(dir.path(), true, 200);
     } else {
         follow_latency(dir.path(), false, 20);
     }

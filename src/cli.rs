@@ -258,7 +258,8 @@ pub fn main() -> ExitCode {
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
+    let builder =
+        tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
     // Under systemd stderr goes to journald, which stamps lines itself and
     // shows escape codes raw: no timestamps, no colours there.
     if std::env::var_os("JOURNAL_STREAM").is_some() {

@@ -640,8 +640,9 @@ pub async fn drive_recorded(
             run.id
         )));
     }
-    let (sites, _) = crate::config::parse(&run.sites_path, &run.sites_text)
-        .map_err(|e| Failure::failed(format!("run {}: its recorded sites file no longer parses: {e}", run.id)))?;
+    let (sites, _) = crate::config::parse(&run.sites_path, &run.sites_text).map_err(|e| {
+        Failure::failed(format!("run {}: its recorded sites file no longer parses: {e}", run.id))
+    })?;
     let desc = submit_desc::parse(&run.job_path, &run.job_text).map_err(|e| {
         Failure::failed(format!("run {}: its recorded submit description no longer parses: {e}", run.id))
     })?;
@@ -650,7 +651,8 @@ pub async fn drive_recorded(
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
     let condor = Arc::new(Condor::new(&sites.condor));
     let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
-    let resumed = !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
+    let resumed =
+        !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
     let past = if resumed {
         history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base).await?
     } else {
@@ -693,7 +695,10 @@ pub async fn drive_recorded(
             }
         })
         .collect();
-    db.lock().unwrap_or_else(|p| p.into_inner()).set_status(&run.id, RunStatus::Running).map_err(state_failure)?;
+    db.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_status(&run.id, RunStatus::Running)
+        .map_err(state_failure)?;
     let options = EngineOptions { history: past.history, ..EngineOptions::default() };
     let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
     let book = policy.book();

@@ -152,10 +152,18 @@ impl StateDir {
             .write(true)
             .open(&lock_path)
             .map_err(|source| StateError::Io { path: lock_path.clone(), source })?;
-        // SAFETY: flock on a file descriptor we own; no memory is involved.
-        let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) };
-        if rc != 0 {
-            return Err(StateError::Locked(root));
+        // A cosched that was just killed can leave a child between fork and
+        // exec holding the lock for a moment: be patient for a few seconds.
+        for attempt in 0.. {
+            // SAFETY: flock on a file descriptor we own; no memory is involved.
+            let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) };
+            if rc == 0 {
+                break;
+            }
+            if attempt >= 30 {
+                return Err(StateError::Locked(root));
+            }
+            std::thread::sleep(std::time::Duration::from_millis(100));
         }
         Ok(StateDir { root, _lock: lock })
     }

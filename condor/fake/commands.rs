@@ -70,7 +70,9 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
         match arg.as_str() {
             "-terse" => terse = true,
             "-" => file = Some("-"),
-            a if a.starts_with('-') => return fail(&format!("ERROR: unknown option {a} (the fake condor_submit knows -terse)")),
+            a if a.starts_with('-') => {
+                return fail(&format!("ERROR: unknown option {a} (the fake condor_submit knows -terse)"))
+            }
             a if file.is_none() => file = Some(a),
             a => return fail(&format!("ERROR: more than one submit file given ({a})")),
         }
@@ -104,7 +106,9 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
     };
     queue.submit_calls += 1;
     let p_transient = pool.config.submit_transient_fail;
-    if p_transient > 0.0 && Rng::stream(pool.config.seed ^ STREAM_TRANSIENT, queue.submit_calls).uniform() < p_transient {
+    if p_transient > 0.0
+        && Rng::stream(pool.config.seed ^ STREAM_TRANSIENT, queue.submit_calls).uniform() < p_transient
+    {
         let _ = pool.save_queue(&queue);
         return fail("ERROR: Can't find address of local schedd");
     }
@@ -137,9 +141,13 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
         .filter_map(|j| j.log.clone().map(|log| (log, events::submitted(j.id(), unix))))
         .collect();
     if let Some((log, e)) = events::append_all(&log_events).into_iter().next() {
-        return fail_saving(&queue, &format!("ERROR: Invalid log file: \"{}\" ({})", log.display(), os_text(&e)));
+        return fail_saving(
+            &queue,
+            &format!("ERROR: Invalid log file: \"{}\" ({})", log.display(), os_text(&e)),
+        );
     }
-    let records: Vec<HistoryRecord> = jobs.iter().map(|j| HistoryRecord::of(j, HistoryStatus::Queued, now)).collect();
+    let records: Vec<HistoryRecord> =
+        jobs.iter().map(|j| HistoryRecord::of(j, HistoryStatus::Queued, now)).collect();
     let n = jobs.len() as u64;
     queue.jobs.extend(jobs);
     if let Err(e) = pool.save_queue(&queue) {
@@ -166,7 +174,8 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
     0
 }
 
-const LOCAL_UNIVERSES: [&str; 7] = ["vanilla", "docker", "container", "local", "scheduler", "java", "parallel"];
+const LOCAL_UNIVERSES: [&str; 7] =
+    ["vanilla", "docker", "container", "local", "scheduler", "java", "parallel"];
 
 /// Checks every proc like condor_submit does and turns it into a queue entry.
 fn build_jobs(
@@ -193,15 +202,19 @@ fn build_jobs(
             if resource.trim().is_empty() {
                 return Err("No resource identifier was found (grid_resource is empty).".into());
             }
-            let resource = resource.split_whitespace().collect::<Vec<_>>().join(" ");
-            let site = config.sites.iter().find(|s| s.grid_resource == resource).ok_or_else(|| {
-                let known: Vec<&str> = config.sites.iter().map(|s| s.grid_resource.as_str()).collect();
-                format!(
+            let resource = normalize_resource(&resource);
+            let site = config
+                .sites
+                .iter()
+                .find(|s| normalize_resource(&s.grid_resource) == resource)
+                .ok_or_else(|| {
+                    let known: Vec<&str> = config.sites.iter().map(|s| s.grid_resource.as_str()).collect();
+                    format!(
                     "the fake HTCondor pool {} has no site with grid_resource \"{resource}\" (it has: {})",
                     pool.dir.display(),
                     if known.is_empty() { "none".to_string() } else { known.join("; ") }
                 )
-            })?;
+                })?;
             (Some(resource), site, 9)
         } else if LOCAL_UNIVERSES.contains(&universe.as_str()) {
             let site = config.local.as_ref().ok_or_else(|| {
@@ -258,10 +271,16 @@ fn build_jobs(
             None => works.other(cluster, p.proc),
         };
         job.hold = site.hold_probability > 0.0
-            && Rng::stream(config.seed ^ STREAM_HOLDS, (cluster << 24) ^ p.proc).uniform() < site.hold_probability;
+            && Rng::stream(config.seed ^ STREAM_HOLDS, (cluster << 24) ^ p.proc).uniform()
+                < site.hold_probability;
         jobs.push(job);
     }
     Ok(jobs)
+}
+
+/// A grid resource with runs of white space collapsed, as it is compared.
+pub(crate) fn normalize_resource(resource: &str) -> String {
+    resource.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn is_false(v: &str) -> bool {
@@ -377,7 +396,9 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         }
     }
     if targets.is_empty() && constraint.is_none() {
-        let _ = io::stderr().write_all(b"Usage: condor_rm [options] { cluster | cluster.proc | user | -constraint expr } ...\n");
+        let _ = io::stderr().write_all(
+            b"Usage: condor_rm [options] { cluster | cluster.proc | user | -constraint expr } ...\n",
+        );
         return 1;
     }
     // What HTCondor says on success and on failure.
@@ -386,7 +407,9 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
             format!("All jobs in cluster {c} have been marked for removal"),
             format!("Couldn't find/remove all jobs in cluster {c}"),
         ),
-        ([Target::Job(c, p)], None) => (format!("Job {c}.{p} marked for removal"), format!("Job {c}.{p} not found")),
+        ([Target::Job(c, p)], None) => {
+            (format!("Job {c}.{p} marked for removal"), format!("Job {c}.{p} not found"))
+        }
         ([Target::Owner(o)], None) => (
             format!("All jobs of user \"{o}\" have been marked for removal"),
             format!("Couldn't find/remove all of user {o}'s jobs"),
@@ -399,7 +422,8 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
             if let Some((text, _)) = constraint {
                 terms.push(text.clone());
             }
-            let text = if terms.len() == 1 { terms.remove(0) } else { format!("({}) && ({})", terms[0], terms[1]) };
+            let text =
+                if terms.len() == 1 { terms.remove(0) } else { format!("({}) && ({})", terms[0], terms[1]) };
             (
                 format!("All jobs matching constraint ({text}) have been marked for removal"),
                 format!("Couldn't find/remove all jobs matching constraint ({text})"),
@@ -422,8 +446,9 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
     };
     let now = pool.sim_now();
     let user = current_user();
-    let (removed, kept): (Vec<Job>, Vec<Job>) =
-        std::mem::take(&mut queue.jobs).into_iter().partition(|j| selection.matches(j, &Ad::of(j, &pool, now)));
+    let (removed, kept): (Vec<Job>, Vec<Job>) = std::mem::take(&mut queue.jobs)
+        .into_iter()
+        .partition(|j| selection.matches(j, &Ad::of(j, &pool, now)));
     queue.jobs = kept;
     if removed.is_empty() {
         return fail(&not_found);
@@ -443,8 +468,11 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         return fail(&format!("ERROR: Can't write the fake pool's queue: {e}"));
     }
     let _ = pool.append_history(&records);
-    // The schedd applies the removals to its model.
-    let _ = pool.ensure_schedd();
+    // A running schedd applies the removals to its models; without one there
+    // is no model to update, unless jobs are left that need a schedd anyway.
+    if !queue.jobs.is_empty() {
+        let _ = pool.ensure_schedd();
+    }
     drop(guard);
     out(&format!("{done}\n"));
     0
@@ -538,7 +566,11 @@ pub(crate) fn condor_q(args: &[String]) -> u8 {
             "-json" => json = true,
             "-nobatch" | "-allusers" | "-all" => {}
             "-attributes" | "-attrs" => match it.next() {
-                Some(list) => only = Some(list.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect()),
+                Some(list) => {
+                    only = Some(
+                        list.split(',').map(|a| a.trim().to_string()).filter(|a| !a.is_empty()).collect(),
+                    )
+                }
                 None => return fail("Error: -attributes requires a comma-separated list of attributes"),
             },
             "-constraint" | "-const" => match it.next() {

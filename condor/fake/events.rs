@@ -58,13 +58,21 @@ pub(crate) fn executing(id: (u64, u64), unix: f64, grid_resource: Option<&str>, 
 
 /// The 005 event, with `Normal termination (return value N)`. `run_seconds` fills the
 /// vanilla resource table's TimeExecute row.
-pub(crate) fn terminated(id: (u64, u64), unix: f64, return_value: i32, grid: bool, run_seconds: f64) -> String {
+pub(crate) fn terminated(
+    id: (u64, u64),
+    unix: f64,
+    return_value: i32,
+    grid: bool,
+    run_seconds: f64,
+) -> String {
     let mut s = header(5, id, unix, "Job terminated.");
     s.push_str(&format!("\t(1) Normal termination (return value {return_value})\n"));
     for what in ["Run Remote", "Run Local", "Total Remote", "Total Local"] {
         s.push_str(&format!("\t\tUsr 0 00:00:00, Sys 0 00:00:00  -  {what} Usage\n"));
     }
-    for what in ["Run Bytes Sent By", "Run Bytes Received By", "Total Bytes Sent By", "Total Bytes Received By"] {
+    for what in
+        ["Run Bytes Sent By", "Run Bytes Received By", "Total Bytes Sent By", "Total Bytes Received By"]
+    {
         s.push_str(&format!("\t0  -  {what} Job\n"));
     }
     s.push_str("\tPartitionable Resources :    Usage  Request Allocated \n");
@@ -131,6 +139,8 @@ mod tests {
     #[test]
     fn grid_submit_names_the_remote_job() {
         let s = grid_submitted((33, 0), 0.0, "condor ce ce:9619", 36);
-        assert!(s.contains("\n    GridResource: condor ce ce:9619\n    GridJobId: condor ce ce:9619 36.0\n...\n"));
+        assert!(
+            s.contains("\n    GridResource: condor ce ce:9619\n    GridJobId: condor ce ce:9619 36.0\n...\n")
+        );
     }
 }

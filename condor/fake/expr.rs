@@ -19,7 +19,9 @@ pub(crate) enum AdValue {
     Real(f64),
     Str(String),
     /// Anything that is not a literal, kept as written.
-    Expr { expr: String },
+    Expr {
+        expr: String,
+    },
 }
 
 impl AdValue {
@@ -96,7 +98,8 @@ enum Token {
     Op(&'static str),
 }
 
-const OPERATORS: [&str; 14] = ["=?=", "=!=", "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "(", ")", "-"];
+const OPERATORS: [&str; 14] =
+    ["=?=", "=!=", "==", "!=", "<=", ">=", "&&", "||", "<", ">", "!", "(", ")", "-"];
 
 fn tokenize(text: &str) -> Result<Vec<Token>, String> {
     let bytes = text.as_bytes();
@@ -150,7 +153,9 @@ fn tokenize(text: &str) -> Result<Vec<Token>, String> {
         }
         if c.is_ascii_alphabetic() || c == b'_' {
             let start = i;
-            while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.') {
+            while i < bytes.len()
+                && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'_' || bytes[i] == b'.')
+            {
                 i += 1;
             }
             tokens.push(Token::Ident(text[start..i].to_string()));

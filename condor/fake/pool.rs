@@ -257,9 +257,10 @@ impl Pool {
         let path = dir.join(CONFIG_FILE);
         let text = std::fs::read_to_string(&path)
             .map_err(|e| format!("Can't read the fake pool's configuration {}: {e}", path.display()))?;
-        let config: PoolConfig =
-            toml::from_str(&text).map_err(|e| format!("{}: invalid fake pool configuration: {e}", path.display()))?;
-        let epoch = config.epoch.ok_or_else(|| format!("{}: no epoch (write it with install)", path.display()))?;
+        let config: PoolConfig = toml::from_str(&text)
+            .map_err(|e| format!("{}: invalid fake pool configuration: {e}", path.display()))?;
+        let epoch =
+            config.epoch.ok_or_else(|| format!("{}: no epoch (write it with install)", path.display()))?;
         if !(config.speedup > 0.0 && config.speedup.is_finite()) {
             return Err(format!("{}: speedup must be a positive number", path.display()));
         }
@@ -355,13 +356,21 @@ fn spawn_schedd(dir: &Path) -> io::Result<()> {
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null());
-    // SAFETY: setsid is async-signal-safe and touches no memory of ours. A new
-    // session keeps the schedd alive when the caller's process group is killed
-    // (a Ctrl-C or kill of cosched must not take the "HTCondor" down with it).
+    // SAFETY: setsid, syscall and close are async-signal-safe and touch no
+    // memory of ours. A new session keeps the schedd alive when the caller's
+    // process group is killed (a Ctrl-C or kill of cosched must not take the
+    // "HTCondor" down with it). Closing every inherited descriptor above
+    // stdio keeps the long-lived schedd from holding a caller's pipe open
+    // (which would make a `Command::output()` of cosched wait for it).
     unsafe {
         cmd.pre_exec(|| {
             if libc::setsid() == -1 {
                 return Err(io::Error::last_os_error());
+            }
+            if libc::syscall(libc::SYS_close_range, 3u32, u32::MAX, 0u32) != 0 {
+                for fd in 3..4096 {
+                    libc::close(fd);
+                }
             }
             Ok(())
         });

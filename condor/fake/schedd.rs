@@ -39,7 +39,8 @@ extern "C" fn on_signal(_: libc::c_int) {
 }
 
 pub(crate) fn main(args: &[String]) -> u8 {
-    let dir = match args.first().map(PathBuf::from).or_else(|| std::env::var_os(POOL_ENV).map(PathBuf::from)) {
+    let dir = match args.first().map(PathBuf::from).or_else(|| std::env::var_os(POOL_ENV).map(PathBuf::from))
+    {
         Some(dir) => dir,
         None => return 2,
     };
@@ -117,7 +118,8 @@ impl Schedd {
 
     /// A line in `schedd.log`, for whoever debugs a pool.
     fn note(&self, message: &str) {
-        let line = format!("{} pid {}: {message}\n", events::stamp(pool::real_unix_now()), std::process::id());
+        let line =
+            format!("{} pid {}: {message}\n", events::stamp(pool::real_unix_now()), std::process::id());
         if let Ok(mut f) =
             std::fs::OpenOptions::new().create(true).append(true).open(self.pool.path(pool::SCHEDD_LOG))
         {
@@ -240,7 +242,13 @@ impl Schedd {
                 Happening::Finished | Happening::Failed => {
                     let ok = what == Happening::Finished;
                     let run = job.start_date.map_or(0.0, |s| t - s);
-                    write(events::terminated(id, unix, if ok { 0 } else { 1 }, job.grid_resource.is_some(), run));
+                    write(events::terminated(
+                        id,
+                        unix,
+                        if ok { 0 } else { 1 },
+                        job.grid_resource.is_some(),
+                        run,
+                    ));
                     let status = if ok { HistoryStatus::Succeeded } else { HistoryStatus::Failed };
                     records.push(HistoryRecord::of(job, status, t));
                     self.queue.jobs.remove(index);
@@ -259,7 +267,8 @@ impl Schedd {
 
         if changed {
             writes.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let in_order: Vec<(PathBuf, String)> = writes.into_iter().map(|(_, log, text)| (log, text)).collect();
+            let in_order: Vec<(PathBuf, String)> =
+                writes.into_iter().map(|(_, log, text)| (log, text)).collect();
             for (log, e) in events::append_all(&in_order) {
                 self.note(&format!("cannot write to user log {}: {e}", log.display()));
             }
@@ -296,7 +305,11 @@ impl Schedd {
         job.grid_job_id = Some(format!("{resource} {remote}.0"));
         let t = (job.qdate + delay).min(by).max(job.qdate);
         if let Some(log) = &job.log {
-            writes.push((t, log.clone(), events::grid_submitted(job.id(), self.pool.epoch + t, &resource, remote)));
+            writes.push((
+                t,
+                log.clone(),
+                events::grid_submitted(job.id(), self.pool.epoch + t, &resource, remote),
+            ));
         }
     }
 
@@ -307,7 +320,7 @@ impl Schedd {
     fn site_of(&self, grid_resource: Option<&str>) -> Option<usize> {
         let sites = &self.pool.config.sites;
         match grid_resource {
-            Some(r) => sites.iter().position(|s| s.grid_resource == r),
+            Some(r) => sites.iter().position(|s| super::commands::normalize_resource(&s.grid_resource) == r),
             None => self.pool.config.local.as_ref().map(|_| sites.len()),
         }
     }

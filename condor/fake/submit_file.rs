@@ -19,10 +19,20 @@ use std::path::Path;
 #[derive(Clone, Debug, PartialEq)]
 enum Statement {
     /// `key = value`; key lower-cased.
-    Set { key: String, value: String },
+    Set {
+        key: String,
+        value: String,
+    },
     /// `+Attr = value` / `MY.Attr = value`; name as written.
-    Attr { name: String, value: String },
-    Queue { count: u64, vars: Vec<String>, rows: Vec<Vec<String>> },
+    Attr {
+        name: String,
+        value: String,
+    },
+    Queue {
+        count: u64,
+        vars: Vec<String>,
+        rows: Vec<Vec<String>>,
+    },
 }
 
 /// A parsed submit description, before macros are expanded.
@@ -183,8 +193,9 @@ fn parse_queue(rest: &str, raw: &[&str], next: &mut usize, base_dir: &Path) -> R
         }
     } else if !after.is_empty() {
         let path = base_dir.join(after);
-        let text = std::fs::read_to_string(&path)
-            .map_err(|e| format!("Can't open item file {}: {}", path.display(), super::commands::os_text(&e)))?;
+        let text = std::fs::read_to_string(&path).map_err(|e| {
+            format!("Can't open item file {}: {}", path.display(), super::commands::os_text(&e))
+        })?;
         text.lines().map(str::to_string).collect()
     } else {
         return Err(format!("queue … {keyword} needs a list in ( ) or a file"));
@@ -298,7 +309,8 @@ impl Proc {
                     Some((n, d)) => (n, Some(d)),
                     None => (body, None),
                 };
-                let value = self.lookup(name.trim(), depth).or_else(|| default.map(|d| self.expand(d, depth + 1)));
+                let value =
+                    self.lookup(name.trim(), depth).or_else(|| default.map(|d| self.expand(d, depth + 1)));
                 out.push_str(&value.unwrap_or_default());
                 rest = &inner[close + 1..];
             } else if let Some(inner) = strip_prefix_ci(tail, "$ENV(") {
@@ -340,7 +352,10 @@ mod tests {
         let p = procs(text);
         assert_eq!(p.len(), 3);
         assert_eq!(p[1].get("grid_resource").as_deref(), Some("condor ce1 ce1:9619"));
-        assert_eq!(p[1].attrs(), vec![("CoschedRun".into(), "\"r1\"".into()), ("CoschedJob".into(), "11".into())]);
+        assert_eq!(
+            p[1].attrs(),
+            vec![("CoschedRun".into(), "\"r1\"".into()), ("CoschedJob".into(), "11".into())]
+        );
         assert_eq!(p[2].get("log").as_deref(), Some("/l/42.log"));
     }
 
@@ -361,11 +376,10 @@ mod tests {
     #[test]
     fn several_queue_statements_make_one_cluster() {
         let p = procs("arguments = a\nqueue 2\narguments = b\nqueue\n");
-        assert_eq!(p.iter().map(|p| (p.proc, p.get("arguments").unwrap())).collect::<Vec<_>>(), [
-            (0, "a".to_string()),
-            (1, "a".to_string()),
-            (2, "b".to_string())
-        ]);
+        assert_eq!(
+            p.iter().map(|p| (p.proc, p.get("arguments").unwrap())).collect::<Vec<_>>(),
+            [(0, "a".to_string()), (1, "a".to_string()), (2, "b".to_string())]
+        );
     }
 
     #[test]

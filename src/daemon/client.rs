@@ -45,15 +45,15 @@ impl Connection {
     /// Reads one response line; a daemon error becomes a [`Failure`].
     pub fn receive(&mut self) -> Result<Response, Failure> {
         let mut line = String::new();
-        let n = self
-            .reader
-            .read_line(&mut line)
-            .map_err(|e| Failure::failed(format!("{}: reading from the daemon: {e}", self.socket.display())))?;
+        let n = self.reader.read_line(&mut line).map_err(|e| {
+            Failure::failed(format!("{}: reading from the daemon: {e}", self.socket.display()))
+        })?;
         if n == 0 {
             return Err(Failure::failed("the daemon closed the connection (is it stopping?)"));
         }
-        let response: Response = serde_json::from_str(&line)
-            .map_err(|e| Failure::failed(format!("the daemon answered something unreadable ({e}): {line}")))?;
+        let response: Response = serde_json::from_str(&line).map_err(|e| {
+            Failure::failed(format!("the daemon answered something unreadable ({e}): {line}"))
+        })?;
         if !response.ok {
             return Err(Failure::failed(response.error.unwrap_or_else(|| "the daemon refused".into())));
         }
@@ -71,7 +71,8 @@ fn connect(args: &ClientArgs) -> Result<Connection, Failure> {
 }
 
 fn print_json<T: serde::Serialize>(value: &T) -> Result<(), Failure> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Failure::failed(format!("encoding JSON: {e}")))?;
+    let text =
+        serde_json::to_string_pretty(value).map_err(|e| Failure::failed(format!("encoding JSON: {e}")))?;
     println!("{text}");
     Ok(())
 }
@@ -171,7 +172,10 @@ pub fn status(args: StatusArgs) -> CmdResult {
 pub fn cancel(args: RunRefArgs) -> CmdResult {
     let mut conn = connect(&args.client)?;
     conn.request(Request::Cancel { run: args.run })?;
-    println!("run {}: cancelling; its jobs are being removed (follow with `cosched watch {}`)", args.run, args.run);
+    println!(
+        "run {}: cancelling; its jobs are being removed (follow with `cosched watch {}`)",
+        args.run, args.run
+    );
     Ok(Exit::Ok)
 }
 
@@ -207,9 +211,12 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
         return Err(Failure::usage("--daemon needs N, the sites file and the submit description"));
     };
     if args.resume.is_some() {
-        return Err(Failure::usage("--daemon and --resume do not go together: the daemon resumes its runs itself"));
+        return Err(Failure::usage(
+            "--daemon and --resume do not go together: the daemon resumes its runs itself",
+        ));
     }
-    let n_jobs = u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| Failure::usage("N must be at least 1"))?;
+    let n_jobs =
+        u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| Failure::usage("N must be at least 1"))?;
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|e| Failure::usage(format!("{}: cannot read: {e}", p.display())))
     };

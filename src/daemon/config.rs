@@ -197,7 +197,8 @@ pub fn expand_env(s: &str) -> Result<String, String> {
         let after = &rest[start + 2..];
         let end = after.find('}').ok_or_else(|| format!("{s:?}: `${{` without a closing `}}`"))?;
         let name = &after[..end];
-        let value = std::env::var(name).map_err(|_| format!("{s:?}: environment variable {name} is not set"))?;
+        let value =
+            std::env::var(name).map_err(|_| format!("{s:?}: environment variable {name} is not set"))?;
         out.push_str(&value);
         rest = &after[end + 1..];
     }

@@ -212,7 +212,8 @@ impl Machinery for DbMachinery {
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = self.text_id(id).and_then(|text| {
-            let record = self.db.lock().unwrap_or_else(|e| e.into_inner()).run(&text).map_err(|e| e.to_string())?;
+            let record =
+                self.db.lock().unwrap_or_else(|e| e.into_inner()).run(&text).map_err(|e| e.to_string())?;
             let record = record.ok_or_else(|| format!("run {text} is not in `runs`"))?;
             Ok((record, self.state.run_dir(&text)))
         });

@@ -170,8 +170,7 @@ mod tests {
         for case in 0..2000 {
             let n = next(6) as usize;
             let capacity = next(200);
-            let claims: Vec<Claim> =
-                (0..n).map(|_| Claim::new(next(120), 1.0 + next(4) as f64)).collect();
+            let claims: Vec<Claim> = (0..n).map(|_| Claim::new(next(120), 1.0 + next(4) as f64)).collect();
             let a = allot(capacity, &claims);
             let want: u64 = claims.iter().map(|c| c.demand).sum();
             assert_eq!(a.iter().sum::<u64>(), capacity.min(want), "case {case}: {claims:?} → {a:?}");

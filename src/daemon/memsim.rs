@@ -11,7 +11,7 @@
 
 use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Machinery, PolicyWrap, StoredRun};
-use crate::engine::{self, EngineOptions, Ending, Observer, RunClock};
+use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
 use crate::policy::{self, PolicyConfig};
 use crate::sim::backend::{SimSite, SiteLog};
 use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
@@ -91,7 +91,8 @@ impl Machinery for MemorySim {
         };
         let speedup = self.speedup;
         Box::pin(async move {
-            let (n_jobs, sites, config) = prepared.ok_or_else(|| format!("no unfinished run {id} recorded"))?;
+            let (n_jobs, sites, config) =
+                prepared.ok_or_else(|| format!("no unfinished run {id} recorded"))?;
             let params = sites.simulated_sites().map_err(|m| format!("sites without a model: {m:?}"))?;
             let spec = sites.run_spec(n_jobs, Default::default());
             let inner = policy::build(&config, &spec, None)?;
@@ -114,9 +115,15 @@ impl Machinery for MemorySim {
                     SimSite::new(i as u32, sim, clock, work.clone(), Arc::new(Mutex::new(SiteLog::default())))
                 })
                 .collect();
-            let report =
-                engine::run(policy.as_mut(), backends, clock, EngineOptions::default(), observer.as_mut(), stop)
-                    .await;
+            let report = engine::run(
+                policy.as_mut(),
+                backends,
+                clock,
+                EngineOptions::default(),
+                observer.as_mut(),
+                stop,
+            )
+            .await;
             Ok(report.ending)
         })
     }

@@ -102,13 +102,22 @@ use tokio_util::sync::CancellationToken;
 /// Serves `listener` with `config` until `shutdown` is cancelled. The run
 /// machinery follows the config: the state database in `state_dir`, or with
 /// `simulate = true` in-process simulation.
-pub async fn run(listener: UnixListener, config: DaemonConfig, shutdown: CancellationToken) -> Result<(), String> {
+pub async fn run(
+    listener: UnixListener,
+    config: DaemonConfig,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
     let (_reload_tx, reload) = mpsc::unbounded_channel();
-    let control = server::Control { shutdown, reload, notifier: notify::Notifier::from_values(None, None, None, 0) };
+    let control =
+        server::Control { shutdown, reload, notifier: notify::Notifier::from_values(None, None, None, 0) };
     serve_with(listener, config, control).await
 }
 
-async fn serve_with(listener: UnixListener, config: DaemonConfig, control: server::Control) -> Result<(), String> {
+async fn serve_with(
+    listener: UnixListener,
+    config: DaemonConfig,
+    control: server::Control,
+) -> Result<(), String> {
     let machinery = machinery_for(&config)?;
     server::serve(listener, config, machinery, control).await
 }
@@ -125,13 +134,15 @@ fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, St
 pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
     let path = &config.socket;
     if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(|e| format!("{}: creating the socket directory: {e}", dir.display()))?;
+        std::fs::create_dir_all(dir)
+            .map_err(|e| format!("{}: creating the socket directory: {e}", dir.display()))?;
     }
     if path.exists() {
         if std::os::unix::net::UnixStream::connect(path).is_ok() {
             return Err(format!("{}: another daemon is listening there; stop it first", path.display()));
         }
-        std::fs::remove_file(path).map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))?;
+        std::fs::remove_file(path)
+            .map_err(|e| format!("{}: removing a stale socket: {e}", path.display()))?;
     }
     let listener = UnixListener::bind(path).map_err(|e| format!("{}: cannot listen: {e}", path.display()))?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(config.socket_mode))
@@ -150,7 +161,8 @@ pub fn command(args: DaemonArgs) -> CmdResult {
     // Before the socket exists: a database from a newer cosched, or one that
     // another process holds, stops the start with a clear message (exit 2).
     let machinery = machinery_for(&config).map_err(Failure::usage)?;
-    let runtime = tokio::runtime::Runtime::new().map_err(|e| Failure::failed(format!("starting tokio: {e}")))?;
+    let runtime =
+        tokio::runtime::Runtime::new().map_err(|e| Failure::failed(format!("starting tokio: {e}")))?;
     runtime.block_on(async move {
         let listener = bind(&config).map_err(Failure::usage)?;
         let socket = config.socket.clone();
@@ -158,7 +170,8 @@ pub fn command(args: DaemonArgs) -> CmdResult {
         let shutdown = CancellationToken::new();
         let (reload_tx, reload) = mpsc::unbounded_channel();
         let signals = tokio::spawn(watch_signals(shutdown.clone(), reload_tx));
-        let control = server::Control { shutdown: shutdown.clone(), reload, notifier: notify::Notifier::from_env() };
+        let control =
+            server::Control { shutdown: shutdown.clone(), reload, notifier: notify::Notifier::from_env() };
         let served = server::serve(listener, config, machinery, control).await;
         signals.abort();
         let _ = std::fs::remove_file(&socket);

@@ -370,7 +370,12 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             Ok(Ending::Hang) => (RunState::Failed, Some("jobs stuck at a site past the horizon".to_string())),
             Err(e) => (RunState::Failed, Some(e)),
         };
-        tracing::info!("run {}: {}{}", entry.id, state.as_str(), message.as_deref().map(|m| format!(": {m}")).unwrap_or_default());
+        tracing::info!(
+            "run {}: {}{}",
+            entry.id,
+            state.as_str(),
+            message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+        );
         if let Err(e) = shared.machinery.set_state(entry.id, state, message.as_deref()) {
             tracing::error!("run {}: recording that it is {}: {e}", entry.id, state.as_str());
         }
@@ -579,7 +584,9 @@ async fn answer(shared: &Arc<Shared>, caller: Caller, request: Request) -> Respo
             let active = shared.runs().iter().filter(|r| !r.state().finished()).count();
             let max = shared.config().max_runs;
             if active >= max {
-                return Response::error(format!("the daemon already has {active} active runs (max_runs = {max}); try later"));
+                return Response::error(format!(
+                    "the daemon already has {active} active runs (max_runs = {max}); try later"
+                ));
             }
             let machinery = shared.machinery.clone();
             let uid = caller.uid;

@@ -253,7 +253,9 @@ mod tests {
     fn bulk(n: u64, sites: usize) -> Box<dyn Policy> {
         let spec = RunSpec {
             n_jobs: n,
-            sites: (0..sites).map(|i| SiteInfo { slots: Some(1), ..SiteInfo::named(format!("s{i}")) }).collect(),
+            sites: (0..sites)
+                .map(|i| SiteInfo { slots: Some(1), ..SiteInfo::named(format!("s{i}")) })
+                .collect(),
             max_attempts: 3,
             ..RunSpec::default()
         };
@@ -331,12 +333,18 @@ mod tests {
         confirm(&mut p, 1.0, 0, &[0]);
         lock(&board).cancel = true;
         let a = p.handle(2.0, &Input::Tick);
-        assert_eq!(a, vec![Action::Remove { site: SiteId(0), jobs: vec![JobId(0)], why: "run cancelled".into() }]);
+        assert_eq!(
+            a,
+            vec![Action::Remove { site: SiteId(0), jobs: vec![JobId(0)], why: "run cancelled".into() }]
+        );
         assert!(!lock(&board).drained);
         // Job 3's submission was in flight: removed as soon as it is confirmed.
         let event = SiteEvent::Submitted { jobs: vec![JobId(3)], at: 3.0 };
         let a = p.handle(3.0, &Input::Site { site: SiteId(1), event });
-        assert_eq!(a, vec![Action::Remove { site: SiteId(1), jobs: vec![JobId(3)], why: "run cancelled".into() }]);
+        assert_eq!(
+            a,
+            vec![Action::Remove { site: SiteId(1), jobs: vec![JobId(3)], why: "run cancelled".into() }]
+        );
         for (site, job) in [(0, 0), (1, 3)] {
             let event = SiteEvent::Removed { job: JobId(job), at: 4.0 };
             let a = p.handle(4.0, &Input::Site { site: SiteId(site), event });

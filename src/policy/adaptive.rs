@@ -93,7 +93,7 @@ impl Default for Params {
             growth: 1.1,
             stall_patience: 10.0,
             confirm_after: 1.0,
-            reprobe_after: 3.0,
+            reprobe_after: 1.5,
             idle_timeout: 1200.0,
             queue_ahead: true,
         }
@@ -139,6 +139,9 @@ struct SiteState {
     ceiling: Option<f64>,
     /// When `target` last changed.
     level_since: Time,
+    /// Healthy completions of jobs started since `level_since`: the evidence
+    /// that confirms a level.
+    level_ok: u32,
     /// Jobs started before this are not judged overdue (they lived through a
     /// level that was already judged).
     judged_until: Time,
@@ -146,6 +149,11 @@ struct SiteState {
     healthy: Stats,
     /// Baseline known from memory before any job ran here.
     remembered_baseline: Option<f64>,
+    /// Concurrency up to which a completed job counts for the baseline: the
+    /// initial window (or most of the remembered capacity). Jobs run higher
+    /// may be slightly slowed, and letting them in would let the baseline,
+    /// and with it the knee, creep up.
+    baseline_level: f64,
     /// Recent slowdowns (run time ÷ baseline) of completed jobs, smoothed.
     slowdown: Option<f64>,
     /// Last completion of a judged job (started after `judged_until`).
@@ -216,9 +224,11 @@ impl SiteState {
     /// the stall time is the earliest `max(due_k, since + patience·spread/k)`.
     fn stall_at(&self, patience: f64) -> Option<Time> {
         let (lo, spread) = self.healthy_range()?;
-        let (oldest, _) = self.judged_running().next()?;
-        let since = self.last_completion.max(oldest + lo);
-        self.judged_running()
+        let &(oldest, _) = self.running.first()?;
+        let since = self.last_completion.max(f64::from_bits(oldest) + lo);
+        self.running
+            .iter()
+            .map(|&(k, j)| (f64::from_bits(k), j))
             .take(64)
             .enumerate()
             .map(|(k, (start, _))| (start + lo).max(since + patience * spread / (k + 1) as f64))
@@ -229,9 +239,10 @@ impl SiteState {
         self.waits.mean().unwrap_or(0.0)
     }
 
-    /// Expected seconds from submission to the end of a job sent here now.
+    /// Expected seconds from submission to the end of a job sent here now,
+    /// when the site is not overloaded: queue wait + uncongested run time.
     fn expected_turnaround(&self) -> Option<f64> {
-        self.agtime.or_else(|| self.baseline().map(|b| b + self.mean_wait()))
+        self.baseline().map(|b| b + self.mean_wait())
     }
 
     /// The job is no longer idle or running here.
@@ -292,9 +303,11 @@ impl Adaptive {
                     floor,
                     ceiling,
                     level_since: 0.0,
+                    level_ok: 0,
                     judged_until: 0.0,
                     healthy: Stats::default(),
                     remembered_baseline: memory.and_then(|m| m.baseline_runtime),
+                    baseline_level: if memory.and_then(|m| m.capacity).is_some() { 0.8 * target } else { target },
                     slowdown: None,
                     healthy_completions: 0,
                     last_completion: 0.0,
@@ -328,21 +341,33 @@ impl Adaptive {
         if t != s.target {
             s.target = t;
             s.level_since = now;
+            s.level_ok = 0;
         }
     }
 
     /// A degradation was seen at site `i` while `n` jobs were running there:
     /// `n` becomes the ceiling and the window goes back to the highest level
     /// confirmed healthy (half of `n` if that level is no longer healthy).
-    fn degraded(&mut self, i: usize, n: f64, severe: bool, now: Time, why: &str, actions: &mut Vec<Action>) {
+    fn degraded(&mut self, i: usize, n: f64, slowdown: Option<f64>, now: Time, why: &str, actions: &mut Vec<Action>) {
+        let severe = slowdown.is_none();
         let s = &mut self.sites[i];
         let n = n.max(1.0);
         s.ceiling = Some(n);
-        if s.floor >= n {
-            // The site got worse than it was: what was healthy is not any more.
+        if n <= s.floor * 1.1 + 2.0 {
+            // Degraded at (or about) a level confirmed healthy: the site got
+            // worse than it was. Half of it is the new floor (a capacity that
+            // drops is not expected to drop by more than half at once).
             s.floor = (n / 2.0).floor();
         }
-        let target = if s.floor >= 1.0 { s.floor } else { (n / 2.0).floor() };
+        // A measured slowdown gives the knee directly if throughput stays
+        // flat past it (n / slowdown; with a collapsing resource the knee is
+        // higher, so this errs low). Without one, back off to half the level
+        // (Algorithm 2's low end). Never below what was confirmed healthy.
+        let estimate = match slowdown {
+            Some(x) => n / x.max(1.0),
+            None => n / 2.0,
+        };
+        let target = s.floor.max(estimate.floor());
         s.judged_until = now;
         s.last_completion = now;
         s.slowdown = None;
@@ -484,9 +509,7 @@ impl Adaptive {
         let c2 = self.params.degradation_factor;
         let s = &mut self.sites[i];
         let judged = start >= s.judged_until;
-        if judged {
-            s.last_completion = now;
-        }
+        s.last_completion = now;
         let Some(base) = s.baseline() else {
             // The first jobs run at the initial window, below most knees:
             // they are the baseline.
@@ -501,9 +524,11 @@ impl Adaptive {
         let ratio = runtime / base;
         let baseline_since = s.baseline_since.unwrap_or(now);
         if ratio <= 1.3 {
-            // Healthy, or too little slowed to tell: part of the baseline
-            // (a tighter cut would bias the baseline down, run after run).
-            s.healthy.add(runtime);
+            // Healthy, or too little slowed to tell (a tighter cut would bias
+            // the baseline down, run after run).
+            if start < baseline_since || mean_n <= s.baseline_level * 1.05 {
+                s.healthy.add(runtime);
+            }
             s.healthy_completions += 1;
             if judged && ratio <= 1.1 {
                 s.floor = s.floor.max(mean_n.min(s.target).floor());
@@ -512,11 +537,14 @@ impl Adaptive {
         if !judged || start < baseline_since {
             return;
         }
+        if start >= s.level_since && ratio <= c2 {
+            s.level_ok += 1;
+        }
         let smoothed = s.slowdown.map_or(ratio, |x| 0.8 * x + 0.2 * ratio);
         s.slowdown = Some(smoothed);
         if smoothed > c2 {
             let why = format!("run times {smoothed:.2}× the baseline at {mean_n:.0} running");
-            self.degraded(i, mean_n, false, now, &why, actions);
+            self.degraded(i, mean_n, Some(smoothed), now, &why, actions);
         }
     }
 
@@ -527,11 +555,18 @@ impl Adaptive {
         let c2 = self.params.degradation_factor;
         let s = &self.sites[i];
         let n = s.running.len() as f64;
+        let grace = s.healthy_range().map_or(0.0, |(lo, _)| 0.5 * lo);
+        if n > s.target * 1.05 + 1.0 || (s.ceiling.is_some() && now < s.judged_until + grace) {
+            // Still draining down to a window cut for a degradation already
+            // seen, or just after the cut (the jobs that lived through the
+            // overload are still slow): nothing new to learn yet.
+            return;
+        }
         if let Some(at) = s.stall_at(self.params.stall_patience) {
             if now >= at {
                 let since = s.last_completion;
                 let why = format!("no job finished since {since:.0} s, at {n:.0} running");
-                return self.degraded(i, n, true, now, &why, actions);
+                return self.degraded(i, n, None, now, &why, actions);
             }
         }
         let Some(hmax) = s.healthy_max() else { return };
@@ -540,7 +575,7 @@ impl Adaptive {
         let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
         if age > limit {
             let why = format!("a job has run {age:.0} s, longer than any healthy one, at {n:.0} running");
-            self.degraded(i, n, true, now, &why, actions);
+            self.degraded(i, n, None, now, &why, actions);
         }
     }
 
@@ -569,7 +604,8 @@ impl Adaptive {
                 // A level is confirmed when jobs started at it have had the
                 // time of a healthy run without a degradation.
                 let at_level = running >= 0.9 * s.target || pool_empty;
-                if now - s.level_since < confirm * (lo + spread) || !at_level {
+                let evidence = s.level_ok >= 3 || (pool_empty && now - s.level_since >= lo + spread);
+                if now - s.level_since < confirm * lo || !at_level || !evidence {
                     return;
                 }
                 s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
@@ -586,6 +622,7 @@ impl Adaptive {
         if t != s.target {
             s.target = t;
             s.level_since = now;
+            s.level_ok = 0;
         }
     }
 
@@ -607,7 +644,19 @@ impl Adaptive {
         self.remove(i, &jobs, now, &format!("nothing started within {timeout:.0} s"), actions);
     }
 
-    /// Sends pool jobs to sites with room, fastest expected turnaround first.
+    /// Jobs site `i` may be given now: window + queued ahead − out. A site
+    /// above its window (after a cut) gets nothing until it drains below.
+    fn room(&self, i: usize, now: Time) -> f64 {
+        let s = &self.sites[i];
+        if s.unresponsive_until.is_some_and(|until| now < until) {
+            return 0.0;
+        }
+        let out = f64::from(self.book.counts(SiteId(i as u32)).out());
+        ((s.target + self.queue_allowance(i)).min(s.cap) - out).floor().max(0.0)
+    }
+
+    /// Sends pool jobs to sites with room, fastest expected turnaround first
+    /// (sites not measured yet first of all, to measure them).
     fn dispatch(&mut self, now: Time, actions: &mut Vec<Action>) {
         if self.book.pool_len() == 0 {
             return;
@@ -622,35 +671,28 @@ impl Adaptive {
             .filter(|s| s.class != SiteClass::Unresponsive)
             .filter_map(|s| s.expected_turnaround().map(|t| s.target / t.max(1.0)))
             .sum();
-        let best = order.first().and_then(|&i| self.sites[i].expected_turnaround());
+        let best = self.sites.iter().filter_map(|s| s.expected_turnaround()).min_by(f64::total_cmp);
         for i in order {
             let pool = self.book.pool_len() as f64;
             if pool == 0.0 {
                 break;
             }
-            let allowance = self.queue_allowance(i);
-            let s = &self.sites[i];
-            if let Some(until) = s.unresponsive_until {
-                if now < until {
-                    continue;
-                }
-            }
-            // A job sent here would end after the pool drains elsewhere.
-            if let (Some(best), Some(mine)) = (best, s.expected_turnaround()) {
-                if throughput > 0.0 && mine > best + pool / throughput && s.idle.len() + s.running.len() > 0 {
-                    continue;
-                }
-            }
-            let out = f64::from(self.book.counts(SiteId(i as u32)).out());
-            // Out = window + queued ahead; a site above its window (after a
-            // cut) gets nothing until it drains below.
-            let give = ((s.target + allowance).min(s.cap) - out).floor();
+            let give = self.room(i, now);
             if give < 1.0 {
                 continue;
+            }
+            let s = &self.sites[i];
+            // A job sent here would end after the pool drains through faster sites.
+            if let (Some(best), Some(mine)) = (best, s.expected_turnaround()) {
+                if throughput > 0.0 && mine > 1.25 * best && mine > best + pool / throughput {
+                    continue;
+                }
             }
             let site = SiteId(i as u32);
             let jobs = self.book.take(site, give as u64);
             if !jobs.is_empty() {
+                let allowance = self.queue_allowance(i);
+                let s = &self.sites[i];
                 let why = format!(
                     "adaptive: window {:.0}{} (running {})",
                     s.target,
@@ -659,6 +701,44 @@ impl Adaptive {
                 );
                 actions.push(Action::Submit { site, jobs, why });
             }
+        }
+    }
+
+    /// The tail: with the pool empty, jobs still idle at a site where they
+    /// would finish late (long queue wait) are removed, to go to a site with
+    /// room that would finish them sooner. Waits are memoryless, so a job
+    /// that has waited long is no closer to starting.
+    fn steal_tail(&mut self, now: Time, actions: &mut Vec<Action>) {
+        if self.book.pool_len() > 0 {
+            return;
+        }
+        let mut room = 0.0;
+        let mut best: Option<f64> = None;
+        for i in 0..self.sites.len() {
+            let spare = self.room(i, now);
+            if let (true, Some(f)) = (spare >= 1.0, self.sites[i].expected_turnaround()) {
+                if best.is_none_or(|b| f < b) {
+                    best = Some(f);
+                    room = spare;
+                }
+            }
+        }
+        let Some(best) = best else { return };
+        let mut order: Vec<usize> = (0..self.sites.len()).collect();
+        let key = |i: usize| self.sites[i].expected_turnaround().unwrap_or(0.0);
+        order.sort_by(|&a, &b| key(b).total_cmp(&key(a)).then(a.cmp(&b)));
+        for i in order {
+            if room < 1.0 {
+                break;
+            }
+            let s = &self.sites[i];
+            let slow = s.expected_turnaround().is_some_and(|f| f > 1.25 * best);
+            if !slow || s.idle.is_empty() {
+                continue;
+            }
+            let jobs: Vec<JobId> = s.idle.iter().rev().take(room as usize).map(|&(_, j)| j).collect();
+            room -= jobs.len() as f64;
+            self.remove(i, &jobs, now, "the tail finishes sooner elsewhere", actions);
         }
     }
 
@@ -737,6 +817,7 @@ impl Policy for Adaptive {
         }
         self.classify();
         self.dispatch(now, &mut actions);
+        self.steal_tail(now, &mut actions);
         actions
     }
 

@@ -51,7 +51,9 @@ impl Attrs {
         core: &Option<String>,
         t: &Termination,
     ) {
-        self.ad(&t.resources);
+        for row in &t.resources {
+            self.ad(&row.attrs());
+        }
         self.set("TerminatedNormally", normal);
         self.opt("ReturnValue", &rv);
         self.opt("TerminatedBySignal", &sig);

@@ -175,9 +175,67 @@ pub struct Termination {
     pub received_bytes: f64,
     pub total_sent_bytes: f64,
     pub total_received_bytes: f64,
-    /// The resource table as HTCondor's reader names it: `Cpus`,
-    /// `CpusUsage`, `RequestCpus`, `Disk`, `TimeExecuteUsage`, …
-    pub resources: Vec<(String, AttrValue)>,
+    /// The partitionable-resource table, one row per resource.
+    pub resources: Vec<ResourceRow>,
+}
+
+/// One row of the `Partitionable Resources : Usage Request Allocated
+/// [Assigned]` table. HTCondor's reader names the cells `<Name>Usage`,
+/// `Request<Name>`, `<Name>` and `Assigned<Name>` (`CpusUsage`, …).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ResourceRow {
+    /// `Cpus`, `Disk`, `Memory`, `GPUs`, `TimeExecute`, … (no unit).
+    pub name: String,
+    pub usage: Option<AttrValue>,
+    pub request: Option<AttrValue>,
+    pub allocated: Option<AttrValue>,
+    pub assigned: Option<AttrValue>,
+}
+
+impl ResourceRow {
+    /// The cells under HTCondor's attribute names.
+    pub fn attrs(&self) -> Vec<(String, AttrValue)> {
+        let n = &self.name;
+        [
+            (format!("{n}Usage"), &self.usage),
+            (format!("Request{n}"), &self.request),
+            (n.clone(), &self.allocated),
+            (format!("Assigned{n}"), &self.assigned),
+        ]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.clone()?)))
+        .collect()
+    }
+
+    /// Groups flat attributes (`CpusUsage`, `RequestCpus`, `Cpus`, …) into
+    /// rows, the way HTCondor's writer builds the table.
+    pub fn from_attrs(attrs: &[(String, AttrValue)]) -> Vec<ResourceRow> {
+        let mut rows: Vec<ResourceRow> = Vec::new();
+        for (k, v) in attrs {
+            let (name, cell): (&str, fn(&mut ResourceRow) -> &mut Option<AttrValue>) =
+                if let Some(n) = k.strip_prefix("Request") {
+                    (n, |r| &mut r.request)
+                } else if let Some(n) = k.strip_prefix("Assigned") {
+                    (n, |r| &mut r.assigned)
+                } else if let Some(n) = k.strip_suffix("Usage") {
+                    (n, |r| &mut r.usage)
+                } else {
+                    (k.as_str(), |r| &mut r.allocated)
+                };
+            if name.is_empty() {
+                continue;
+            }
+            let at = match rows.iter().position(|r| r.name == name) {
+                Some(i) => i,
+                None => {
+                    rows.push(ResourceRow { name: name.to_string(), ..ResourceRow::default() });
+                    rows.len() - 1
+                }
+            };
+            *cell(&mut rows[at]) = Some(v.clone());
+        }
+        rows
+    }
 }
 
 /// The kind of a 040 file-transfer event; the number is HTCondor's `Type`.
@@ -450,6 +508,8 @@ impl Parser {
     /// stream offset `self.consumed`); returns how many bytes were used.
     fn process(&mut self, data: &[u8], events: &mut Vec<Event>, at_eof: bool) -> usize {
         let base = self.consumed;
+        // Roughly one event per 250 bytes in real logs.
+        events.reserve(data.len() / 256);
         let mut pos = 0usize;
         let mut hint = self.scan_hint;
         loop {

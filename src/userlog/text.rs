@@ -3,7 +3,9 @@
 //! event code, modelled on HTCondor's `condor_event.cpp` readers but more
 //! forgiving: a missing optional line never loses what was already read.
 
-use super::{AttrValue, CpuUsage, Diagnostic, Event, EventBody, Termination, Timestamp, TransferKind};
+use super::{
+    AttrValue, CpuUsage, Diagnostic, Event, EventBody, ResourceRow, Termination, Timestamp, TransferKind,
+};
 use nom::bytes::complete::{tag, take_while_m_n};
 use nom::character::complete::{char, digit1};
 use nom::combinator::opt;
@@ -29,7 +31,8 @@ pub(super) fn frame(data: &[u8], resume: usize, at_eof: bool) -> Frame {
         }
     }
     let mut from = resume.min(data.len());
-    let finder = memchr::memmem::Finder::new(b"\n...");
+    static FINDER: std::sync::OnceLock<memchr::memmem::Finder<'static>> = std::sync::OnceLock::new();
+    let finder = FINDER.get_or_init(|| memchr::memmem::Finder::new(b"\n..."));
     while let Some(i) = finder.find(&data[from..]) {
         let nl = from + i;
         match sync_line_end(data, nl + 1, at_eof) {
@@ -56,6 +59,14 @@ fn sync_line_end(data: &[u8], at: usize, at_eof: bool) -> Option<Option<usize>> 
         None if at_eof => Some(Some(after)),
         None => Some(None),
         Some(_) => None,
+    }
+}
+
+/// Text of a block: borrowed when valid UTF-8 (the usual case), else lossy.
+pub(super) fn utf8(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    match std::str::from_utf8(bytes) {
+        Ok(s) => std::borrow::Cow::Borrowed(s),
+        Err(_) => String::from_utf8_lossy(bytes),
     }
 }
 
@@ -142,9 +153,9 @@ pub(super) fn parse_block(
 /// One event from its header line and body lines. A known event whose body
 /// does not read is still returned (as `Other`), with the problem.
 fn parse_event(bytes: &[u8], offset: u64, legacy_year: i32) -> Result<(Event, Option<String>), String> {
-    let text = String::from_utf8_lossy(bytes);
+    let text = utf8(bytes);
     let text: &str = &text;
-    let (header_line, body) = match text.find('\n') {
+    let (header_line, body) = match memchr::memchr(b'\n', text.as_bytes()) {
         Some(nl) => (&text[..nl], &text[nl + 1..]),
         None => (text, ""),
     };
@@ -293,7 +304,7 @@ impl<'a> Lines<'a> {
         if self.rest.is_empty() {
             return None;
         }
-        let (line, rest) = match self.rest.find('\n') {
+        let (line, rest) = match memchr::memchr(b'\n', self.rest.as_bytes()) {
             Some(nl) => (&self.rest[..nl], &self.rest[nl + 1..]),
             None => (self.rest, ""),
         };
@@ -573,36 +584,27 @@ impl UsageColumns {
         UsageColumns { use_end, req_end, alloc_end, assigned_start }
     }
 
-    fn row(&self, line: &str, out: &mut Vec<(String, AttrValue)>) {
+    fn row(&self, line: &str, out: &mut Vec<ResourceRow>) {
         let s = line.trim_start_matches([' ', '\t']);
         let tag_end = s.find([' ', ':']).unwrap_or(s.len());
         let tag = &s[..tag_end];
         let Some(colon) = s[tag_end..].find(':') else { return };
+        if tag.is_empty() {
+            return;
+        }
         let tbl = &s.as_bytes()[tag_end + colon + 1..];
         let cell = |from: usize, to: usize| -> Option<AttrValue> {
             let (from, to) = (from.min(tbl.len()), to.min(tbl.len()));
             let text = std::str::from_utf8(tbl.get(from..to)?).ok()?.trim();
             (!text.is_empty()).then(|| classad_value(text))
         };
-        if tag.is_empty() {
-            return;
-        }
-        if let Some(v) = cell(0, self.use_end) {
-            out.push((format!("{tag}Usage"), v));
-        }
-        if let Some(v) = cell(self.use_end, self.req_end) {
-            out.push((format!("Request{tag}"), v));
-        }
-        if let Some(end) = self.alloc_end {
-            if let Some(v) = cell(self.req_end, end) {
-                out.push((tag.to_string(), v));
-            }
-        }
-        if let Some(start) = self.assigned_start {
-            if let Some(v) = cell(start, usize::MAX) {
-                out.push((format!("Assigned{tag}"), v));
-            }
-        }
+        out.push(ResourceRow {
+            name: tag.to_string(),
+            usage: cell(0, self.use_end),
+            request: cell(self.use_end, self.req_end),
+            allocated: self.alloc_end.and_then(|end| cell(self.req_end, end)),
+            assigned: self.assigned_start.and_then(|start| cell(start, usize::MAX)),
+        });
     }
 }
 
@@ -1061,10 +1063,11 @@ mod tests {
     #[test]
     fn usage_table_columns_follow_the_header() {
         let cols = UsageColumns::new("\tPartitionable Resources :    Usage  Request Allocated ");
-        let mut out = Vec::new();
-        cols.row("\t   Cpus                 :     0.01        1         1 ", &mut out);
-        cols.row("\t   GPUs                 :                           0 ", &mut out);
-        cols.row("\t   TimeExecute (s)      :        3                    ", &mut out);
+        let mut rows = Vec::new();
+        cols.row("\t   Cpus                 :     0.01        1         1 ", &mut rows);
+        cols.row("\t   GPUs                 :                           0 ", &mut rows);
+        cols.row("\t   TimeExecute (s)      :        3                    ", &mut rows);
+        let out: Vec<(String, AttrValue)> = rows.iter().flat_map(ResourceRow::attrs).collect();
         let names: Vec<&str> = out.iter().map(|(n, _)| n.as_str()).collect();
         assert_eq!(names, ["CpusUsage", "RequestCpus", "Cpus", "GPUs", "TimeExecuteUsage"]);
         assert_eq!(out[0].1, AttrValue::Real(0.01));

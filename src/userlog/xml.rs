@@ -71,7 +71,7 @@ pub(super) fn frame(data: &[u8], kind: Start) -> Frame {
 
 /// Parses one `<c>…</c>` event.
 pub(super) fn parse_event(bytes: &[u8], offset: u64) -> Result<Event, String> {
-    let text = String::from_utf8_lossy(bytes);
+    let text = super::text::utf8(bytes);
     let mut p = Cursor { s: &text, pos: 0, depth: 0 };
     let attrs = p.classad().map_err(|e| format!("malformed XML event: {e}"))?;
     let find = |name: &str| attrs.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v);
@@ -341,7 +341,7 @@ fn body_from_attrs(code: u16, attrs: &[(String, AttrValue)], raw: &str) -> Event
             received_bytes: f("ReceivedBytes"),
             total_sent_bytes: f("TotalSentBytes"),
             total_received_bytes: f("TotalReceivedBytes"),
-            resources: others(&skip),
+            resources: super::ResourceRow::from_attrs(&others(&skip)),
         })
     };
     match code {

@@ -75,7 +75,8 @@ impl Setup {
             ..PoolConfig::default()
         };
         tweak(&mut config);
-        let bin = fake_condor::install_with_exe(&pool, &config, &util::cosched_bin()).expect("fake pool installs");
+        let bin =
+            fake_condor::install_with_exe(&pool, &config, &util::cosched_bin()).expect("fake pool installs");
         std::fs::write(dir.path().join("job.sh"), "#!/bin/sh\necho job $1\n").unwrap();
         std::fs::write(
             dir.path().join("job.sub"),
@@ -121,7 +122,8 @@ impl Setup {
 
     /// Starts the daemon and waits until it answers.
     fn start(&self) -> Daemon {
-        let log = std::fs::OpenOptions::new().create(true).append(true).open(self.path("daemon.log")).unwrap();
+        let log =
+            std::fs::OpenOptions::new().create(true).append(true).open(self.path("daemon.log")).unwrap();
         let child = self
             .command(&["daemon", "--config", "daemon.toml"])
             .stdout(Stdio::null())
@@ -217,7 +219,8 @@ impl Daemon {
     }
 
     fn request(&self, req: &Value) -> Value {
-        self.try_request(req).unwrap_or_else(|| panic!("no answer to {req}; daemon log:\n{}", self.log_text()))
+        self.try_request(req)
+            .unwrap_or_else(|| panic!("no answer to {req}; daemon log:\n{}", self.log_text()))
     }
 
     /// Status of every unfinished run, as an admin (root) sees it.
@@ -297,7 +300,11 @@ fn two_users_share_a_site_by_weight_and_cannot_see_or_cancel_each_other() {
     let mine = d.request(&json!({"op": "runs", "as_uid": USER_A}));
     let ids: Vec<u64> = mine["runs"].as_array().unwrap().iter().map(|r| r["id"].as_u64().unwrap()).collect();
     assert_eq!(ids, vec![a], "A lists only A's run: {mine}");
-    for op in [json!({"op": "status", "run": b}), json!({"op": "cancel", "run": b}), json!({"op": "watch", "run": b})] {
+    for op in [
+        json!({"op": "status", "run": b}),
+        json!({"op": "cancel", "run": b}),
+        json!({"op": "watch", "run": b}),
+    ] {
         let mut req = op.clone();
         req["as_uid"] = json!(USER_A);
         let r = d.request(&req);
@@ -322,7 +329,11 @@ fn two_users_share_a_site_by_weight_and_cannot_see_or_cancel_each_other() {
         }
         (ra["state"] == "done" && rb["state"] == "done").then_some(())
     });
-    assert!(saw_weighted_split, "never saw the 6/2 split of 8 slots with both users waiting\n{}", d.log_text());
+    assert!(
+        saw_weighted_split,
+        "never saw the 6/2 split of 8 slots with both users waiting\n{}",
+        d.log_text()
+    );
     assert!(
         saw_release_to_b || d.run(b)["done"] == n,
         "B's cap never grew after A finished\n{}",
@@ -374,7 +385,8 @@ impl Rng {
 fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
     let seed = std::env::var("COSCHED_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64)
+            | 1
     });
     eprintln!("daemon kill -9 test seed: {seed} (rerun with COSCHED_TEST_SEED={seed})");
     let mut rng = Rng(seed);
@@ -408,7 +420,10 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
             break;
         }
     }
-    assert!(finished_before.is_none_or(|k| k >= kills / 2), "seed {seed}: the runs ended too early to test crashes");
+    assert!(
+        finished_before.is_none_or(|k| k >= kills / 2),
+        "seed {seed}: the runs ended too early to test crashes"
+    );
     let before = s.successes().len();
     assert!(before > 0, "seed {seed}: no job finished while the daemon was being killed");
     eprintln!("seed {seed}: {before} job(s) done across the crashes");
@@ -457,11 +472,15 @@ fn sighup_reloads_capacities_without_touching_runs_and_keeps_going_on_a_broken_c
     wait_for("the cap of 4", PATIENCE, || (site_of(&d.run(id), "alpha")["fair_cap"] == 4).then_some(()));
     s.write_config("simulate = true\nspeedup = 50\n[capacity]\nalpha = 10\n");
     d.signal(libc::SIGHUP);
-    wait_for("the cap of 10 after SIGHUP", PATIENCE, || (site_of(&d.run(id), "alpha")["fair_cap"] == 10).then_some(()));
+    wait_for("the cap of 10 after SIGHUP", PATIENCE, || {
+        (site_of(&d.run(id), "alpha")["fair_cap"] == 10).then_some(())
+    });
     assert_eq!(d.run(id)["state"], "running", "the run went on");
     std::fs::write(s.path("daemon.toml"), "this is not toml").unwrap();
     d.signal(libc::SIGHUP);
-    wait_for("the reload error in the log", PATIENCE, || d.log_text().contains("reload failed").then_some(()));
+    wait_for("the reload error in the log", PATIENCE, || {
+        d.log_text().contains("reload failed").then_some(())
+    });
     assert_eq!(site_of(&d.run(id), "alpha")["fair_cap"], 10, "the running configuration is kept");
     assert_eq!(d.request(&json!({"op": "ping"}))["ok"], true);
 }
@@ -479,12 +498,14 @@ fn the_client_commands_work_against_a_daemon() {
     };
     let out = client(USER_A, &["submit", "3000", "sim.toml", "job.sub", "--daemon"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
-    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("submit --daemon prints the run id");
+    let id: u64 =
+        String::from_utf8_lossy(&out.stdout).trim().parse().expect("submit --daemon prints the run id");
 
     let out = client(USER_A, &["status", &id.to_string(), "--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let runs: Value = serde_json::from_slice(&out.stdout).expect("status --json is JSON");
-    let names: Vec<&str> = runs[0]["sites"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
+    let names: Vec<&str> =
+        runs[0]["sites"].as_array().unwrap().iter().map(|s| s["name"].as_str().unwrap()).collect();
     assert_eq!(names, ["alpha", "beta"]);
 
     let out = client(USER_A, &["runs"]);
@@ -500,7 +521,10 @@ fn the_client_commands_work_against_a_daemon() {
     let out = client(USER_A, &["watch", &id.to_string()]);
     assert_eq!(out.status.code(), Some(1), "watch ends when the run is cancelled");
     let shown = String::from_utf8_lossy(&out.stdout);
-    assert!(shown.lines().rev().find(|l| l.starts_with("run ")).unwrap_or("").contains("cancelled"), "{shown}");
+    assert!(
+        shown.lines().rev().find(|l| l.starts_with("run ")).unwrap_or("").contains("cancelled"),
+        "{shown}"
+    );
     assert_eq!(d.run(id)["out"], 0, "a cancelled run has nothing left at the sites");
 }
 
@@ -545,7 +569,8 @@ fn the_unit_files_pass_systemd_analyze_verify() {
             cmd.arg("--user").env("XDG_RUNTIME_DIR", &runtime);
         }
         let out = cmd.arg("verify").arg(&copy).output().unwrap();
-        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        let said =
+            format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         assert!(out.status.success(), "{unit}: systemd-analyze verify failed:\n{said}");
         let about_unit: Vec<&str> = said.lines().filter(|l| l.contains(unit)).collect();
         assert!(about_unit.is_empty(), "{unit}: systemd-analyze complains:\n{said}");

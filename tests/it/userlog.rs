@@ -163,7 +163,7 @@ fn every_event_code_in_the_crafted_log_gets_a_typed_body() {
     assert!(
         matches!(terms.next(), Some(EventBody::Terminated { normal: true, return_value: Some(3), signal: None, usage, .. })
         if usage.sent_bytes == 10.0 && usage.total_received_bytes == 40.0 && usage.total_remote.user_secs == 93_784
-            && usage.resources.contains(&("CpusUsage".into(), AttrValue::Real(0.25))))
+            && usage.resources.iter().any(|r| r.name == "Cpus" && r.usage == Some(AttrValue::Real(0.25))))
     );
     assert!(
         matches!(terms.next(), Some(EventBody::Terminated { normal: false, signal: Some(11), core_file: Some(c), .. })
