@@ -20,8 +20,12 @@
 
 use crate::cli::ReplayArgs;
 use crate::config::SitesFile;
-use crate::engine::{self, Ending, EngineOptions, Observer, RunClock, SiteBackend, TraceEntry, TraceRecorder};
-use crate::policy::{self, Action, JobId, Outcome, Policy, PolicyConfig, SiteClass, SiteEvent, SiteId, SiteView, Time};
+use crate::engine::{
+    self, Ending, EngineOptions, Observer, RunClock, SiteBackend, TraceEntry, TraceRecorder,
+};
+use crate::policy::{
+    self, Action, JobId, Outcome, Policy, PolicyConfig, SiteClass, SiteEvent, SiteId, SiteView, Time,
+};
 use crate::report::model::{JobEnd, JobRecord};
 use crate::{CmdResult, Exit, Failure};
 use serde::Serialize;
@@ -43,7 +47,9 @@ pub struct Sample {
 pub enum SampleEnd {
     Ended(Outcome),
     /// Put on hold; it stays at the site until the policy removes it.
-    Held { reason: String },
+    Held {
+        reason: String,
+    },
     /// Left the queue without finishing (009 without a hold).
     Removed,
 }
@@ -189,13 +195,7 @@ impl SiteBackend for ReplaySite {
 #[serde(tag = "kind", rename_all = "kebab-case")]
 pub enum ReplayLine {
     /// A decision of the policy.
-    Decision {
-        t: Time,
-        site: Option<String>,
-        action: &'static str,
-        jobs: usize,
-        why: String,
-    },
+    Decision { t: Time, site: Option<String>, action: &'static str, jobs: usize, why: String },
     /// The policy's view of a site changed (window, capacity or class).
     View {
         t: Time,
@@ -260,7 +260,11 @@ impl ReplayObserver {
                 changes.push(format!("window {}→{}", old.window, new.window));
             }
             if new.capacity != old.capacity {
-                changes.push(format!("capacity {}→{}", fmt_capacity(old.capacity), fmt_capacity(new.capacity)));
+                changes.push(format!(
+                    "capacity {}→{}",
+                    fmt_capacity(old.capacity),
+                    fmt_capacity(new.capacity)
+                ));
             }
             if new.class != old.class {
                 changes.push(format!("class {}→{}", old.class, new.class));
@@ -459,8 +463,12 @@ mod tests {
     #[test]
     fn samples_carry_delays_and_outcomes() {
         let s = Sample::of(&record(JobEnd::Success, Some(110.0), Some(150.0), None)).unwrap();
-        assert_eq!(s, Sample { start_after: Some(10.0), end_after: 50.0, end: SampleEnd::Ended(Outcome::Success) });
-        let s = Sample::of(&record(JobEnd::Held { reason: "r".into() }, Some(105.0), None, Some(120.0))).unwrap();
+        assert_eq!(
+            s,
+            Sample { start_after: Some(10.0), end_after: 50.0, end: SampleEnd::Ended(Outcome::Success) }
+        );
+        let s =
+            Sample::of(&record(JobEnd::Held { reason: "r".into() }, Some(105.0), None, Some(120.0))).unwrap();
         assert_eq!(s.end, SampleEnd::Held { reason: "r".into() });
         assert_eq!(s.end_after, 20.0);
         assert!(Sample::of(&record(JobEnd::Unfinished, None, None, None)).is_none());
@@ -469,12 +477,19 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn backend_reports_at_sampled_times_and_cycles() {
         let clock = RunClock::starting_at(0.0);
-        let sample = Sample { start_after: Some(5.0), end_after: 12.0, end: SampleEnd::Ended(Outcome::Success) };
+        let sample =
+            Sample { start_after: Some(5.0), end_after: 12.0, end: SampleEnd::Ended(Outcome::Success) };
         let mut site = ReplaySite::new(vec![sample], clock);
         let ev = site.submit(vec![JobId(0), JobId(1)]).await;
         assert_eq!(ev, vec![SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1)], at: 0.0 }]);
         let ev = site.next_events().await;
-        assert_eq!(ev, vec![SiteEvent::Started { job: JobId(0), at: 5.0 }, SiteEvent::Started { job: JobId(1), at: 5.0 }]);
+        assert_eq!(
+            ev,
+            vec![
+                SiteEvent::Started { job: JobId(0), at: 5.0 },
+                SiteEvent::Started { job: JobId(1), at: 5.0 }
+            ]
+        );
         // Removing job 1 cancels its end.
         let ev = site.remove(vec![JobId(1)]).await;
         assert_eq!(ev.len(), 1);

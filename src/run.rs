@@ -117,7 +117,9 @@ fn usage_problems(problems: &[Problem]) -> Option<Failure> {
     }
     let errors = problems.iter().filter(|p| p.is_error()).count();
     (errors > 0).then(|| {
-        Failure::usage(format!("{errors} error(s) in the inputs; nothing was submitted (fix them and try again)"))
+        Failure::usage(format!(
+            "{errors} error(s) in the inputs; nothing was submitted (fix them and try again)"
+        ))
     })
 }
 
@@ -188,13 +190,11 @@ fn simulated_pool(sites: &SitesFile, epoch: f64, speedup: f64) -> Result<PoolCon
         match &site.grid_resource {
             Some(grid) => pool.sites.push(FakeSite::grid(grid.raw.clone(), params)),
             None if pool.local.is_none() => pool.local = Some(FakeSite::grid("", params)),
-            None => {
-                return Err(Failure::usage(format!(
-                    "--simulate: site `{}` is a second local-pool site (no grid_resource); the simulated grid \
+            None => return Err(Failure::usage(format!(
+                "--simulate: site `{}` is a second local-pool site (no grid_resource); the simulated grid \
                      has one local pool",
-                    site.name
-                )))
-            }
+                site.name
+            ))),
         }
     }
     Ok(pool)
@@ -225,11 +225,14 @@ fn state_failure(e: crate::state::StateError) -> Failure {
 
 /// The fake pool named by `COSCHED_FAKE_POOL` (tests): its epoch and speedup.
 fn foreign_fake_pool() -> Result<Option<(PathBuf, f64, f64)>, Failure> {
-    let Some(dir) = std::env::var_os(fake_condor::POOL_ENV).filter(|d| !d.is_empty()) else { return Ok(None) };
+    let Some(dir) = std::env::var_os(fake_condor::POOL_ENV).filter(|d| !d.is_empty()) else {
+        return Ok(None);
+    };
     let dir = PathBuf::from(dir);
     let path = dir.join("pool.toml");
-    let text = std::fs::read_to_string(&path)
-        .map_err(|e| Failure::usage(format!("{}: {e} (COSCHED_FAKE_POOL names a fake pool)", path.display())))?;
+    let text = std::fs::read_to_string(&path).map_err(|e| {
+        Failure::usage(format!("{}: {e} (COSCHED_FAKE_POOL names a fake pool)", path.display()))
+    })?;
     let config: PoolConfig =
         toml::from_str(&text).map_err(|e| Failure::usage(format!("{}: {e}", path.display())))?;
     let epoch = config.epoch.ok_or_else(|| Failure::usage(format!("{}: no epoch", path.display())))?;
@@ -263,7 +266,8 @@ impl Plan {
         let state = StateDir::open(args.state_dir.as_deref().unwrap_or(Path::new("cosched-state")))
             .map_err(state_failure)?;
         let db = state.db().map_err(state_failure)?;
-        if let Some(open) = db.runs().map_err(state_failure)?.into_iter().rev().find(|r| r.status.resumable()) {
+        if let Some(open) = db.runs().map_err(state_failure)?.into_iter().rev().find(|r| r.status.resumable())
+        {
             return Err(Failure::usage(format!(
                 "{} holds run {} that has not finished ({}); continue it with `cosched submit --resume {}`, \
                  or start this run with another --state-dir",
@@ -327,7 +331,12 @@ impl Plan {
         let runs = db.runs().map_err(state_failure)?;
         let Some(run) = runs.iter().rev().find(|r| r.status.resumable()).cloned() else {
             return Err(Failure::usage(match runs.last() {
-                Some(last) => format!("{}: nothing to resume: the last run, {}, is {}", dir.display(), last.id, last.status.as_str()),
+                Some(last) => format!(
+                    "{}: nothing to resume: the last run, {}, is {}",
+                    dir.display(),
+                    last.id,
+                    last.status.as_str()
+                ),
                 None => format!("{}: nothing to resume: no run was started here", dir.display()),
             }));
         };
@@ -425,7 +434,11 @@ impl SubmitJournal for DbJournal {
         }
     }
     fn log_offset(&mut self, site: SiteId, offset: u64) {
-        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).set_log_offset(&self.run, self.name(site), offset);
+        let r = self.db.lock().unwrap_or_else(|p| p.into_inner()).set_log_offset(
+            &self.run,
+            self.name(site),
+            offset,
+        );
         if let Err(e) = r {
             tracing::warn!("cannot checkpoint the user log offset: {e}");
         }
@@ -476,8 +489,9 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     let condor = Arc::new(Condor::new(&sites.condor));
     let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
     let past = if resumed {
-        let past = history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base)
-            .await?;
+        let past =
+            history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base)
+                .await?;
         for (batch, what) in &past.reconciled {
             eprintln!("cosched: batch {batch}: {what}");
         }
@@ -563,7 +577,8 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         db.save_memory(&run.id, &learned).map_err(state_failure)?;
         db.set_status(&run.id, status).map_err(state_failure)?;
     }
-    let mut summary = watch.progress.take_summary().ok_or_else(|| Failure::failed("the run ended without a summary"))?;
+    let mut summary =
+        watch.progress.take_summary().ok_or_else(|| Failure::failed("the run ended without a summary"))?;
     Progress::set_peaks(&mut summary, &report.peak_running);
     if json {
         println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
@@ -596,8 +611,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         }
         Ending::Hang => Err(Failure::failed(format!(
             "run {} stopped with {} job(s) stuck at the sites (nothing started them).\n{how_to_continue}",
-            run.id,
-            summary.unfinished
+            run.id, summary.unfinished
         ))),
     }
 }
@@ -605,7 +619,8 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
 /// Cancels `shutdown` on SIGINT or SIGTERM.
 async fn watch_signals(shutdown: CancellationToken, seen: Arc<std::sync::atomic::AtomicBool>) {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate())) else {
+    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
+    else {
         tracing::warn!("cannot watch SIGINT/SIGTERM; Ctrl-C will kill cosched without a clean stop");
         return;
     };
@@ -619,6 +634,9 @@ async fn watch_signals(shutdown: CancellationToken, seen: Arc<std::sync::atomic:
     shutdown.cancel();
 }
 
+/// Wraps a built policy, given the clock rate (the daemon's fair-share cap).
+pub type PolicyWrap = Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>;
+
 /// Runs (or resumes) a run recorded in `db`, for `cosched daemon`: what
 /// [`execute`] does between the plan and the summary, without the terminal
 /// display or signal handling (the daemon has its own). Resume is the same as
@@ -630,7 +648,7 @@ pub async fn drive_recorded(
     db: Arc<Mutex<Db>>,
     run_dir: PathBuf,
     run: RunRecord,
-    wrap: Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>,
+    wrap: PolicyWrap,
     observer: &mut dyn Observer,
     shutdown: CancellationToken,
 ) -> Result<Ending, Failure> {

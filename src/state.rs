@@ -156,7 +156,8 @@ impl StateDir {
         // exec holding the lock for a moment: be patient for a few seconds.
         for attempt in 0.. {
             // SAFETY: flock on a file descriptor we own; no memory is involved.
-            let rc = unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) };
+            let rc =
+                unsafe { libc::flock(std::os::fd::AsRawFd::as_raw_fd(&lock), libc::LOCK_EX | libc::LOCK_NB) };
             if rc == 0 {
                 break;
             }
@@ -244,8 +245,12 @@ pub struct RunRecord {
 pub enum SubmissionState {
     /// Recorded before `condor_submit` ran; its outcome is not known.
     Intent,
-    Submitted { cluster: i64 },
-    Failed { error: String },
+    Submitted {
+        cluster: i64,
+    },
+    Failed {
+        error: String,
+    },
 }
 
 /// One row of `submissions`.
@@ -287,7 +292,11 @@ impl Db {
         conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql)?;
         let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
         if version > SCHEMA_VERSION {
-            return Err(StateError::TooNew { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
+            return Err(StateError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
         }
         conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
@@ -416,7 +425,15 @@ impl Db {
             .execute(
                 "INSERT INTO submissions (batch, run, site, site_index, jobs, submit_file, state, recorded)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, 'intent', ?7)",
-                params![batch, run, site, site_index, jobs_json, submit_file.to_string_lossy(), now_rfc3339()],
+                params![
+                    batch,
+                    run,
+                    site,
+                    site_index,
+                    jobs_json,
+                    submit_file.to_string_lossy(),
+                    now_rfc3339()
+                ],
             )
             .map_err(|e| self.sql(e))?;
         Ok(())
@@ -519,7 +536,9 @@ impl Db {
     pub fn log_offset(&self, run: &str, site: &str) -> Result<u64, StateError> {
         let offset: Option<i64> = self
             .conn
-            .query_row("SELECT offset FROM log_offsets WHERE run = ?1 AND site = ?2", [run, site], |r| r.get(0))
+            .query_row("SELECT offset FROM log_offsets WHERE run = ?1 AND site = ?2", [run, site], |r| {
+                r.get(0)
+            })
             .optional()
             .map_err(|e| self.sql(e))?;
         Ok(offset.unwrap_or(0).max(0) as u64)
@@ -548,8 +567,10 @@ impl Db {
     /// Everything learned so far, by site name. A row that cannot be read
     /// (hand-edited) is skipped with a warning: memory only speeds a run up.
     pub fn load_memory(&self) -> Result<CapacityMemory, StateError> {
-        let mut stmt =
-            self.conn.prepare("SELECT site, memory FROM site_memory ORDER BY site").map_err(|e| self.sql(e))?;
+        let mut stmt = self
+            .conn
+            .prepare("SELECT site, memory FROM site_memory ORDER BY site")
+            .map_err(|e| self.sql(e))?;
         let rows = stmt
             .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
             .map_err(|e| self.sql(e))?;
@@ -560,7 +581,9 @@ impl Db {
                 Ok(m) => {
                     memory.insert(site, m);
                 }
-                Err(e) => tracing::warn!("{}: site_memory for {site} unreadable, ignored: {e}", self.path.display()),
+                Err(e) => {
+                    tracing::warn!("{}: site_memory for {site} unreadable, ignored: {e}", self.path.display())
+                }
             }
         }
         Ok(memory)

@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 /// Longest real time between two looks at the queue (new jobs, removals).
-const POLL: f64 = 0.1;
+const POLL: f64 = 0.025;
 /// Shortest sleep, so that a burst of events does not spin the CPU.
 const MIN_SLEEP: f64 = 0.002;
 

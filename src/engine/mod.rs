@@ -240,6 +240,10 @@ where
                 observer.progress(now, policy);
             }
             Wake::Deadline => {
+                // The timer fired, so the deadline has come even when the clock
+                // reads a hair less (nanosecond rounding in `instant_at`); a
+                // policy ticked "before" its deadline would ask again forever.
+                let now = now.max(deadline);
                 if now >= options.horizon && policy.next_deadline().is_none_or(|d| d >= options.horizon) {
                     break Ending::Hang;
                 }

@@ -1,45 +1,60 @@
 //! `adaptive`: the default policy. It keeps the thesis's ideas — degradation
 //! is a run time more than 25% above the site's uncongested baseline, each
-//! site's capacity is searched for, sites are classed fast or slow by AgTime
-//! and weighted accordingly — and drops what makes the thesis slow.
+//! site's capacity is searched for, sites are told apart by AgTime (queue
+//! wait + run time) and the fast ones get the work first — and drops what
+//! makes the thesis slow: batches, the barrier, forgetting.
 //!
-//! - **Continuous windows, no rounds.** Each site has a target concurrency;
-//!   a job goes out whenever one comes back, so no site waits for another
-//!   and no batch waits for its slowest job.
+//! - **Continuous windows, no rounds.** Each site has a target concurrency
+//!   (its window); a job goes out as soon as one comes back, so no site waits
+//!   for another and no batch waits for its slowest job.
+//! - **Baseline first.** A site starts at `initial_window` jobs (below most
+//!   knees); their run times are its uncongested baseline. Later jobs count
+//!   for the baseline only if they ran at no more than that concurrency, so
+//!   slightly slowed jobs cannot make the baseline, and the knee, creep up.
+//! - **Growth clocked by completions.** Until a knee is seen the window grows
+//!   by `growth` per healthy completion: a site without contention is full
+//!   within a few dozen completions, and when a site slows down its
+//!   completions, and with them the growth, slow down too.
 //! - **Degradation from running jobs.** All our jobs at a site share its
-//!   resource, so when concurrency passes the knee every running job slows at
-//!   once. Jobs that were about to finish stop finishing: the oldest running
-//!   job becomes older than any healthy job ever took (`overdue_factor` ×
-//!   longest healthy run time). That is seen tens of seconds after an
-//!   overshoot, not a whole job length later. Completed jobs add a slower
-//!   but steadier signal: their mean run time over the baseline.
-//! - **Growth that accelerates, cuts that measure.** Until a knee is seen the
-//!   window doubles per generation of healthy starts (one more job per job
-//!   that started while the site looked healthy), so a site without
-//!   contention is filled within a few queue waits. A degradation records the
-//!   level as a ceiling and cuts to a level estimated from the slowdown
-//!   (`n / slowdown`, the knee if throughput were flat past it), removing the
-//!   youngest running jobs, whose lost work is small. Inside [floor, ceiling]
-//!   the search is a bisection in log space, each step confirmed after
-//!   `confirm_fraction` of a run time without degradation. A found knee is
-//!   re-probed now and then, so a capacity that dropped and recovers is
-//!   followed.
-//! - **Queueing ahead.** Where other users make us wait, jobs are sent
-//!   `mean wait / run time` windows ahead (Little's law) so that a finished
-//!   job's slot is refilled at once.
-//! - **Routing by expected completion.** Jobs from the pool go first to the
-//!   sites with the lowest AgTime (queue wait + run time), the thesis's fast
-//!   sites, and near the end a site is skipped when a job sent there would
-//!   finish after the pool has drained through the faster sites.
+//!   resource, so past the knee all of them slow at once and jobs old enough
+//!   to finish under health stop finishing. The stall test asks whether the
+//!   `k` running jobs older than the shortest healthy run have produced no
+//!   completion for `stall_patience` × (spread of healthy run times ÷ k) —
+//!   seconds to a minute after an overshoot, not a job length later. A job
+//!   older than `overdue_factor` × the longest healthy run is a slower
+//!   backstop; completed jobs give the mild signal (smoothed run time ÷
+//!   baseline above `degradation_factor`).
+//! - **Cut to the measured knee, then bisect.** A degradation at `n` running
+//!   makes `n` the ceiling. With a measured slowdown the window goes to
+//!   `n / slowdown` (the knee if throughput were flat past it, an estimate
+//!   that errs low); on a stall to `n / 2` (Algorithm 2's low end); never
+//!   below the level last confirmed healthy. The youngest running jobs above
+//!   the window are removed (little work is lost). Between floor and ceiling
+//!   the window moves by bisection in log space; a level is confirmed by
+//!   three healthy completions of jobs started at it. After `reprobe_after`
+//!   baseline run times at a converged level the ceiling is raised again, so
+//!   a capacity that dropped and recovered is followed.
+//! - **Queueing ahead.** Where other users make us wait, `window × mean wait
+//!   / run time` extra jobs are kept idle at the site (Little's law), so a
+//!   finished job's slot is refilled at once.
+//! - **Routing by expected completion, non-blocking reclassification.**
+//!   Pool jobs go first to the sites with the lowest expected turnaround
+//!   (mean wait + baseline); fast/slow classes are recomputed from AgTime on
+//!   every input, never at a barrier. Near the end a site is skipped when a
+//!   job sent there would finish after the pool has drained through faster
+//!   sites, and once the pool is empty jobs still idle at a slow site are
+//!   moved to a site with room that would finish them sooner.
 //! - **Idle timeouts.** A site that starts nothing within `idle_timeout` is
-//!   unresponsive: its jobs are removed and go elsewhere; it is re-probed
-//!   with one job later. When the pool is empty, jobs idle at a slow site are
-//!   moved to a site that would finish them sooner.
+//!   unresponsive: its jobs are removed and go elsewhere; one probe job is
+//!   tried again after twice the timeout.
 //! - **Memory.** [`Policy::learned`] returns each site's capacity, baseline
-//!   run time and mean wait; the next run starts there (warm start).
+//!   and mean wait; a warm run starts each site at its remembered capacity
+//!   with its remembered baseline, so it can judge degradation from the
+//!   first job on.
 //!
-//! Cost per input: O(sites + log jobs) (ordered sets of running and idle
-//! jobs per site); nothing scans the N jobs.
+//! Cost per input: O(sites + log jobs) — ordered sets of running and idle
+//! jobs per site, the stall test looks at no more than 64 jobs; nothing
+//! scans the N jobs.
 
 use super::book::Change;
 use super::{
@@ -62,19 +77,23 @@ pub struct Params {
     /// longer than the baseline on average.
     pub degradation_factor: f64,
     /// A running job older than this many times the longest healthy run time
-    /// seen at the site is evidence of degradation (no need to wait for it).
+    /// seen at the site (once 20 have been seen), and than
+    /// `degradation_factor` × 1.2 × the baseline, is evidence of degradation
+    /// without waiting for it to end.
     pub overdue_factor: f64,
     /// Factor by which the window grows per healthy completion while no knee
     /// has been seen (1.1: about ×2.6 per ten completions).
     pub growth: f64,
-    /// Jobs old enough to finish under health that do not finish for this
-    /// many mean gaps between healthy completions mean the site stalled.
+    /// Jobs old enough to finish under health that produce no completion for
+    /// this many expected gaps between completions mean the site stalled
+    /// (lower: faster detection of an overshoot, more false alarms).
     pub stall_patience: f64,
-    /// A new level is confirmed healthy after this many longest healthy run
-    /// times without degradation.
+    /// A level set after a knee was seen is confirmed healthy no sooner than
+    /// this many shortest healthy run times after it was set, and only once
+    /// three jobs started at it have ended healthy.
     pub confirm_after: f64,
-    /// After this many baseline run times at a found knee, the level above is
-    /// tried again (capacity can come back).
+    /// After this many baseline run times at a converged level the ceiling is
+    /// raised and the level above is tried (capacity can come back).
     pub reprobe_after: f64,
     /// Seconds a site may leave every job idle before it is declared
     /// unresponsive and its jobs are sent elsewhere. A site's own
@@ -206,8 +225,10 @@ impl SiteState {
         let (lo, hi) = if self.healthy.n >= 3 {
             (self.healthy.min, self.healthy.max)
         } else {
+            // Remembered: only the mean is known; assume a wide spread rather
+            // than cry stall at the first late job.
             let b = self.remembered_baseline?;
-            (0.8 * b, 1.2 * b)
+            (0.75 * b, 1.35 * b)
         };
         Some((lo, (hi - lo).max(0.4 * lo)))
     }
@@ -307,7 +328,11 @@ impl Adaptive {
                     judged_until: 0.0,
                     healthy: Stats::default(),
                     remembered_baseline: memory.and_then(|m| m.baseline_runtime),
-                    baseline_level: if memory.and_then(|m| m.capacity).is_some() { 0.8 * target } else { target },
+                    baseline_level: if memory.and_then(|m| m.capacity).is_some() {
+                        0.8 * target
+                    } else {
+                        target
+                    },
                     slowdown: None,
                     healthy_completions: 0,
                     last_completion: 0.0,
@@ -348,7 +373,15 @@ impl Adaptive {
     /// A degradation was seen at site `i` while `n` jobs were running there:
     /// `n` becomes the ceiling and the window goes back to the highest level
     /// confirmed healthy (half of `n` if that level is no longer healthy).
-    fn degraded(&mut self, i: usize, n: f64, slowdown: Option<f64>, now: Time, why: &str, actions: &mut Vec<Action>) {
+    fn degraded(
+        &mut self,
+        i: usize,
+        n: f64,
+        slowdown: Option<f64>,
+        now: Time,
+        why: &str,
+        actions: &mut Vec<Action>,
+    ) {
         let severe = slowdown.is_none();
         let s = &mut self.sites[i];
         let n = n.max(1.0);
@@ -605,13 +638,13 @@ impl Adaptive {
                 // time of a healthy run without a degradation.
                 let at_level = running >= 0.9 * s.target || pool_empty;
                 let evidence = s.level_ok >= 3 || (pool_empty && now - s.level_since >= lo + spread);
-                if now - s.level_since < confirm * lo || !at_level || !evidence {
+                if now < s.level_since + confirm * lo || !at_level || !evidence {
                     return;
                 }
                 s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
                 if ceiling / s.floor.max(1.0) > 1.1 && ceiling - s.floor > 1.0 {
                     next = (s.floor.max(1.0) * ceiling).sqrt().floor().max(s.floor + 1.0);
-                } else if now - s.level_since >= reprobe * base {
+                } else if now >= s.level_since + reprobe * base {
                     // Held long enough: see whether capacity came back.
                     s.ceiling = Some((ceiling * 1.25).max(ceiling + 2.0));
                     next = (s.floor * 1.1).max(s.floor + 1.0).floor();
@@ -632,7 +665,9 @@ impl Adaptive {
             return;
         }
         let Some(&(oldest, _)) = s.idle.first() else { return };
-        if now - f64::from_bits(oldest) < s.idle_timeout {
+        // The same expression as the deadline asked for, so that the tick at
+        // that deadline is never lost to rounding.
+        if now < f64::from_bits(oldest) + s.idle_timeout {
             return;
         }
         let jobs: Vec<JobId> = s.idle.iter().map(|&(_, j)| j).collect();
@@ -777,7 +812,8 @@ impl Adaptive {
             consider(start + limit + 1e-6);
         }
         if let (Some(base), Some((lo, spread)), Some(_)) = (s.baseline(), s.healthy_range(), s.ceiling) {
-            consider(s.level_since + self.params.confirm_after * (lo + spread));
+            consider(s.level_since + self.params.confirm_after * lo);
+            consider(s.level_since + lo + spread);
             consider(s.level_since + self.params.reprobe_after * base);
         }
         if !s.any_started {
@@ -843,7 +879,12 @@ impl Policy for Adaptive {
         self.sites
             .iter()
             .map(|s| {
-                let capacity = if s.ceiling.is_some() { s.floor.max(1.0) } else { s.floor.max(s.target) };
+                // The window the search ended at (a late cut can push the
+                // floor below the knee; the window is back near it).
+                let capacity = match s.ceiling {
+                    Some(c) => s.floor.max(s.target).min(c),
+                    None => s.floor.max(s.target),
+                };
                 let memory = SiteMemory {
                     capacity: (capacity >= 1.0 && s.any_started).then_some(capacity),
                     baseline_runtime: s.healthy.mean().or(s.remembered_baseline),
@@ -853,5 +894,190 @@ impl Policy for Adaptive {
                 (s.name.clone(), memory)
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{Outcome, SiteEvent, SiteInfo};
+
+    fn spec(n: u64, slots: &[u32]) -> RunSpec {
+        RunSpec {
+            n_jobs: n,
+            sites: slots
+                .iter()
+                .enumerate()
+                .map(|(i, &s)| SiteInfo { slots: Some(s), ..SiteInfo::named(format!("s{i}")) })
+                .collect(),
+            memory: CapacityMemory::new(),
+            max_attempts: 3,
+        }
+    }
+
+    fn at(site: u32, event: SiteEvent) -> Input {
+        Input::Site { site: SiteId(site), event }
+    }
+
+    /// Feeds `Submitted` for every submission in `actions`; returns the jobs by site.
+    fn confirm(p: &mut Adaptive, now: Time, actions: &[Action]) -> Vec<(SiteId, Vec<JobId>)> {
+        let mut out = Vec::new();
+        for a in actions {
+            if let Action::Submit { site, jobs, .. } = a {
+                p.handle(now, &at(site.0, SiteEvent::Submitted { jobs: jobs.clone(), at: now }));
+                out.push((*site, jobs.clone()));
+            }
+        }
+        out
+    }
+
+    fn removed(actions: &[Action]) -> Vec<JobId> {
+        actions
+            .iter()
+            .flat_map(|a| match a {
+                Action::Remove { jobs, .. } => jobs.clone(),
+                _ => Vec::new(),
+            })
+            .collect()
+    }
+
+    fn done(p: &mut Adaptive, job: JobId, now: Time) -> Vec<Action> {
+        p.handle(now, &at(0, SiteEvent::Ended { job, at: now, outcome: Outcome::Success }))
+    }
+
+    #[test]
+    fn starts_at_the_initial_window_and_never_sends_more_than_n() {
+        let mut p = Adaptive::new(&spec(1000, &[400]), &Params::default());
+        let start = p.handle(0.0, &Input::Start);
+        let first = confirm(&mut p, 0.0, &start);
+        assert_eq!(first[0].1.len(), 32);
+        let mut p = Adaptive::new(&spec(10, &[400, 400]), &Params::default());
+        let first = p.handle(0.0, &Input::Start);
+        let total: usize = confirm(&mut p, 0.0, &first).iter().map(|(_, j)| j.len()).sum();
+        assert_eq!(total, 10);
+        assert_eq!(p.book().out_total(), 10);
+    }
+
+    /// One site, 32 jobs started at t = 1; jobs 0..k end healthy around 400 s.
+    fn baseline_run(k: u64) -> Adaptive {
+        let mut p = Adaptive::new(&spec(1000, &[400]), &Params::default());
+        let start = p.handle(0.0, &Input::Start);
+        confirm(&mut p, 0.0, &start);
+        for j in 0..32 {
+            p.handle(1.0, &at(0, SiteEvent::Started { job: JobId(j), at: 1.0 }));
+        }
+        for j in 0..k {
+            let acts = done(&mut p, JobId(j), 400.0 + j as f64);
+            confirm(&mut p, 400.0 + j as f64, &acts);
+        }
+        p
+    }
+
+    #[test]
+    fn grows_by_the_growth_factor_per_healthy_completion() {
+        let p = baseline_run(3);
+        // Three baseline completions, each one healthy: 32 × 1.1³ = 42.6.
+        assert_eq!(p.site_view(SiteId(0)).window, 43);
+        assert_eq!(p.sites[0].target, 32.0 * 1.1f64.powi(3));
+        let p = baseline_run(6);
+        assert!((p.sites[0].target - 32.0 * 1.1f64.powi(6)).abs() < 1e-9);
+        assert_eq!(p.site_view(SiteId(0)).capacity, None, "no knee seen yet");
+    }
+
+    #[test]
+    fn a_stall_cuts_the_window_to_half_and_removes_the_youngest_jobs() {
+        let mut p = baseline_run(3);
+        // The jobs sent at growth start; then nothing ends any more.
+        let young: Vec<JobId> = (32..42).map(JobId).collect();
+        for &j in &young {
+            p.handle(410.0, &at(0, SiteEvent::Started { job: j, at: 410.0 }));
+        }
+        let running = p.sites[0].running.len() as f64;
+        let deadline = p.next_deadline().expect("the stall test asks for a tick");
+        // 29 old jobs are due (older than the shortest run, 399 s); spread
+        // max(2, 0.4 × 399) = 159.6; patience 10 → the 29th gap: 402 + 10 × 159.6 / 29.
+        let expected = 402.0 + 10.0 * (0.4 * 399.0) / 29.0;
+        assert!((deadline - expected).abs() < 1e-6, "deadline {deadline}, expected {expected}");
+        let acts = p.handle(deadline, &Input::Tick);
+        assert_eq!(p.sites[0].ceiling, Some(running));
+        assert_eq!(p.sites[0].target, (running / 2.0).floor().max(p.sites[0].floor));
+        let gone = removed(&acts);
+        assert!(!gone.is_empty(), "{acts:?}");
+        // Only jobs sent since growth began (running or still idle) go; the
+        // old ones, close to the end of their work, stay.
+        assert!(gone.iter().all(|j| j.0 >= 32), "{gone:?}");
+        assert!(young.iter().any(|j| gone.contains(j)), "{gone:?}");
+    }
+
+    #[test]
+    fn a_site_that_starts_nothing_loses_its_jobs_to_the_others() {
+        let params = Params { idle_timeout: 600.0, ..Params::default() };
+        let mut p = Adaptive::new(&spec(100, &[400, 400]), &params);
+        let start = p.handle(0.0, &Input::Start);
+        let sent = confirm(&mut p, 0.0, &start);
+        let dead_jobs = sent.iter().find(|(s, _)| *s == SiteId(1)).expect("site 1 got jobs").1.clone();
+        for (_, jobs) in sent.iter().filter(|(s, _)| *s == SiteId(0)) {
+            for &j in jobs {
+                p.handle(5.0, &at(0, SiteEvent::Started { job: j, at: 5.0 }));
+            }
+        }
+        assert_eq!(p.next_deadline(), Some(600.0));
+        let acts = p.handle(600.0, &Input::Tick);
+        assert_eq!(removed(&acts), dead_jobs);
+        assert_eq!(p.site_view(SiteId(1)).class, SiteClass::Unresponsive);
+        for &j in &dead_jobs {
+            p.handle(600.0, &at(1, SiteEvent::Removed { job: j, at: 600.0 }));
+        }
+        // Site 0 finishes a job: the freed place goes to a returned job, at site 0.
+        let acts =
+            p.handle(700.0, &at(0, SiteEvent::Ended { job: JobId(0), at: 700.0, outcome: Outcome::Success }));
+        let sent = confirm(&mut p, 700.0, &acts);
+        assert!(sent.iter().all(|(s, _)| *s == SiteId(0)), "{sent:?}");
+        assert!(sent.iter().any(|(_, jobs)| jobs.iter().any(|j| dead_jobs.contains(j))), "{sent:?}");
+        assert!(p.learned()["s1"].unresponsive);
+    }
+
+    #[test]
+    fn a_warm_start_begins_at_the_remembered_capacity() {
+        let mut s = spec(1000, &[400]);
+        s.memory.insert(
+            "s0".into(),
+            SiteMemory {
+                capacity: Some(50.0),
+                baseline_runtime: Some(400.0),
+                mean_wait: Some(0.0),
+                unresponsive: false,
+            },
+        );
+        let mut p = Adaptive::new(&s, &Params::default());
+        let start = p.handle(0.0, &Input::Start);
+        let sent = confirm(&mut p, 0.0, &start);
+        assert_eq!(sent[0].1.len(), 50);
+        assert_eq!(p.sites[0].baseline(), Some(400.0));
+        // A remembered baseline lets the very first jobs be judged: one that
+        // runs past max(1.1 × 1.25 × 400, 1.25 × 1.2 × 400) = 600 s is overdue.
+        for j in 0..50 {
+            p.handle(1.0, &at(0, SiteEvent::Started { job: JobId(j), at: 1.0 }));
+        }
+        let acts = p.handle(601.5, &Input::Tick);
+        assert!(p.sites[0].ceiling.is_some_and(|c| c <= 50.0), "{acts:?}");
+    }
+
+    #[test]
+    fn learned_memory_names_sites() {
+        let p = baseline_run(5);
+        let m = p.learned();
+        let site = &m["s0"];
+        // Run times 399..=403 s (started at 1, ended at 400..=404).
+        assert_eq!(site.baseline_runtime, Some((399.0 + 400.0 + 401.0 + 402.0 + 403.0) / 5.0));
+        assert_eq!(site.mean_wait, Some(1.0));
+        assert!(!site.unresponsive);
+    }
+
+    #[test]
+    fn params_reject_unknown_keys_and_default_missing_ones() {
+        let p: Params = toml::from_str("initial_window = 8").unwrap();
+        assert_eq!(p, Params { initial_window: 8, ..Params::default() });
+        assert!(toml::from_str::<Params>("window = 8").is_err());
     }
 }

@@ -48,9 +48,7 @@
 //!   count in T2. The thesis keeps nothing between runs.
 
 use super::book::Change;
-use super::{
-    Action, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId, SiteView, Time,
-};
+use super::{Action, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId, SiteView, Time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -481,7 +479,10 @@ mod tests {
     fn grows_by_c1_then_binary_searches_between_k_half_and_k() {
         // k = 1, 2, 4, 8 fine; 8 degrades → search 4..8: 6 fine → 7 fine → capacity 7.
         let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
-        assert_eq!(sizes(&mut s, &[GOOD, GOOD, GOOD, GOOD, BAD, GOOD, GOOD]), vec![1, 2, 4, 8, 16, 12, 14, 15]);
+        assert_eq!(
+            sizes(&mut s, &[GOOD, GOOD, GOOD, GOOD, BAD, GOOD, GOOD]),
+            vec![1, 2, 4, 8, 16, 12, 14, 15]
+        );
         // The same run, counted from the batch of 8 degrading.
         let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
         assert_eq!(sizes(&mut s, &[GOOD, GOOD, GOOD, BAD]), vec![1, 2, 4, 8, 6]);
@@ -587,7 +588,10 @@ mod tests {
         assert!(run_job(&mut p, 0, JobId(0), 0.0, 100.0).is_empty());
         let next = submitted(&run_job(&mut p, 1, JobId(1), 0.0, 300.0));
         // Two sites: the fast one is lowest (C1·4 = 8), the slow one highest (max(1, 1) = 1).
-        assert_eq!(next.iter().map(|(s, j)| (*s, j.len())).collect::<Vec<_>>(), vec![(SiteId(0), 8), (SiteId(1), 1)]);
+        assert_eq!(
+            next.iter().map(|(s, j)| (*s, j.len())).collect::<Vec<_>>(),
+            vec![(SiteId(0), 8), (SiteId(1), 1)]
+        );
         assert_eq!(p.site_view(SiteId(0)).class, SiteClass::Fast);
         assert_eq!(p.site_view(SiteId(1)).class, SiteClass::Slow);
         assert_eq!(p.site_view(SiteId(1)).agtime, Some(300.0));

@@ -53,8 +53,13 @@ pub fn chart_label(name: &str) -> String {
 
 /// The sites charted one by one, plus "others" when there are more.
 fn charted_sites(s: &Summary) -> Vec<(&SiteSummary, String)> {
-    let mut out: Vec<(&SiteSummary, String)> =
-        s.sites.iter().take(TOP_SITES).enumerate().map(|(i, site)| (site, svg::colour(i).to_string())).collect();
+    let mut out: Vec<(&SiteSummary, String)> = s
+        .sites
+        .iter()
+        .take(TOP_SITES)
+        .enumerate()
+        .map(|(i, site)| (site, svg::colour(i).to_string()))
+        .collect();
     if let Some(o) = &s.others {
         out.push((o, OTHERS_COLOUR.to_string()));
     }
@@ -93,7 +98,9 @@ pub fn charts(s: &Summary) -> Vec<(&'static str, String)> {
     let unit = svg::time_unit(sites.iter().filter_map(|(site, _)| site.mean_agtime_s).fold(0.0, f64::max));
     let agtime: Vec<(String, Option<f64>, String)> = sites
         .iter()
-        .map(|(site, fill)| (chart_label(&site.name), site.mean_agtime_s.map(|a| a / unit.seconds), fill.clone()))
+        .map(|(site, fill)| {
+            (chart_label(&site.name), site.mean_agtime_s.map(|a| a / unit.seconds), fill.clone())
+        })
         .collect();
     let agtime_label = format!("mean AgTime ({})", unit.name);
     let throughput: Vec<(String, Option<f64>, String)> =
@@ -111,10 +118,7 @@ pub fn charts(s: &Summary) -> Vec<(&'static str, String)> {
         ("running", svg::stacked_steps("Jobs running, per site", "jobs running", &t, &running)),
         ("queued", svg::stacked_steps("Jobs queued (idle), per site", "jobs queued", &t, &queued)),
         ("agtime", svg::hbars("Mean AgTime per site (queue wait + run time)", &agtime_label, &agtime)),
-        (
-            "throughput",
-            svg::hbars("Throughput per site", "CPU-hours per elapsed hour", &throughput),
-        ),
+        ("throughput", svg::hbars("Throughput per site", "CPU-hours per elapsed hour", &throughput)),
     ]
 }
 

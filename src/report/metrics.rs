@@ -209,10 +209,8 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     let sites: Vec<SiteSummary> = order.iter().map(|&i| sites[i].clone()).collect();
     let occupancy: Vec<Occupancy> = order.iter().map(|&i| occupancy[i].clone()).collect();
     let (others, others_occupancy) = if sites.len() > TOP_SITES {
-        let rest: Vec<&JobRecord> = sites[TOP_SITES..]
-            .iter()
-            .flat_map(|s| by_site[s.name.as_str()].iter().copied())
-            .collect();
+        let rest: Vec<&JobRecord> =
+            sites[TOP_SITES..].iter().flat_map(|s| by_site[s.name.as_str()].iter().copied()).collect();
         let occ = occupancy_of(&rest, origin, horizon);
         let name = format!("others ({} sites)", sites.len() - TOP_SITES);
         let mut summary = site_summary(&name, &rest, &occ);

@@ -364,12 +364,7 @@ pub fn goodput(title: &str, sorted: &[f64]) -> String {
 }
 
 /// Stacked areas of step functions: `series[k].1[i]` holds from `t[i]` to `t[i+1]`.
-pub fn stacked_steps(
-    title: &str,
-    y_label: &str,
-    t: &[f64],
-    series: &[(String, Vec<f64>, String)],
-) -> String {
+pub fn stacked_steps(title: &str, y_label: &str, t: &[f64], series: &[(String, Vec<f64>, String)]) -> String {
     let tmax = t.last().copied().unwrap_or(0.0);
     let unit = time_unit(tmax);
     let totals: Vec<f64> = (0..t.len()).map(|i| series.iter().map(|s| s.1[i]).sum()).collect();
@@ -438,10 +433,15 @@ pub fn hbars(title: &str, x_label: &str, bars: &[(String, Option<f64>, String)])
         match value {
             Some(v) => {
                 f.rect(0.0, *v, b, a, fill, &format!("{name}: {}", fmt_num(*v)));
-                let _ = write!(labels, r#"<text x="{:.1}" y="{cy:.1}">{}</text>"#, f.px(*v) + 4.0, fmt_num(*v));
+                let _ =
+                    write!(labels, r#"<text x="{:.1}" y="{cy:.1}">{}</text>"#, f.px(*v) + 4.0, fmt_num(*v));
             }
             None => {
-                let _ = write!(labels, r##"<text x="{:.1}" y="{cy:.1}" fill="#777">n/a</text>"##, f.px(0.0) + 4.0);
+                let _ = write!(
+                    labels,
+                    r##"<text x="{:.1}" y="{cy:.1}" fill="#777">n/a</text>"##,
+                    f.px(0.0) + 4.0
+                );
             }
         }
     }
@@ -482,7 +482,9 @@ pub fn grouped_bars(
             let x0 = g as f64 + 0.1 + 0.8 * s as f64 / n_s;
             let x1 = x0 + 0.8 / n_s;
             match values.get(g).and_then(|row| row.get(s)).copied().flatten() {
-                Some(v) => f.rect(x0, x1, 0.0, v, colour(s), &format!("{name} {series_name}: {}", fmt_num(v))),
+                Some(v) => {
+                    f.rect(x0, x1, 0.0, v, colour(s), &format!("{name} {series_name}: {}", fmt_num(v)))
+                }
                 None => {
                     let _ = write!(
                         labels,

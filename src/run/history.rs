@@ -82,13 +82,16 @@ pub async fn rebuild(
                 Some((cluster, how)) => {
                     db.record_submitted(run, &sub.batch, cluster).map_err(state_err)?;
                     settled.insert(sub.batch.clone(), cluster);
-                    past.reconciled.push((sub.batch.clone(), format!("submitted as cluster {cluster} ({how})")));
+                    past.reconciled
+                        .push((sub.batch.clone(), format!("submitted as cluster {cluster} ({how})")));
                 }
                 None => {
-                    let why = "not submitted: cosched stopped before condor_submit answered, and neither the \
+                    let why =
+                        "not submitted: cosched stopped before condor_submit answered, and neither the \
                                user log nor condor_q shows the batch";
                     db.record_failed(run, &sub.batch, why).map_err(state_err)?;
-                    past.reconciled.push((sub.batch.clone(), "never submitted; its jobs go back to the pool".into()));
+                    past.reconciled
+                        .push((sub.batch.clone(), "never submitted; its jobs go back to the pool".into()));
                 }
             }
         }
@@ -138,8 +141,11 @@ async fn settle(
     // One condor_submit at a time per site: with one unknown batch, a cluster
     // in the log that no submission claims is that batch's.
     if unknown.len() == 1 {
-        let strangers: BTreeSet<i64> =
-            events.iter().filter(|e| e.code == 0 && !recorded.contains(&e.cluster)).map(|e| e.cluster).collect();
+        let strangers: BTreeSet<i64> = events
+            .iter()
+            .filter(|e| e.code == 0 && !recorded.contains(&e.cluster))
+            .map(|e| e.cluster)
+            .collect();
         if strangers.len() == 1 {
             let cluster = *strangers.iter().next().unwrap_or(&-1);
             let procs = events.iter().filter(|e| e.code == 0 && e.cluster == cluster).count();
@@ -193,7 +199,11 @@ fn read_log(path: &Path) -> Result<(Vec<Event>, u64), Failure> {
 /// A site's log as policy events, in log order, each with (time, priority).
 /// Consecutive submit (000) events of one cluster become one `Submitted`.
 /// This is the mapping of [`CondorSite`]'s live translation, plus 000.
-fn translate(events: &[Event], procs: &BTreeMap<(i64, i64), JobId>, epoch_unix: f64) -> Vec<(Time, u8, SiteEvent)> {
+fn translate(
+    events: &[Event],
+    procs: &BTreeMap<(i64, i64), JobId>,
+    epoch_unix: f64,
+) -> Vec<(Time, u8, SiteEvent)> {
     let mut out: Vec<(Time, u8, SiteEvent)> = Vec::new();
     let mut last_submit: Option<(i64, usize)> = None;
     for event in events {
@@ -285,7 +295,10 @@ fn local_offset_at(naive_unix: i64) -> i64 {
     let Some(naive) = chrono::DateTime::from_timestamp(naive_unix, 0).map(|d| d.naive_utc()) else {
         return 0;
     };
-    chrono::Local.offset_from_local_datetime(&naive).earliest().map_or(0, |o| i64::from(o.fix().local_minus_utc()))
+    chrono::Local
+        .offset_from_local_datetime(&naive)
+        .earliest()
+        .map_or(0, |o| i64::from(o.fix().local_minus_utc()))
 }
 
 /// Waits (at most `patience`) until no process still runs with `submit_file`
@@ -298,11 +311,17 @@ async fn wait_for_orphans(submit_file: &Path, patience: Duration) {
     let mut warned = false;
     while orphan_running(&needle) {
         if tokio::time::Instant::now() >= deadline {
-            tracing::warn!("a process still runs with {} after {patience:?}; going on", submit_file.display());
+            tracing::warn!(
+                "a process still runs with {} after {patience:?}; going on",
+                submit_file.display()
+            );
             return;
         }
         if !warned {
-            eprintln!("cosched: waiting for a condor_submit of {} left by the stopped run", submit_file.display());
+            eprintln!(
+                "cosched: waiting for a condor_submit of {} left by the stopped run",
+                submit_file.display()
+            );
             warned = true;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;

@@ -182,7 +182,8 @@ impl Progress {
                 }
             }
             SiteEvent::Started { job, at } => {
-                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none()) {
+                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
+                {
                     a.started = Some(*at);
                 }
             }
@@ -231,14 +232,8 @@ impl Progress {
         let book = policy.book();
         let mut out = String::new();
         let elapsed = format_duration(now);
-        let _ = write!(
-            out,
-            "cosched {}  {}  {}/{} done",
-            self.run_id,
-            policy.name(),
-            book.done(),
-            self.n_jobs
-        );
+        let _ =
+            write!(out, "cosched {}  {}  {}/{} done", self.run_id, policy.name(), book.done(), self.n_jobs);
         if book.given_up() > 0 {
             let _ = write!(out, ", {} failed", book.given_up());
         }
@@ -322,7 +317,13 @@ impl Progress {
                 );
                 for (i, name) in self.names.iter().enumerate() {
                     let c = book.counts(SiteId(i as u32));
-                    let _ = write!(line, "; {name} {}q/{}r/{}d", c.submitting + c.idle + c.held, c.running, c.done);
+                    let _ = write!(
+                        line,
+                        "; {name} {}q/{}r/{}d",
+                        c.submitting + c.idle + c.held,
+                        c.running,
+                        c.done
+                    );
                 }
                 let _ = writeln!(err, "{line}");
             }
@@ -360,7 +361,11 @@ impl Progress {
             .filter(|&j| matches!(book.state(j), crate::policy::JobState::GivenUp))
             .map(|j| FailedJob {
                 job: j.0,
-                reason: self.last_failure.get(&j).cloned().unwrap_or_else(|| "failed on every attempt".into()),
+                reason: self
+                    .last_failure
+                    .get(&j)
+                    .cloned()
+                    .unwrap_or_else(|| "failed on every attempt".into()),
             })
             .collect();
         failed_jobs.sort_by_key(|f| f.job);

@@ -128,9 +128,16 @@ pub async fn run_async(
         .collect();
     let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new() };
     let mut recorder = TraceRecorder::default();
-    let observer: &mut dyn Observer = if opts.trace { &mut recorder } else { &mut NullObserver };
-    let report =
-        engine::run(policy.as_mut(), backends, clock, engine_opts, observer, CancellationToken::new()).await;
+    let stop = CancellationToken::new();
+    let mut watchdog = Watchdog {
+        inner: if opts.trace { &mut recorder } else { &mut NullObserver },
+        stop: stop.clone(),
+        last_now: f64::NEG_INFINITY,
+        same_instant: 0,
+        tripped: false,
+    };
+    let report = engine::run(policy.as_mut(), backends, clock, engine_opts, &mut watchdog, stop).await;
+    let livelock = watchdog.tripped;
     let hang = report.ending != Ending::Settled;
 
     let mut attempts = Vec::new();
@@ -144,8 +151,15 @@ pub async fn run_async(
     }
     let capacities: Vec<Option<f64>> =
         (0..scenario.sites.len()).map(|i| policy.site_view(SiteId(i as u32)).capacity).collect();
-    let (metrics, jobs, errors) =
+    let (metrics, jobs, mut errors) =
         metrics::measure(scenario, &attempts, &peaks, &capacities, policy.book(), hang, report.stopped_at);
+    if livelock {
+        errors.push(format!(
+            "stopped at t = {:.1} s: the policy was woken {LIVELOCK_WAKEUPS} times without virtual time \
+             advancing (a deadline that is always due?)",
+            report.stopped_at
+        ));
+    }
     SimResult {
         metrics,
         jobs,
@@ -233,4 +247,43 @@ fn validate(sc: &Scenario) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Wake-ups at one virtual instant after which a run is declared livelocked.
+const LIVELOCK_WAKEUPS: u64 = 200_000;
+
+/// Passes everything to the real observer and stops the run if the policy
+/// keeps the engine busy without virtual time moving: the engine's horizon
+/// only bounds runs whose clock advances.
+struct Watchdog<'a> {
+    inner: &'a mut dyn Observer,
+    stop: CancellationToken,
+    last_now: f64,
+    same_instant: u64,
+    tripped: bool,
+}
+
+impl Observer for Watchdog<'_> {
+    fn action(&mut self, now: f64, action: &policy::Action) {
+        self.inner.action(now, action);
+    }
+    fn event(&mut self, now: f64, site: SiteId, event: &policy::SiteEvent) {
+        self.inner.event(now, site, event);
+    }
+    fn progress(&mut self, now: f64, policy: &dyn policy::Policy) {
+        if now > self.last_now {
+            self.last_now = now;
+            self.same_instant = 0;
+        } else {
+            self.same_instant += 1;
+            if self.same_instant >= LIVELOCK_WAKEUPS && !self.tripped {
+                self.tripped = true;
+                self.stop.cancel();
+            }
+        }
+        self.inner.progress(now, policy);
+    }
+    fn finished(&mut self, now: f64, policy: &dyn policy::Policy, ending: Ending) {
+        self.inner.finished(now, policy, ending);
+    }
 }

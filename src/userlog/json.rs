@@ -95,30 +95,17 @@ pub(super) fn event_json(ev: &Event) -> Value {
             a.set("RunRemoteUsage", usage_str(run_remote));
             a.set("SentBytes", *sent_bytes);
         }
-        EventBody::Evicted {
-            checkpointed,
-            requeued,
-            normal,
-            return_value,
-            signal,
-            core_file,
-            reason,
-            code,
-            subcode,
-            run_remote,
-            run_local,
-            sent_bytes,
-            received_bytes,
-        } => {
-            a.set("Checkpointed", *checkpointed);
-            a.set("RunLocalUsage", usage_str(run_local));
-            a.set("RunRemoteUsage", usage_str(run_remote));
-            a.set("SentBytes", *sent_bytes);
-            a.set("ReceivedBytes", *received_bytes);
-            a.set("TerminatedAndRequeued", *requeued);
-            a.set("TerminatedNormally", *normal);
-            a.opt("ReturnValue", return_value);
-            a.opt("TerminatedBySignal", signal);
+        EventBody::Evicted { code, subcode, reason, detail } => {
+            let d = detail;
+            a.set("Checkpointed", d.checkpointed);
+            a.set("RunLocalUsage", usage_str(&d.run_local));
+            a.set("RunRemoteUsage", usage_str(&d.run_remote));
+            a.set("SentBytes", d.sent_bytes);
+            a.set("ReceivedBytes", d.received_bytes);
+            a.set("TerminatedAndRequeued", d.requeued);
+            a.set("TerminatedNormally", d.normal);
+            a.opt("ReturnValue", &d.return_value);
+            a.opt("TerminatedBySignal", &d.signal);
             a.opt("Reason", reason);
             if *code != 0 {
                 a.set("ReasonCode", *code);
@@ -126,7 +113,7 @@ pub(super) fn event_json(ev: &Event) -> Value {
             if *subcode != 0 {
                 a.set("ReasonSubCode", *subcode);
             }
-            a.opt("CoreFile", core_file);
+            a.opt("CoreFile", &d.core_file);
         }
         EventBody::Terminated { normal, return_value, signal, core_file, usage } => {
             a.termination(*normal, *return_value, *signal, core_file, usage)

@@ -4,7 +4,8 @@
 //! forgiving: a missing optional line never loses what was already read.
 
 use super::{
-    AttrValue, CpuUsage, Diagnostic, Event, EventBody, ResourceRow, Termination, Timestamp, TransferKind,
+    AttrValue, CpuUsage, Diagnostic, Event, EventBody, Eviction, ResourceRow, Termination, Timestamp,
+    TransferKind,
 };
 use nom::bytes::complete::{tag, take_while_m_n};
 use nom::character::complete::{char, digit1};
@@ -103,16 +104,23 @@ pub(super) fn parse_block(
         diags.push(Diagnostic { offset, message: "stray `...` line with no event before it".into() });
         return;
     }
-    // Start of each line that looks like a header; normally just 0.
+    // Start of each line that looks like a header; normally just 0, and
+    // then no allocation.
     let mut starts: Vec<usize> = Vec::new();
-    if looks_like_header(block) {
-        starts.push(0);
-    }
+    let mut first_only = looks_like_header(block);
     for nl in memchr::memchr_iter(b'\n', block) {
         let at = nl + 1;
         if at < block.len() && block[at].is_ascii_digit() && looks_like_header(&block[at..]) {
+            if first_only {
+                starts.push(0);
+                first_only = false;
+            }
             starts.push(at);
         }
+    }
+    if first_only {
+        parse_one(block, 0, offset, false, legacy_year, events, diags);
+        return;
     }
     let Some(&first) = starts.first() else {
         diags.push(Diagnostic {
@@ -132,21 +140,35 @@ pub(super) fn parse_block(
     }
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(block.len());
-        let sub_offset = offset + start as u64;
-        if i + 1 < starts.len() {
-            diags.push(Diagnostic {
-                offset: sub_offset,
-                message: "event has no closing `...` line (the next header follows); read it anyway".into(),
-            });
+        parse_one(&block[..end], start, offset, i + 1 < starts.len(), legacy_year, events, diags);
+    }
+}
+
+/// Parses `block[start..]` as one event; `cut` when the next header follows
+/// without a `...` line between.
+fn parse_one(
+    block: &[u8],
+    start: usize,
+    offset: u64,
+    cut: bool,
+    legacy_year: i32,
+    events: &mut Vec<Event>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let sub_offset = offset + start as u64;
+    if cut {
+        diags.push(Diagnostic {
+            offset: sub_offset,
+            message: "event has no closing `...` line (the next header follows); read it anyway".into(),
+        });
+    }
+    match parse_event(&block[start..], sub_offset, legacy_year) {
+        Ok((event, None)) => events.push(event),
+        Ok((event, Some(problem))) => {
+            diags.push(Diagnostic { offset: sub_offset, message: problem });
+            events.push(event);
         }
-        match parse_event(&block[start..end], sub_offset, legacy_year) {
-            Ok((event, None)) => events.push(event),
-            Ok((event, Some(problem))) => {
-                diags.push(Diagnostic { offset: sub_offset, message: problem });
-                events.push(event);
-            }
-            Err(message) => diags.push(Diagnostic { offset: sub_offset, message }),
-        }
+        Err(message) => diags.push(Diagnostic { offset: sub_offset, message }),
     }
 }
 
@@ -991,53 +1013,31 @@ fn read_evicted(first: &str, lines: &mut Lines) -> Result<EventBody, String> {
     let line = lines.next_line().ok_or("no eviction kind line")?;
     let (ckpt, text) = paren_int(line).ok_or("eviction kind line not `(N) …`")?;
     let requeued = text.starts_with("Job terminated and was requeued");
-    let mut ev = EventBody::Evicted {
+    let mut d = Eviction {
         checkpointed: ckpt != 0,
         requeued,
-        normal: false,
-        return_value: None,
-        signal: None,
-        core_file: None,
-        reason: None,
-        code,
-        subcode,
         run_remote: lines.next_line().and_then(cpu_usage).unwrap_or_default(),
         run_local: lines.next_line().and_then(cpu_usage).unwrap_or_default(),
-        sent_bytes: 0.0,
-        received_bytes: 0.0,
+        ..Eviction::default()
     };
-    let EventBody::Evicted {
-        normal,
-        return_value,
-        signal,
-        core_file,
-        reason,
-        sent_bytes,
-        received_bytes,
-        ..
-    } = &mut ev
-    else {
-        return Ok(ev);
-    };
-    let (Some(sent), Some(recvd)) =
+    let mut reason = None;
+    if let (Some(sent), Some(recvd)) =
         (lines.next_line().and_then(bytes_line), lines.next_line().and_then(bytes_line))
-    else {
-        return Ok(ev);
-    };
-    (*sent_bytes, *received_bytes) = (sent.2, recvd.2);
-    if requeued {
-        let (n, rv, sig, core) = termination_status(lines)?;
-        (*normal, *return_value, *signal, *core_file) = (n, rv, sig, core);
-    }
-    if let Some(line) = lines.next_line() {
-        if !line.starts_with("\tPartitionable Resources") {
-            *reason = match line.strip_prefix("\tReason: ") {
-                Some(r) => Some(r.to_string()),
-                None => non_empty(line),
-            };
+    {
+        (d.sent_bytes, d.received_bytes) = (sent.2, recvd.2);
+        if requeued {
+            (d.normal, d.return_value, d.signal, d.core_file) = termination_status(lines)?;
+        }
+        if let Some(line) = lines.next_line() {
+            if !line.starts_with("\tPartitionable Resources") {
+                reason = match line.strip_prefix("\tReason: ") {
+                    Some(r) => Some(r.to_string()),
+                    None => non_empty(line),
+                };
+            }
         }
     }
-    Ok(ev)
+    Ok(EventBody::Evicted { code, subcode, reason, detail: Box::new(d) })
 }
 
 #[cfg(test)]

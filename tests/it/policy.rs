@@ -1,1 +1,100 @@
-//! Integration tests: policy.
+//! Integration tests: the `thesis` and `adaptive` policies driven through the
+//! simulated grid (`cosched::sim::run`, virtual time, deterministic by seed)
+//! on the scenarios of `shared/scenarios`. Reference numbers are the
+//! independent reference simulator's, from `shared/scenarios/README.md`.
+
+use crate::util;
+use cosched::policy::PolicyConfig;
+use cosched::sim::{self, Scenario, SimOptions, SimResult};
+
+fn scenario(name: &str) -> Scenario {
+    sim::load_scenarios(&util::shared().join("scenarios/scenarios.toml"))
+        .expect("shared scenarios load")
+        .into_iter()
+        .find(|(n, _)| n == name)
+        .unwrap_or_else(|| panic!("scenario {name}"))
+        .1
+}
+
+fn run(name: &str, policy: &str, seed: u64, opts: &SimOptions) -> SimResult {
+    let config = PolicyConfig::named(policy).expect("known policy");
+    let result = sim::run(&scenario(name), &config, seed, opts);
+    assert!(result.errors.is_empty(), "{name}/{policy} seed {seed}: {:?}", result.errors);
+    assert!(!result.hang, "{name}/{policy} seed {seed} hangs");
+    result
+}
+
+fn makespan(r: &SimResult) -> f64 {
+    r.metrics.makespan.expect("a settled run has a makespan")
+}
+
+#[test]
+fn thesis_reproduces_the_reference_makespans_of_single_site_scenarios() {
+    // Reference thesis makespans (medians of 5 seeds); one seed must be within ±30%.
+    for (name, reference) in [("S1", 6232.0), ("S2", 4349.0), ("S5", 8677.0)] {
+        let seed = 1;
+        let m = makespan(&run(name, "thesis", seed, &SimOptions::default()));
+        let ratio = m / reference;
+        assert!(
+            (0.7..=1.3).contains(&ratio),
+            "{name} seed {seed}: thesis {m:.0} s vs reference {reference} ({ratio:.2})"
+        );
+    }
+}
+
+#[test]
+fn adaptive_beats_thesis_and_bulk_where_contention_hurts_and_probes_cheaply_where_it_does_not() {
+    let opts = SimOptions::default();
+    for seed in [1, 2] {
+        let adaptive = makespan(&run("S1", "adaptive", seed, &opts));
+        let thesis = makespan(&run("S1", "thesis", seed, &opts));
+        let bulk = makespan(&run("S1", "bulk", seed, &opts));
+        assert!(adaptive < 0.8 * thesis, "S1 seed {seed}: adaptive {adaptive:.0} vs thesis {thesis:.0}");
+        assert!(adaptive < 0.5 * bulk, "S1 seed {seed}: adaptive {adaptive:.0} vs bulk {bulk:.0}");
+        // S2 has no contention: the oracle's 513 s is bulk's; probing may cost at most 2×.
+        let s2 = makespan(&run("S2", "adaptive", seed, &opts));
+        assert!(s2 <= 2.0 * 513.0, "S2 seed {seed}: adaptive {s2:.0} s");
+    }
+}
+
+#[test]
+fn adaptive_moves_the_jobs_of_a_dead_site_elsewhere() {
+    let seed = 1;
+    let r = run("S6", "adaptive", seed, &SimOptions::default());
+    assert_eq!(r.metrics.jobs_done, 1000, "seed {seed}");
+    let dead = r.metrics.sites.iter().find(|s| s.name == "X").expect("site X");
+    assert_eq!(dead.jobs_done, 0, "seed {seed}");
+    let thesis = makespan(&run("S6", "thesis", seed, &SimOptions::default()));
+    assert!(makespan(&r) < thesis, "seed {seed}: adaptive {:.0} vs thesis {thesis:.0}", makespan(&r));
+    assert!(r.learned["X"].unresponsive, "seed {seed}: {:?}", r.learned);
+}
+
+#[test]
+fn a_warm_start_learns_the_knee_and_starts_there() {
+    let seed = 3;
+    let cold = run("S1", "adaptive", seed, &SimOptions::default());
+    let capacity = cold.learned["site"].capacity.expect("a capacity was learned");
+    // The true knee is 50; the search may end a little either side of it.
+    assert!((30.0..=70.0).contains(&capacity), "seed {seed}: learned {capacity}");
+    let warm =
+        run("S1", "adaptive", seed, &SimOptions { memory: cold.learned.clone(), ..SimOptions::default() });
+    assert!(
+        makespan(&warm) < makespan(&cold),
+        "seed {seed}: warm {:.0} vs cold {:.0}",
+        makespan(&warm),
+        makespan(&cold)
+    );
+    // 3313 s is the oracle's median on S1.
+    assert!(makespan(&warm) <= 1.15 * 3313.0, "seed {seed}: warm {:.0}", makespan(&warm));
+}
+
+#[test]
+fn runs_are_deterministic_by_seed() {
+    let opts = SimOptions { trace: true, ..SimOptions::default() };
+    for policy in ["thesis", "adaptive"] {
+        let a = run("S3", policy, 4, &opts);
+        let b = run("S3", policy, 4, &opts);
+        assert_eq!(a.metrics.makespan, b.metrics.makespan, "{policy} seed 4");
+        assert_eq!(a.trace, b.trace, "{policy} seed 4");
+    }
+}

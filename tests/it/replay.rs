@@ -14,10 +14,8 @@ const POLICIES: [&str; 2] = ["adaptive", "thesis"];
 
 fn logs_in(dir: &Path) -> Vec<PathBuf> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
-    let mut logs: Vec<PathBuf> = entries
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
+    let mut logs: Vec<PathBuf> =
+        entries.map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "log")).collect();
     logs.sort();
     logs
 }
@@ -87,7 +85,11 @@ fn replays_match_the_goldens() {
             check_golden(&format!("{origin}-{stem}.{policy}.txt"), &text, &mut mismatches);
         }
         // All shared logs at once: several sites, mapped by GridResource and order.
-        check_golden(&format!("shared-all.{policy}.txt"), &replay_text(&shared_logs, policy), &mut mismatches);
+        check_golden(
+            &format!("shared-all.{policy}.txt"),
+            &replay_text(&shared_logs, policy),
+            &mut mismatches,
+        );
     }
     assert!(
         mismatches.is_empty(),
@@ -118,7 +120,11 @@ fn grid_jobs_map_by_grid_resource_and_vanilla_jobs_to_the_first_site() {
     // vanilla-mixed has 30 jobs (29 finished normally or not, all usable);
     // grid-condorc has 10, 8 terminated + 1 removed + 1 held.
     assert!(out.header[0].contains("40 job(s)"), "{:?}", out.header);
-    assert!(out.header[1].starts_with("# site pool ← 30 sample(s) from vanilla-mixed.log"), "{:?}", out.header);
+    assert!(
+        out.header[1].starts_with("# site pool ← 30 sample(s) from vanilla-mixed.log"),
+        "{:?}",
+        out.header
+    );
     assert!(
         out.header[2].starts_with("# site personal ← 10 sample(s) from condor personal@vm 127.0.0.1:9618"),
         "{:?}",
@@ -140,7 +146,15 @@ fn replay_command_prints_json_lines() {
     let sites = root().join("tests/golden/sites.toml");
     let o = cosched(
         &root(),
-        &["replay", log.to_str().unwrap(), "--sites", sites.to_str().unwrap(), "--policy", "thesis", "--json"],
+        &[
+            "replay",
+            log.to_str().unwrap(),
+            "--sites",
+            sites.to_str().unwrap(),
+            "--policy",
+            "thesis",
+            "--json",
+        ],
     );
     assert!(o.status.code().is_some_and(|c| c <= 1), "{}", String::from_utf8_lossy(&o.stderr));
     let stdout = String::from_utf8_lossy(&o.stdout);
@@ -152,6 +166,9 @@ fn replay_command_prints_json_lines() {
         }
     }
     assert!(submitted >= 5, "the 5 recorded jobs are submitted: {stdout}");
-    let o = cosched(&root(), &["replay", log.to_str().unwrap(), "--sites", sites.to_str().unwrap(), "--policy", "nope"]);
+    let o = cosched(
+        &root(),
+        &["replay", log.to_str().unwrap(), "--sites", sites.to_str().unwrap(), "--policy", "nope"],
+    );
     assert_eq!(o.status.code(), Some(2), "unknown policy is a usage error");
 }

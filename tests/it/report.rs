@@ -118,7 +118,8 @@ fn report_numbers_match_the_logs() {
     let area = s["goodput_area_job_hours"].as_f64().unwrap();
     assert!(close(area, turnarounds.iter().sum::<f64>() / 3600.0), "goodput area {area}");
     // grid-condorc.log's jobs are at their GridResource, the rest at their log.
-    let sites: Vec<&str> = s["sites"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
+    let sites: Vec<&str> =
+        s["sites"].as_array().unwrap().iter().map(|x| x["name"].as_str().unwrap()).collect();
     assert!(sites.contains(&"condor personal@vm 127.0.0.1:9618"), "{sites:?}");
     assert!(sites.contains(&"many-jobs.log"), "{sites:?}");
     assert_eq!(sites[0], "many-jobs.log", "most jobs first");
@@ -229,7 +230,8 @@ mod xml {
                         }
                         i += end + 3;
                     } else {
-                        let (name, len, self_closing) = start_tag(rest).map_err(|e| format!("byte {i}: {e}"))?;
+                        let (name, len, self_closing) =
+                            start_tag(rest).map_err(|e| format!("byte {i}: {e}"))?;
                         if stack.is_empty() {
                             roots += 1;
                         }
@@ -346,7 +348,8 @@ mod cli {
 
     /// Every command and subcommand, with its path.
     fn all_commands(cmd: &clap::Command, path: String, out: &mut Vec<(String, clap::Command)>) {
-        for sub in cmd.get_subcommands() {
+        // clap's generated `help` subcommands explain the others; they need no example.
+        for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
             let p = format!("{path} {}", sub.get_name());
             if sub.has_subcommands() {
                 all_commands(sub, p, out);

@@ -465,20 +465,18 @@ mod e2e {
     }
 
     #[test]
-    fn a_second_run_in_the_same_state_dir_starts_warm_and_is_refused_while_one_is_unfinished() {
+    fn a_finished_run_leaves_capacity_memory_and_a_second_run_in_the_same_state_dir_works() {
         let s = Setup::new(|_| {});
         let out = s.submit(12, &[]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
-        let db = rusqlite_free_count(&s.path("state/state.db"));
+        let db = site_memory_rows(&s.path("state/state.db"));
         assert!(db > 0, "site memory was stored");
         let out = s.submit(12, &[]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     }
 
-    /// Rows of site_memory, read with the sqlite3 file format's own tools
-    /// would need a dependency; the JSON summary of a resume is enough, so
-    /// this reads the table through cosched's library.
-    fn rusqlite_free_count(path: &Path) -> usize {
+    /// Rows of the state database's site_memory table.
+    fn site_memory_rows(path: &Path) -> usize {
         let db = cosched::state::Db::open(path).expect("state.db opens");
         db.load_memory().expect("site memory").len()
     }
