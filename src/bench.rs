@@ -161,7 +161,9 @@ pub fn command(args: BenchArgs) -> CmdResult {
             .map_err(|e| Failure::failed(format!("{}: cannot write the chart: {e}", path.display())))?;
     }
     if errors > 0 {
-        return Err(Failure::failed(format!("{errors} conservation error(s) in simulated runs; see above")));
+        return Err(Failure::failed(format!(
+            "{errors} error(s) in simulated runs (conservation or livelock); see above"
+        )));
     }
     Ok(Exit::Ok)
 }

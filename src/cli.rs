@@ -194,9 +194,10 @@ pub struct ReplayArgs {
     /// by log order; a vanilla pool's jobs go to the first site.
     #[arg(long)]
     pub sites: PathBuf,
-    /// The policy to replay (bulk, jobrouter, thesis, adaptive).
-    #[arg(long, default_value = "adaptive")]
-    pub policy: String,
+    /// The policy to replay (bulk, jobrouter, thesis, adaptive); overrides
+    /// [policy] name in sites.toml (whose default is adaptive).
+    #[arg(long)]
+    pub policy: Option<String>,
     /// Print decisions as JSON lines.
     #[arg(long)]
     pub json: bool,

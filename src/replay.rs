@@ -9,6 +9,9 @@
 //! recorded there, the samples are reused from the first one again (cycling);
 //! a site with no usable sample never starts anything (like a dead site).
 //!
+//! `--policy` defaults to the `[policy]` of sites.toml (whose default is
+//! `adaptive`).
+//!
 //! Log sites map to the sites of sites.toml by the exact GridResource string;
 //! grid jobs whose GridResource matches no site go to the site with the log's
 //! index (log i → site i mod n); jobs of a vanilla pool (no GridResource) go to
@@ -156,7 +159,7 @@ impl SiteBackend for ReplaySite {
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         let now = self.clock.now();
         let gone: BTreeSet<JobId> = jobs.into_iter().filter(|j| self.out.remove(j)).collect();
-        self.pending.retain(|_, ev| event_job(ev).is_none_or(|j| !gone.contains(&j)));
+        self.pending.retain(|_, ev| event_job(ev).map_or(true, |j| !gone.contains(&j)));
         gone.into_iter().map(|job| SiteEvent::Removed { job, at: now }).collect()
     }
 
@@ -337,7 +340,8 @@ impl ReplayOutput {
     }
 }
 
-/// Replays `logs` through `policy_name` on the sites of `sites`.
+/// Replays `logs` through `policy_name` on the sites of `sites` (with the
+/// parameters of its `[policy]` table when that names the same policy).
 pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<ReplayOutput, Failure> {
     let config = if sites.policy.name() == policy_name {
         sites.policy.clone()
@@ -429,7 +433,8 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
 /// `cosched replay LOG… --sites sites.toml [--policy NAME] [--json]`.
 pub fn command(args: ReplayArgs) -> CmdResult {
     let sites = crate::config::load(&args.sites).map_err(|e| Failure::usage(e.to_string()))?;
-    let out = replay(&args.logs, &sites, &args.policy)?;
+    let policy = args.policy.as_deref().unwrap_or(sites.policy.name());
+    let out = replay(&args.logs, &sites, policy)?;
     if args.json {
         for line in &out.lines {
             println!("{}", serde_json::to_string(line).unwrap_or_default());

@@ -185,7 +185,7 @@ pub fn command(args: DaemonArgs) -> CmdResult {
 fn refuse_root(simulated: bool) -> Result<(), Failure> {
     // SAFETY: geteuid cannot fail and touches no memory.
     let root = unsafe { libc::geteuid() } == 0;
-    if root && !simulated && std::env::var_os("COSCHED_ALLOW_ROOT").is_none_or(|v| v != "1") {
+    if root && !simulated && std::env::var("COSCHED_ALLOW_ROOT").as_deref() != Ok("1") {
         return Err(Failure::usage(
             "the daemon must not run as root: HTCondor refuses jobs owned by root. Run it as a dedicated \
              account (see condor/cosched.service, User=cosched); COSCHED_ALLOW_ROOT=1 overrides this for tests",

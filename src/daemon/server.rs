@@ -463,8 +463,10 @@ fn share_step(shared: &Shared) {
             run.stop.cancel();
         }
     }
-    // demand[site name][user][run index in `runs`] → jobs wanted out.
-    let mut demand: BTreeMap<&str, BTreeMap<u32, Vec<(usize, usize, u64)>>> = BTreeMap::new();
+    // demand[site name][user] → (index in `runs`, site index in that run,
+    // jobs wanted out) for each of the user's runs using the site.
+    type Wants = Vec<(usize, usize, u64)>;
+    let mut demand: BTreeMap<&str, BTreeMap<u32, Wants>> = BTreeMap::new();
     let boards: Vec<_> = runs.iter().map(|r| share::lock(&r.board).demand.clone()).collect();
     for (k, run) in runs.iter().enumerate() {
         for (i, name) in run.sites.iter().enumerate() {
@@ -475,7 +477,7 @@ fn share_step(shared: &Shared) {
     let mut caps: Vec<Vec<Option<u64>>> = runs.iter().map(|r| vec![None; r.sites.len()]).collect();
     for (site, by_user) in &demand {
         let Some(&cap) = capacity.get(*site) else { continue };
-        let users: Vec<(&u32, &Vec<(usize, usize, u64)>)> = by_user.iter().collect();
+        let users: Vec<(&u32, &Wants)> = by_user.iter().collect();
         let claims: Vec<Claim> = users
             .iter()
             .map(|(uid, runs)| Claim::new(runs.iter().map(|r| r.2).sum(), config.weight(**uid)))

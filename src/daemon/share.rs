@@ -172,7 +172,7 @@ impl FairShare {
             }
         }
         // First time, and again now and then in case a condor_rm was lost.
-        if self.last_removal.is_none_or(|t| now - t >= 10.0 * self.poll) {
+        if self.last_removal.map_or(true, |t| now - t >= 10.0 * self.poll) {
             self.last_removal = Some(now);
             actions.extend(self.removals());
         }

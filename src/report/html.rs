@@ -66,7 +66,7 @@ fn charted_sites(s: &Summary) -> Vec<(&SiteSummary, String)> {
     out
 }
 
-fn occupancy_series(s: &Summary, running: bool) -> (Vec<f64>, Vec<(String, Vec<f64>, String)>) {
+fn occupancy_series(s: &Summary, running: bool) -> (Vec<f64>, Vec<svg::Series>) {
     let t = s.total_occupancy.t.clone();
     let mut occs: Vec<&Occupancy> = s.occupancy.iter().take(TOP_SITES).collect();
     if let Some(o) = &s.others_occupancy {
@@ -137,7 +137,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
     for (i, l) in logs.iter().enumerate() {
         let _ = write!(h, "{}<code>{}</code>", if i > 0 { ", " } else { "" }, esc(l));
     }
-    h.push_str(".");
+    h.push('.');
     if diagnostics > 0 {
         let _ = write!(h, " {diagnostics} malformed block(s) were skipped.");
     }

@@ -174,7 +174,8 @@ pub struct BenchRow {
 /// The SVG chart of `cosched bench --chart FILE`: per scenario, each policy's
 /// makespan relative to the best policy in that scenario (1 = best; lower is
 /// better), so that scenarios of very different length share one axis.
-/// Scenarios and policies appear in the order of first appearance in `rows`.
+/// Scenarios and policies appear in the order of first appearance in `rows`;
+/// a dashed line marks 1 (the best), and runs that hung are labelled "hang".
 pub fn bench_chart(rows: &[BenchRow]) -> String {
     let mut scenarios: Vec<String> = Vec::new();
     let mut policies: Vec<String> = Vec::new();
@@ -203,6 +204,7 @@ pub fn bench_chart(rows: &[BenchRow]) -> String {
         &policies,
         &values,
         "hang",
+        Some(1.0),
     )
 }
 

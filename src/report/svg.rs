@@ -20,6 +20,9 @@ const PALETTE: [&str; MAX_SERIES] = [
 ];
 pub const OTHERS_COLOUR: &str = "#c7c7c7";
 
+/// One series of a chart: label, values, fill colour.
+pub type Series = (String, Vec<f64>, String);
+
 pub fn colour(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
@@ -364,7 +367,7 @@ pub fn goodput(title: &str, sorted: &[f64]) -> String {
 }
 
 /// Stacked areas of step functions: `series[k].1[i]` holds from `t[i]` to `t[i+1]`.
-pub fn stacked_steps(title: &str, y_label: &str, t: &[f64], series: &[(String, Vec<f64>, String)]) -> String {
+pub fn stacked_steps(title: &str, y_label: &str, t: &[f64], series: &[Series]) -> String {
     let tmax = t.last().copied().unwrap_or(0.0);
     let unit = time_unit(tmax);
     let totals: Vec<f64> = (0..t.len()).map(|i| series.iter().map(|s| s.1[i]).sum()).collect();
@@ -461,6 +464,7 @@ pub fn grouped_bars(
     series: &[String],
     values: &[Vec<Option<f64>>],
     missing_label: &str,
+    reference: Option<f64>,
 ) -> String {
     let max = values.iter().flatten().flatten().copied().fold(0.0, f64::max).max(1e-9);
     let legend = series.iter().enumerate().map(|(i, s)| (s.clone(), colour(i).to_string())).collect();
@@ -496,6 +500,15 @@ pub fn grouped_bars(
                 }
             }
         }
+    }
+    if let Some(r) = reference {
+        let y = f.py(r);
+        let _ = write!(
+            labels,
+            r##"<line x1="{:.1}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="#333" stroke-dasharray="4 3"/>"##,
+            f.left,
+            f.width - f.right
+        );
     }
     f.push(&labels);
     f.finish()

@@ -421,7 +421,7 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
         }
     }
     assert!(
-        finished_before.is_none_or(|k| k >= kills / 2),
+        finished_before.map_or(true, |k| k >= kills / 2),
         "seed {seed}: the runs ended too early to test crashes"
     );
     let before = s.successes().len();
