@@ -28,6 +28,8 @@ use tokio_util::task::TaskTracker;
 
 /// How often the fair share is recomputed and the caps handed out.
 pub const SHARE_EVERY: Duration = Duration::from_millis(200);
+/// How soon a run whose demand grew gets a new cap (see `ShareState::asks`).
+const SHARE_SOON: Duration = Duration::from_millis(20);
 /// Longest request line accepted (a submit carries two files).
 const MAX_REQUEST: u64 = 4 << 20;
 /// `watch` sends at most this often.
@@ -196,7 +198,7 @@ pub async fn serve(
     tracing::info!("listening; {resumed} unfinished run(s) resumed");
     let notifier = control.notifier;
     notifier.ready(&summary(&shared));
-    let mut ticker = tokio::time::interval(SHARE_EVERY);
+    let mut ticker = tokio::time::interval(SHARE_SOON);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut watchdog = notifier.watchdog_interval().map(|every| {
         let mut t = tokio::time::interval(every);
@@ -205,6 +207,7 @@ pub async fn serve(
     });
     let mut accept_backoff = Duration::from_millis(10);
     let mut last_summary = String::new();
+    let mut last_share = tokio::time::Instant::now();
     loop {
         enum Wake {
             Stop,
@@ -239,6 +242,13 @@ pub async fn serve(
                 accept_backoff = (accept_backoff * 2).min(Duration::from_secs(1));
             }
             Wake::Share => {
+                // Every SHARE_EVERY, or sooner when a run waits for a cap
+                // that has not seen its demand yet.
+                let asked = shared.runs().iter().any(|r| std::mem::take(&mut share::lock(&r.board).asks));
+                if !asked && last_share.elapsed() < SHARE_EVERY {
+                    continue;
+                }
+                last_share = tokio::time::Instant::now();
                 share_step(&shared);
                 let s = summary(&shared);
                 if s != last_summary {
@@ -347,8 +357,8 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
         }
         let board = entry.board.clone();
         let wrap: PolicyWrap = Box::new(move |policy, rate| {
-            // Look at caps and cancellation about twice a second of real time.
-            Box::new(FairShare::new(policy, board, 0.5 * rate))
+            // Look at caps and cancellation ten times a second of real time.
+            Box::new(FairShare::new(policy, board, 0.1 * rate))
         });
         let observer = Box::new(StatusObserver { entry: entry.clone() });
         let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;

@@ -41,6 +41,10 @@ pub struct ShareState {
     pub cancel: bool,
     /// Set by the wrapper: cancelled and nothing of the run is at any site.
     pub drained: bool,
+    /// Set by the wrapper when jobs wait for a cap that has not seen their
+    /// demand yet; the daemon then runs the fair share without waiting for
+    /// its next tick (see `server::serve`), and clears it.
+    pub asks: bool,
 }
 
 pub type Board = Arc<Mutex<ShareState>>;
@@ -151,7 +155,11 @@ impl FairShare {
         let mut b = lock(&self.board);
         for i in 0..self.n_sites() {
             let site = SiteId(i as u32);
-            b.demand[i] = u64::from(self.inner.book().counts(site).out());
+            let demand = u64::from(self.inner.book().counts(site).out());
+            if demand > b.demand[i] && !self.held[i].is_empty() {
+                b.asks = true;
+            }
+            b.demand[i] = demand;
             b.held_back[i] = self.held[i].len() as u64;
         }
     }

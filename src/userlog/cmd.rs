@@ -302,10 +302,16 @@ pub fn follow(file: &Path) -> CmdResult {
     rt.block_on(async {
         let mut follower = super::Follower::with_legacy_year(file.to_path_buf(), 0, current_year());
         let mut any_diag = false;
+        // Created once, so that a signal between two batches is not missed.
+        let ctrl_c = tokio::signal::ctrl_c();
+        tokio::pin!(ctrl_c);
+        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .map_err(|e| Failure::failed(format!("installing the SIGTERM handler: {e}")))?;
         loop {
             tokio::select! {
                 biased;
-                _ = tokio::signal::ctrl_c() => break,
+                _ = &mut ctrl_c => break,
+                _ = term.recv() => break,
                 got = follower.next() => {
                     let events = got.map_err(|e| Failure::failed(format!("{}: {e}", file.display())))?;
                     let diags = follower.take_diagnostics();

@@ -608,3 +608,40 @@ async fn follower_next_is_cancel_safe() {
     drive_until(&mut follower, &mut got, 2, 0, 0).await;
     assert_eq!(got, [1, 2]);
 }
+
+#[test]
+fn log_follow_prints_events_as_they_are_written_until_interrupted() {
+    use std::io::BufRead;
+    let tmp = util::tempdir();
+    let path = tmp.path().join("job.log");
+    let mut child = std::process::Command::new(util::cosched_bin())
+        .args(["log", "follow", path.to_str().unwrap()])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            if tx.send(line.unwrap()).is_err() {
+                break;
+            }
+        }
+    });
+    // The log does not exist yet; then it grows, a write cut mid-event first.
+    let first = event_text(1);
+    append(&path, &first.as_bytes()[..10]);
+    append(&path, &first.as_bytes()[10..]);
+    let line = rx.recv_timeout(Duration::from_secs(10)).expect("first event printed");
+    let v: Value = serde_json::from_str(&line).unwrap();
+    assert_eq!((v["type"].as_i64(), v["cluster"].as_i64()), (Some(5), Some(1)));
+    append(&path, event_text(2).as_bytes());
+    let line = rx.recv_timeout(Duration::from_secs(10)).expect("second event printed");
+    assert_eq!(serde_json::from_str::<Value>(&line).unwrap()["cluster"], 2);
+    // SAFETY: sending a signal to the child we spawned, by its pid.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(0), "Ctrl-C ends follow normally");
+    reader.join().unwrap();
+}
