@@ -87,7 +87,7 @@ fn throughput(dir: &Path) {
             let rate = text
                 .split('=')
                 .nth(1)
-                .and_then(|s| s.trim().split_whitespace().next())
+                .and_then(|s| s.split_whitespace().next())
                 .and_then(|s| s.replace(',', "").parse::<f64>().ok());
             match rate {
                 Some(r) => println!(

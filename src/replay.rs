@@ -159,7 +159,7 @@ impl SiteBackend for ReplaySite {
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         let now = self.clock.now();
         let gone: BTreeSet<JobId> = jobs.into_iter().filter(|j| self.out.remove(j)).collect();
-        self.pending.retain(|_, ev| event_job(ev).map_or(true, |j| !gone.contains(&j)));
+        self.pending.retain(|_, ev| event_job(ev).is_none_or(|j| !gone.contains(&j)));
         gone.into_iter().map(|job| SiteEvent::Removed { job, at: now }).collect()
     }
 

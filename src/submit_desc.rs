@@ -375,7 +375,7 @@ impl SubmitDescription {
 
     /// `transfer_executable` (default true).
     pub fn transfers_executable(&self) -> bool {
-        self.get("transfer_executable").map_or(true, |v| !is_false(v))
+        self.get("transfer_executable").is_none_or(|v| !is_false(v))
     }
 
     /// The executable on the submit host, resolved against [`Self::dir`];

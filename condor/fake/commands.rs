@@ -233,7 +233,7 @@ fn build_jobs(
             return Err("No 'executable' parameter was provided".into());
         }
         let exe_path = iwd.join(&executable);
-        let transfer_exe = p.get("transfer_executable").map_or(true, |v| !is_false(&v));
+        let transfer_exe = p.get("transfer_executable").is_none_or(|v| !is_false(&v));
         if transfer_exe && !checked_executables.contains_key(&exe_path) {
             if let Err(e) = std::fs::File::open(&exe_path) {
                 return Err(format!("Can't access executable file {}: {}", exe_path.display(), os_text(&e)));
@@ -367,7 +367,7 @@ struct Selection {
 impl Selection {
     fn matches(&self, job: &Job, ad: &Ad) -> bool {
         (self.targets.is_empty() || self.targets.iter().any(|t| t.matches(job)))
-            && self.constraint.as_ref().map_or(true, |(_, e)| e.matches(&|name| ad.get(name)))
+            && self.constraint.as_ref().is_none_or(|(_, e)| e.matches(&|name| ad.get(name)))
     }
 }
 
@@ -548,7 +548,7 @@ impl Ad {
         let lines: Vec<String> = self
             .attrs
             .iter()
-            .filter(|(key, _)| only.map_or(true, |names| names.iter().any(|n| n.eq_ignore_ascii_case(key))))
+            .filter(|(key, _)| only.is_none_or(|names| names.iter().any(|n| n.eq_ignore_ascii_case(key))))
             .map(|(_, (name, value))| format!("  \"{name}\": {}", value.to_json_text()))
             .collect();
         format!("{{\n{}\n}}\n", lines.join(",\n"))

@@ -32,6 +32,9 @@ pub const SHARE_EVERY: Duration = Duration::from_millis(200);
 const SHARE_SOON: Duration = Duration::from_millis(20);
 /// Longest request line accepted (a submit carries two files).
 const MAX_REQUEST: u64 = 4 << 20;
+/// How long a stop waits for runs to checkpoint (well under the unit's
+/// `TimeoutStopSec=60s`).
+const STOP_GRACE: Duration = Duration::from_secs(30);
 /// `watch` sends at most this often.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -267,7 +270,12 @@ pub async fn serve(
     notifier.stopping("stopping: checkpointing runs; their jobs keep running on the grid");
     tracing::info!("stopping: {} task(s) to finish", shared.tasks.len());
     shared.tasks.close();
-    shared.tasks.wait().await;
+    // Engines stop at once; a run still reconciling its past (condor_q can
+    // be slow) is abandoned after a while: everything it did is recorded, and
+    // the unit's stop timeout must not be reached.
+    if tokio::time::timeout(STOP_GRACE, shared.tasks.wait()).await.is_err() {
+        tracing::warn!("{} task(s) still busy after {STOP_GRACE:?}; exiting anyway (resume will redo them)", shared.tasks.len());
+    }
     tracing::info!("stopped");
     Ok(())
 }
@@ -368,7 +376,10 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
         };
         let (state, message) = match result {
             Ok(Ending::Settled) if cancel => (RunState::Cancelled, None),
-            Ok(Ending::Settled) => (RunState::Done, None),
+            Ok(Ending::Settled) => {
+                let given_up = entry.snapshot().given_up;
+                (RunState::Done, (given_up > 0).then(|| format!("{given_up} job(s) failed on every attempt")))
+            }
             Ok(Ending::Interrupted) if cancel && drained => (RunState::Cancelled, None),
             Ok(Ending::Interrupted) => {
                 // The daemon is stopping: the run stays recorded as it is and

@@ -119,6 +119,11 @@ impl Default for Params {
     }
 }
 
+/// Deadlines closer than this count as reached: the engine's clock rounds to
+/// nanoseconds, and a deadline checked as missed by that much would be
+/// dropped (a lost wake-up) or asked for again at once (a livelock).
+const TIME_SLACK: Time = 1e-6;
+
 /// Key for ordering by time (non-negative finite times order like their bits).
 fn tkey(t: Time) -> u64 {
     t.max(0.0).to_bits()
@@ -596,7 +601,7 @@ impl Adaptive {
             return;
         }
         if let Some(at) = s.stall_at(self.params.stall_patience) {
-            if now >= at {
+            if now + TIME_SLACK >= at {
                 let since = s.last_completion;
                 let why = format!("no job finished since {since:.0} s, at {n:.0} running");
                 return self.degraded(i, n, None, now, &why, actions);
@@ -606,7 +611,7 @@ impl Adaptive {
         let Some((start, _)) = s.judged_running().next() else { return };
         let age = now - start;
         let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
-        if age > limit {
+        if age + TIME_SLACK > limit {
             let why = format!("a job has run {age:.0} s, longer than any healthy one, at {n:.0} running");
             self.degraded(i, n, None, now, &why, actions);
         }
@@ -638,13 +643,13 @@ impl Adaptive {
                 // time of a healthy run without a degradation.
                 let at_level = running >= 0.9 * s.target || pool_empty;
                 let evidence = s.level_ok >= 3 || (pool_empty && now - s.level_since >= lo + spread);
-                if now < s.level_since + confirm * lo || !at_level || !evidence {
+                if now + TIME_SLACK < s.level_since + confirm * lo || !at_level || !evidence {
                     return;
                 }
                 s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
                 if ceiling / s.floor.max(1.0) > 1.1 && ceiling - s.floor > 1.0 {
                     next = (s.floor.max(1.0) * ceiling).sqrt().floor().max(s.floor + 1.0);
-                } else if now >= s.level_since + reprobe * base {
+                } else if now + TIME_SLACK >= s.level_since + reprobe * base {
                     // Held long enough: see whether capacity came back.
                     s.ceiling = Some((ceiling * 1.25).max(ceiling + 2.0));
                     next = (s.floor * 1.1).max(s.floor + 1.0).floor();
@@ -665,9 +670,7 @@ impl Adaptive {
             return;
         }
         let Some(&(oldest, _)) = s.idle.first() else { return };
-        // The same expression as the deadline asked for, so that the tick at
-        // that deadline is never lost to rounding.
-        if now < f64::from_bits(oldest) + s.idle_timeout {
+        if now + TIME_SLACK < f64::from_bits(oldest) + s.idle_timeout {
             return;
         }
         let jobs: Vec<JobId> = s.idle.iter().map(|&(_, j)| j).collect();
@@ -752,7 +755,7 @@ impl Adaptive {
         for i in 0..self.sites.len() {
             let spare = self.room(i, now);
             if let (true, Some(f)) = (spare >= 1.0, self.sites[i].expected_turnaround()) {
-                if best.is_none_or(|b| f < b) {
+                if best.map_or(true, |b| f < b) {
                     best = Some(f);
                     room = spare;
                 }
@@ -799,7 +802,7 @@ impl Adaptive {
         let mut d: Option<Time> = None;
         let now = self.now;
         let mut consider = |t: Time| {
-            if t > now {
+            if t > now + TIME_SLACK {
                 d = Some(d.map_or(t, |x: Time| x.min(t)));
             }
         };
@@ -809,7 +812,7 @@ impl Adaptive {
         if let (Some(hmax), Some((start, _))) = (s.healthy_max(), s.judged_running().next()) {
             let c2 = self.params.degradation_factor;
             let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
-            consider(start + limit + 1e-6);
+            consider(start + limit);
         }
         if let (Some(base), Some((lo, spread)), Some(_)) = (s.baseline(), s.healthy_range(), s.ceiling) {
             consider(s.level_since + self.params.confirm_after * lo);

@@ -242,7 +242,7 @@ impl JobBook {
                 let mut back = Vec::new();
                 for &job in jobs {
                     if *self.state(job) == (JobState::Submitting { site }) {
-                        self.to_pool(job);
+                        self.return_to_pool(job);
                         back.push(job);
                     }
                 }
@@ -304,7 +304,7 @@ impl JobBook {
                         self.set(*job, JobState::GivenUp);
                         self.given_up += 1;
                     } else {
-                        self.to_pool(*job);
+                        self.return_to_pool(*job);
                     }
                     Change::Removed { job: *job }
                 }
@@ -321,12 +321,12 @@ impl JobBook {
             self.given_up += 1;
             true
         } else {
-            self.to_pool(job);
+            self.return_to_pool(job);
             false
         }
     }
 
-    fn to_pool(&mut self, job: JobId) {
+    fn return_to_pool(&mut self, job: JobId) {
         self.set(job, JobState::Pool);
         self.pool.insert(job);
     }

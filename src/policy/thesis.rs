@@ -52,6 +52,9 @@ use super::{Action, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass,
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
+/// Deadlines closer than this count as reached (clock rounding).
+const TIME_SLACK: Time = 1e-6;
+
 /// Parameters from the `[policy]` table of sites.toml (`policy = "thesis"`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
@@ -327,7 +330,10 @@ impl Thesis {
     fn fire_timeouts(&mut self, now: Time, actions: &mut Vec<Action>) {
         let Some(start) = self.round_start else { return };
         for (i, site) in self.sites.iter_mut().enumerate() {
-            if site.timed_out || site.batch.is_empty() || now < start + site.timeout {
+            // Within a microsecond counts as reached: the engine's clock
+            // rounds to nanoseconds, and a deadline missed by that much would
+            // be asked for again at once, for ever.
+            if site.timed_out || site.batch.is_empty() || now + TIME_SLACK < start + site.timeout {
                 continue;
             }
             site.timed_out = true;

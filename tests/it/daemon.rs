@@ -581,3 +581,42 @@ fn the_unit_files_pass_systemd_analyze_verify() {
         assert!(about_unit.is_empty(), "{unit}: systemd-analyze complains:\n{said}");
     }
 }
+
+#[test]
+fn tells_systemd_it_is_ready_and_pings_the_watchdog() {
+    let s = simulated("");
+    let notify = s.path("notify.sock");
+    let listener = std::os::unix::net::UnixDatagram::bind(&notify).unwrap();
+    listener.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    let log = std::fs::File::create(s.path("daemon.log")).unwrap();
+    let mut child = s
+        .command(&["daemon", "--config", "daemon.toml"])
+        .env("NOTIFY_SOCKET", &notify)
+        .env("WATCHDOG_USEC", "200000")
+        .env("JOURNAL_STREAM", "8:12345")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(log))
+        .spawn()
+        .unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !(seen.iter().any(|m: &String| m.starts_with("READY=1")) && seen.iter().any(|m| m == "WATCHDOG=1")) {
+        let n = listener.recv(&mut buf).expect("a notification within 30 s");
+        seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
+    }
+    let ready = seen.iter().find(|m| m.starts_with("READY=1")).unwrap();
+    assert!(ready.contains("\nSTATUS=0 active run(s)"), "READY carries a one-line status: {ready:?}");
+    // SAFETY: kill(2) on our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    loop {
+        let n = listener.recv(&mut buf).expect("STOPPING=1 before exit");
+        if buf[..n].starts_with(b"STOPPING=1") {
+            break;
+        }
+    }
+    let status = wait_for("the daemon to exit", PATIENCE, || child.try_wait().unwrap());
+    assert_eq!(status.code(), Some(0));
+    let log = std::fs::read_to_string(s.path("daemon.log")).unwrap();
+    assert!(log.contains("INFO"), "{log}");
+    assert!(!log.contains('\x1b') && !log.contains("Z "), "no colours or timestamps for journald:\n{log}");
+}

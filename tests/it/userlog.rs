@@ -422,7 +422,7 @@ fn check_no_panic_and_consistent(bytes: &[u8], sizes: &[usize]) -> Result<(), Te
     let mut last = None;
     for ev in &whole.0 {
         prop_assert!((ev.offset as usize) < bytes.len());
-        prop_assert!(last.map_or(true, |l| l < ev.offset), "offsets increase");
+        prop_assert!(!matches!(last, Some(l) if l >= ev.offset), "offsets increase");
         last = Some(ev.offset);
         let _ = ev.to_json();
     }
