@@ -755,7 +755,7 @@ impl Adaptive {
         for i in 0..self.sites.len() {
             let spare = self.room(i, now);
             if let (true, Some(f)) = (spare >= 1.0, self.sites[i].expected_turnaround()) {
-                if best.map_or(true, |b| f < b) {
+                if !matches!(best, Some(b) if b <= f) {
                     best = Some(f);
                     room = spare;
                 }
