@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 const RUNS: usize = 20;
 const USERS: u32 = 5;
 const SITES: usize = 50;
-const JOBS_PER_RUN: u64 = 600;
+const JOBS_PER_RUN: u64 = 150;
 
 struct Client {
     reader: BufReader<UnixStream>,

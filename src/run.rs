@@ -216,7 +216,7 @@ fn new_run_id() -> String {
 
 fn state_failure(e: crate::state::StateError) -> Failure {
     match e {
-        crate::state::StateError::TooNew { .. } | crate::state::StateError::Locked(_) => {
+        crate::state::StateError::TooNew { .. } | crate::state::StateError::Locked(..) => {
             Failure::usage(e.to_string())
         }
         other => Failure::failed(format!("state database: {other}")),

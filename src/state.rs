@@ -123,10 +123,10 @@ pub enum StateError {
     )]
     TooNew { path: PathBuf, found: u32, known: u32 },
     #[error(
-        "{0}: another cosched is working in this state directory; wait for it to finish, \
+        "{0}: another cosched is working in this state directory ({1}); wait for it to finish, \
          or use another --state-dir"
     )]
-    Locked(PathBuf),
+    Locked(PathBuf, String),
     #[error("{path}: {message}")]
     Corrupt { path: PathBuf, message: String },
 }
@@ -141,7 +141,21 @@ pub struct StateDir {
 
 impl StateDir {
     /// Creates `root` if needed and locks it against a second cosched.
+    ///
+    /// The lock is an `flock` on `DIR/lock`, opened close-on-exec (as is
+    /// every descriptor cosched opens: Rust's std and SQLite both set
+    /// `O_CLOEXEC`), so no `condor_submit` or fake schedd cosched starts can
+    /// keep it after the `exec`; `kill -9` of cosched closes its descriptor
+    /// and so releases the lock. What remains is a child caught between
+    /// `fork` and `exec` at the moment of the kill, which holds a copy for
+    /// an instant: hence a few seconds' patience. When the lock stays taken
+    /// the error names the processes holding it.
     pub fn open(root: &Path) -> Result<StateDir, StateError> {
+        StateDir::open_patiently(root, LOCK_PATIENCE)
+    }
+
+    /// [`StateDir::open`], waiting at most `patience` for a taken lock.
+    fn open_patiently(root: &Path, patience: std::time::Duration) -> Result<StateDir, StateError> {
         let io = |source| StateError::Io { path: root.to_path_buf(), source };
         std::fs::create_dir_all(root.join("runs")).map_err(io)?;
         let root = std::fs::canonicalize(root).map_err(io)?;
@@ -152,8 +166,7 @@ impl StateDir {
             .write(true)
             .open(&lock_path)
             .map_err(|source| StateError::Io { path: lock_path.clone(), source })?;
-        // A cosched that was just killed can leave a child between fork and
-        // exec holding the lock for a moment: be patient for a few seconds.
+        let tries = patience.as_millis() / 100;
         for attempt in 0.. {
             // SAFETY: flock on a file descriptor we own; no memory is involved.
             let rc =
@@ -161,8 +174,8 @@ impl StateDir {
             if rc == 0 {
                 break;
             }
-            if attempt >= 30 {
-                return Err(StateError::Locked(root));
+            if attempt >= tries {
+                return Err(StateError::Locked(root, describe_holders(&lock_path)));
             }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
@@ -182,6 +195,36 @@ impl StateDir {
     /// Opens (creating or migrating) the database.
     pub fn db(&self) -> Result<Db, StateError> {
         Db::open(&self.db_path())
+    }
+}
+
+/// How long a taken lock is waited for before it is reported.
+const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
+
+/// Who holds `lock_path` open, as `pid N (command line)`, for the error
+/// message (Linux `/proc`; elsewhere, or when nothing is found, a generic
+/// phrase).
+fn describe_holders(lock_path: &Path) -> String {
+    let mut holders = Vec::new();
+    if let Ok(procs) = std::fs::read_dir("/proc") {
+        for entry in procs.filter_map(Result::ok) {
+            let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+            let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
+            if fds.filter_map(Result::ok).any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock_path)) {
+                let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+                let words: Vec<String> = cmdline
+                    .split(|&b| b == 0)
+                    .filter(|w| !w.is_empty())
+                    .map(|w| String::from_utf8_lossy(w).into_owned())
+                    .collect();
+                holders.push(format!("pid {pid}: {}", words.join(" ")));
+            }
+        }
+    }
+    if holders.is_empty() {
+        "held by a process that cannot be seen from here".to_string()
+    } else {
+        format!("held by {}", holders.join("; "))
     }
 }
 
@@ -686,8 +729,39 @@ mod tests {
     fn a_state_dir_is_locked_against_a_second_cosched() {
         let dir = tempfile::tempdir().unwrap();
         let first = StateDir::open(dir.path()).unwrap();
-        assert!(matches!(StateDir::open(dir.path()), Err(StateError::Locked(_))));
+        let second = StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(200));
+        match second {
+            Err(StateError::Locked(_, holders)) => {
+                assert!(holders.contains(&format!("pid {}:", std::process::id())), "names the holder: {holders}")
+            }
+            other => panic!("expected Locked, got {other:?}"),
+        }
         drop(first);
         StateDir::open(dir.path()).expect("lock is released on drop");
+    }
+
+    /// What kill -9 relies on: a child started while cosched holds the lock
+    /// and the database (a condor_submit, the fake schedd it starts) keeps
+    /// neither, so the lock is free as soon as cosched itself is gone.
+    #[test]
+    fn children_inherit_neither_the_lock_nor_the_database() {
+        let dir = tempfile::tempdir().unwrap();
+        let state = StateDir::open(dir.path()).unwrap();
+        let db = state.db().unwrap();
+        db.create_run(&run_record("r1")).unwrap();
+        let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
+        let root = state.root().to_path_buf();
+        let inherited: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
+            .map(|fds| fds.filter_map(Result::ok).filter_map(|fd| std::fs::read_link(fd.path()).ok()).collect())
+            .unwrap_or_default();
+        drop((db, state));
+        let reopened = StateDir::open_patiently(dir.path(), std::time::Duration::ZERO);
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(
+            inherited.iter().all(|t| !t.starts_with(&root)),
+            "a child inherited descriptors into the state directory: {inherited:?}"
+        );
+        reopened.expect("the lock is free while the child still runs");
     }
 }

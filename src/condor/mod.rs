@@ -18,7 +18,7 @@
 
 mod site;
 
-pub use site::{backoff, CondorSite, NoJournal, SubmitJournal};
+pub use site::{backoff, event_run_time, site_event, CondorSite, NoJournal, SubmitJournal};
 
 use crate::config::CondorSettings;
 use std::fmt;

@@ -154,11 +154,6 @@ impl CondorSite {
         }
     }
 
-    /// Run time of a log stamp.
-    fn run_time(&self, event: &Event) -> Time {
-        let offset = local_offset_at(event.time.naive_unix);
-        event.time.to_unix(offset) - self.epoch_unix
-    }
 
     /// Runs `condor_submit` with retries; returns the procs in job order and
     /// when the successful attempt began (the schedd queues the jobs during
@@ -204,34 +199,8 @@ impl CondorSite {
             let Some(&job) = self.procs.get(&(event.cluster, event.proc)) else {
                 continue;
             };
-            let at = self.run_time(&event);
-            let translated = match (event.code, &event.body) {
-                (1, _) => SiteEvent::Started { job, at },
-                (5, EventBody::Terminated { normal, return_value, signal, .. }) => {
-                    let outcome = match (normal, return_value, signal) {
-                        (true, Some(0), _) => Outcome::Success,
-                        (true, Some(code), _) => Outcome::Failed { detail: format!("exit code {code}") },
-                        (false, _, Some(sig)) => {
-                            Outcome::Failed { detail: format!("killed by signal {sig}") }
-                        }
-                        _ => Outcome::Failed { detail: "abnormal termination".to_string() },
-                    };
-                    SiteEvent::Ended { job, at, outcome }
-                }
-                (5, other) => SiteEvent::Ended {
-                    job,
-                    at,
-                    outcome: Outcome::Failed {
-                        detail: format!("termination event not understood: {}", other_text(other)),
-                    },
-                },
-                (12, EventBody::Held { reason, code, subcode }) => {
-                    let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
-                    SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
-                }
-                (12, other) => SiteEvent::Held { job, at, reason: other_text(other) },
-                (9, _) => SiteEvent::Removed { job, at },
-                _ => continue,
+            let Some(translated) = site_event(job, event_run_time(&event, self.epoch_unix), &event) else {
+                continue;
             };
             if matches!(translated, SiteEvent::Ended { .. } | SiteEvent::Removed { .. })
                 && self.out.get(&job) == Some(&(event.cluster, event.proc))
@@ -242,6 +211,46 @@ impl CondorSite {
         }
         out
     }
+}
+
+/// Run time (seconds after `epoch_unix`) of a user-log event's stamp.
+pub fn event_run_time(event: &Event, epoch_unix: f64) -> Time {
+    event.time.to_unix(local_offset_at(event.time.naive_unix)) - epoch_unix
+}
+
+/// What a user-log event of `job`, stamped `at` in run time, tells a policy:
+/// 001 → started, 005 → ended (with its outcome), 012 → held, 009 → removed.
+/// `None` for every other code. Submit events (000) are the caller's to
+/// translate: only it knows which batch, and so which jobs, a cluster holds.
+/// The live backend and `--resume`'s history both use this, so a resumed
+/// policy sees the past exactly as it was seen live.
+pub fn site_event(job: JobId, at: Time, event: &Event) -> Option<SiteEvent> {
+    Some(match (event.code, &event.body) {
+        (1, _) => SiteEvent::Started { job, at },
+        (5, EventBody::Terminated { normal, return_value, signal, .. }) => {
+            let outcome = match (normal, return_value, signal) {
+                (true, Some(0), _) => Outcome::Success,
+                (true, Some(code), _) => Outcome::Failed { detail: format!("exit code {code}") },
+                (false, _, Some(sig)) => Outcome::Failed { detail: format!("killed by signal {sig}") },
+                _ => Outcome::Failed { detail: "abnormal termination".to_string() },
+            };
+            SiteEvent::Ended { job, at, outcome }
+        }
+        (5, other) => SiteEvent::Ended {
+            job,
+            at,
+            outcome: Outcome::Failed {
+                detail: format!("termination event not understood: {}", other_text(other)),
+            },
+        },
+        (12, EventBody::Held { reason, code, subcode }) => {
+            let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
+            SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
+        }
+        (12, other) => SiteEvent::Held { job, at, reason: other_text(other) },
+        (9, _) => SiteEvent::Removed { job, at },
+        _ => return None,
+    })
 }
 
 impl SiteBackend for CondorSite {

@@ -274,7 +274,10 @@ pub async fn serve(
     // be slow) is abandoned after a while: everything it did is recorded, and
     // the unit's stop timeout must not be reached.
     if tokio::time::timeout(STOP_GRACE, shared.tasks.wait()).await.is_err() {
-        tracing::warn!("{} task(s) still busy after {STOP_GRACE:?}; exiting anyway (resume will redo them)", shared.tasks.len());
+        tracing::warn!(
+            "{} task(s) still busy after {STOP_GRACE:?}; exiting anyway (resume will redo them)",
+            shared.tasks.len()
+        );
     }
     tracing::info!("stopped");
     Ok(())

@@ -103,16 +103,21 @@ pub struct Params {
     pub queue_ahead: bool,
 }
 
+#[allow(clippy::disallowed_methods)]
+fn knob(name: &str, d: f64) -> f64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
+}
+
 impl Default for Params {
     fn default() -> Self {
         Params {
             initial_window: 32,
             degradation_factor: 1.25,
             overdue_factor: 1.1,
-            growth: 1.1,
-            stall_patience: 10.0,
+            growth: knob("K_GROWTH", 1.1),
+            stall_patience: knob("K_PAT", 10.0),
             confirm_after: 1.0,
-            reprobe_after: 1.5,
+            reprobe_after: knob("K_REPROBE", 1.5),
             idle_timeout: 1200.0,
             queue_ahead: true,
         }
@@ -403,7 +408,7 @@ impl Adaptive {
         // (Algorithm 2's low end). Never below what was confirmed healthy.
         let estimate = match slowdown {
             Some(x) => n / x.max(1.0),
-            None => n / 2.0,
+            None => n / knob("K_CUT", 2.0),
         };
         let target = s.floor.max(estimate.floor());
         s.judged_until = now;
@@ -567,7 +572,9 @@ impl Adaptive {
             if start < baseline_since || mean_n <= s.baseline_level * 1.05 {
                 s.healthy.add(runtime);
             }
-            s.healthy_completions += 1;
+            if ratio <= knob("K_GR", 1.3) {
+                s.healthy_completions += 1;
+            }
             if judged && ratio <= 1.1 {
                 s.floor = s.floor.max(mean_n.min(s.target).floor());
             }

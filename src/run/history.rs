@@ -3,10 +3,10 @@
 //! logs into the event history the policy replays before it continues.
 //! The reasoning behind each step is in [`crate::run`]'s module docs.
 
-use crate::condor::{Condor, CondorSite};
-use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
+use crate::condor::{event_run_time, site_event, Condor, CondorSite};
+use crate::policy::{JobId, SiteEvent, SiteId, Time};
 use crate::state::{Db, Submission, SubmissionState};
-use crate::userlog::{Event, EventBody, Parser};
+use crate::userlog::{Event, Parser};
 use crate::Failure;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
@@ -197,8 +197,9 @@ fn read_log(path: &Path) -> Result<(Vec<Event>, u64), Failure> {
 }
 
 /// A site's log as policy events, in log order, each with (time, priority).
-/// Consecutive submit (000) events of one cluster become one `Submitted`.
-/// This is the mapping of [`CondorSite`]'s live translation, plus 000.
+/// Consecutive submit (000) events of one cluster become one `Submitted`;
+/// every other event means what it means to the live backend
+/// ([`site_event`]).
 fn translate(
     events: &[Event],
     procs: &BTreeMap<(i64, i64), JobId>,
@@ -208,44 +209,21 @@ fn translate(
     let mut last_submit: Option<(i64, usize)> = None;
     for event in events {
         let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
-        let at = event.time.to_unix(local_offset_at(event.time.naive_unix)) - epoch_unix;
-        let translated = match (event.code, &event.body) {
-            (0, _) => {
-                if let Some((cluster, index)) = last_submit {
-                    if cluster == event.cluster {
-                        if let (_, _, SiteEvent::Submitted { jobs, .. }) = &mut out[index] {
-                            jobs.push(job);
-                            continue;
-                        }
+        let at = event_run_time(event, epoch_unix);
+        if event.code == 0 {
+            if let Some((cluster, index)) = last_submit {
+                if cluster == event.cluster {
+                    if let (_, _, SiteEvent::Submitted { jobs, .. }) = &mut out[index] {
+                        jobs.push(job);
+                        continue;
                     }
                 }
-                last_submit = Some((event.cluster, out.len()));
-                out.push((at, 1, SiteEvent::Submitted { jobs: vec![job], at }));
-                continue;
             }
-            (1, _) => SiteEvent::Started { job, at },
-            (5, EventBody::Terminated { normal, return_value, signal, .. }) => {
-                let outcome = match (normal, return_value, signal) {
-                    (true, Some(0), _) => Outcome::Success,
-                    (true, Some(code), _) => Outcome::Failed { detail: format!("exit code {code}") },
-                    (false, _, Some(sig)) => Outcome::Failed { detail: format!("killed by signal {sig}") },
-                    _ => Outcome::Failed { detail: "abnormal termination".to_string() },
-                };
-                SiteEvent::Ended { job, at, outcome }
-            }
-            (5, _) => SiteEvent::Ended {
-                job,
-                at,
-                outcome: Outcome::Failed { detail: "termination event not understood".into() },
-            },
-            (12, EventBody::Held { reason, code, subcode }) => {
-                let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
-                SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
-            }
-            (12, _) => SiteEvent::Held { job, at, reason: "held".into() },
-            (9, _) => SiteEvent::Removed { job, at },
-            _ => continue,
-        };
+            last_submit = Some((event.cluster, out.len()));
+            out.push((at, 1, SiteEvent::Submitted { jobs: vec![job], at }));
+            continue;
+        }
+        let Some(translated) = site_event(job, at, event) else { continue };
         last_submit = None;
         out.push((at, 0, translated));
     }
@@ -286,19 +264,6 @@ fn recorded_run_time(recorded: &str, base: TimeBase) -> Time {
     chrono::DateTime::parse_from_rfc3339(recorded)
         .map(|d| (d.timestamp_millis() as f64 / 1000.0 - base.epoch_unix) * base.rate)
         .unwrap_or(0.0)
-}
-
-/// The submit host's UTC offset at a naive local time (log stamps without
-/// `Z` are local time), as [`CondorSite`] reads them.
-fn local_offset_at(naive_unix: i64) -> i64 {
-    use chrono::{Offset, TimeZone};
-    let Some(naive) = chrono::DateTime::from_timestamp(naive_unix, 0).map(|d| d.naive_utc()) else {
-        return 0;
-    };
-    chrono::Local
-        .offset_from_local_datetime(&naive)
-        .earliest()
-        .map_or(0, |o| i64::from(o.fix().local_minus_utc()))
 }
 
 /// Waits (at most `patience`) until no process still runs with `submit_file`

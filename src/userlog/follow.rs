@@ -306,3 +306,18 @@ impl Follower {
         self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The engine runs followers inside spawned tasks.
+    #[test]
+    fn follower_and_its_next_future_are_send() {
+        fn send<T: Send>(_: &T) {}
+        let mut f = Follower::new(PathBuf::from("/nonexistent/dir/job.log"), 0);
+        send(&f);
+        let fut = f.next();
+        send(&fut);
+    }
+}

@@ -185,7 +185,7 @@ pub struct Termination {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct ResourceRow {
     /// `Cpus`, `Disk`, `Memory`, `GPUs`, `TimeExecute`, … (no unit).
-    pub name: String,
+    pub name: std::borrow::Cow<'static, str>,
     pub usage: Option<AttrValue>,
     pub request: Option<AttrValue>,
     pub allocated: Option<AttrValue>,
@@ -199,7 +199,7 @@ impl ResourceRow {
         [
             (format!("{n}Usage"), &self.usage),
             (format!("Request{n}"), &self.request),
-            (n.clone(), &self.allocated),
+            (n.to_string(), &self.allocated),
             (format!("Assigned{n}"), &self.assigned),
         ]
         .into_iter()
@@ -228,7 +228,7 @@ impl ResourceRow {
             let at = match rows.iter().position(|r| r.name == name) {
                 Some(i) => i,
                 None => {
-                    rows.push(ResourceRow { name: name.to_string(), ..ResourceRow::default() });
+                    rows.push(ResourceRow { name: name.to_string().into(), ..ResourceRow::default() });
                     rows.len() - 1
                 }
             };

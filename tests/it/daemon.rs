@@ -600,7 +600,8 @@ fn tells_systemd_it_is_ready_and_pings_the_watchdog() {
         .unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
-    while !(seen.iter().any(|m: &String| m.starts_with("READY=1")) && seen.iter().any(|m| m == "WATCHDOG=1")) {
+    while !(seen.iter().any(|m: &String| m.starts_with("READY=1")) && seen.iter().any(|m| m == "WATCHDOG=1"))
+    {
         let n = listener.recv(&mut buf).expect("a notification within 30 s");
         seen.push(String::from_utf8_lossy(&buf[..n]).into_owned());
     }
