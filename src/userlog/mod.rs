@@ -412,6 +412,9 @@ pub struct Diagnostic {
     pub message: String,
 }
 
+/// Longest unfinished event kept while waiting for its terminator (bytes).
+pub const MAX_EVENT_BYTES: usize = 16 << 20;
+
 /// Incremental parser: feed bytes as they arrive; get only complete events.
 ///
 /// Text blocks end at a `...` line (a trailing `\r` is fine); XML events at
@@ -466,6 +469,21 @@ impl Parser {
             let used = self.process(&buf, &mut events, false);
             buf.drain(..used);
             self.buf = buf;
+        }
+        if self.buf.len() > MAX_EVENT_BYTES {
+            // No real event is this long: a writer that never terminates its
+            // block (or garbage) must not grow a follower's memory forever.
+            self.diagnostics.push(Diagnostic {
+                offset: self.consumed,
+                message: format!(
+                    "{} bytes without an event terminator; skipped: {}",
+                    self.buf.len(),
+                    text::snippet(&self.buf)
+                ),
+            });
+            self.consumed += self.buf.len() as u64;
+            self.buf.clear();
+            self.scan_hint = 0;
         }
         events
     }
@@ -643,6 +661,22 @@ impl Event {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_endless_unterminated_block_is_dropped_with_a_diagnostic() {
+        let mut parser = Parser::new();
+        let junk = vec![b'x'; 1 << 20];
+        for _ in 0..17 {
+            assert!(parser.feed(&junk).is_empty());
+        }
+        assert!(parser.pending() <= MAX_EVENT_BYTES);
+        let diags = parser.take_diagnostics();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert_eq!(diags[0].offset, 0);
+        let ok = b"000 (001.000.000) 2026-11-21 05:03:12 Job submitted from host: <h>\n...\n";
+        parser.feed(b"\n...\n");
+        assert_eq!(parser.feed(ok).len(), 1);
+    }
 
     #[test]
     fn civil_round_trip() {
