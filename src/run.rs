@@ -320,7 +320,20 @@ impl Plan {
     }
 
     fn resume(dir: &Path) -> Result<Plan, Failure> {
+        let nothing_recorded = || {
+            Failure::usage(format!(
+                "{d}: nothing to resume: no run was recorded here, so nothing was submitted (cosched records \
+                 a run before its first condor_submit); start it with `cosched submit N SITES JOB \
+                 --state-dir {d}`",
+                d = dir.display()
+            ))
+        };
         if !dir.join("state.db").is_file() {
+            // A cosched stopped before it created the database leaves the
+            // lock file: that is a state directory with no run in it.
+            if dir.join("lock").is_file() {
+                return Err(nothing_recorded());
+            }
             return Err(Failure::usage(format!(
                 "{}: no state database (state.db) here; give the --state-dir of the run to resume",
                 dir.display()
@@ -330,15 +343,15 @@ impl Plan {
         let db = state.db().map_err(state_failure)?;
         let runs = db.runs().map_err(state_failure)?;
         let Some(run) = runs.iter().rev().find(|r| r.status.resumable()).cloned() else {
-            return Err(Failure::usage(match runs.last() {
-                Some(last) => format!(
+            return Err(match runs.last() {
+                Some(last) => Failure::usage(format!(
                     "{}: nothing to resume: the last run, {}, is {}",
                     dir.display(),
                     last.id,
                     last.status.as_str()
-                ),
-                None => format!("{}: nothing to resume: no run was started here", dir.display()),
-            }));
+                )),
+                None => nothing_recorded(),
+            });
         };
         check_root(run.simulate)?;
         // The files as they are now (a fix after a permanent error is

@@ -67,7 +67,10 @@ impl Notifier {
             }
         });
         // The pings are for us only if systemd named our pid (or none).
-        let for_us = watchdog_pid.map_or(true, |p| p.trim().parse::<u32>().ok() == Some(my_pid));
+        let for_us = match watchdog_pid {
+            None => true,
+            Some(p) => p.trim().parse::<u32>().ok() == Some(my_pid),
+        };
         let watchdog_every = watchdog_usec
             .and_then(|u| u.trim().parse::<u64>().ok())
             .filter(|&u| u > 0 && for_us)

@@ -180,7 +180,11 @@ impl FairShare {
             }
         }
         // First time, and again now and then in case a condor_rm was lost.
-        if self.last_removal.map_or(true, |t| now - t >= 10.0 * self.poll) {
+        let due = match self.last_removal {
+            None => true,
+            Some(t) => now - t >= 10.0 * self.poll,
+        };
+        if due {
             self.last_removal = Some(now);
             actions.extend(self.removals());
         }

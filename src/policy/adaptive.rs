@@ -210,6 +210,12 @@ struct SiteState {
     any_started: bool,
     /// Unresponsive: no new jobs until this time, then one probe.
     unresponsive_until: Option<Time>,
+    /// Pace test: completions of judged jobs a healthy site would have
+    /// produced since the test was last reset (∫ hazard dt over the due
+    /// running jobs), the completions seen, and when it was last integrated.
+    pace_expected: f64,
+    pace_observed: f64,
+    pace_at: Time,
     class: SiteClass,
 }
 
@@ -286,6 +292,40 @@ impl SiteState {
         }
     }
 
+    /// Adds to `pace_expected` the completions a healthy site would have
+    /// produced among the due judged jobs between `pace_at` and `now`.
+    /// Healthy run times are taken as uniform on [lo, lo + spread]: a job of
+    /// age `a` in it ends at rate 1 / (hi − a); the last tenth of the range
+    /// (and beyond it) at the rate of its start, so late jobs count but
+    /// never infinitely.
+    fn integrate_pace(&mut self, now: Time) {
+        let from = self.pace_at;
+        if now <= from {
+            return;
+        }
+        self.pace_at = now;
+        let Some((lo, spread)) = self.healthy_range() else { return };
+        let hi = lo + spread;
+        let flat = hi - 0.1 * spread;
+        let mut expected = 0.0;
+        for (start, _) in self.judged_running().take(64) {
+            let a = (from - start).max(lo);
+            let b = now - start;
+            if b <= a {
+                continue;
+            }
+            let (a1, b1) = (a.min(flat), b.min(flat));
+            if b1 > a1 {
+                expected += ((hi - a1) / (hi - b1)).ln();
+            }
+            let tail = b - a.max(flat);
+            if tail > 0.0 {
+                expected += tail / (0.1 * spread);
+            }
+        }
+        self.pace_expected += expected;
+    }
+
     fn advance_integral(&mut self, now: Time) {
         if now > self.integral_at {
             self.integral += self.running.len() as f64 * (now - self.integral_at);
@@ -358,6 +398,9 @@ impl Adaptive {
                     first_submit: None,
                     any_started: false,
                     unresponsive_until: None,
+                    pace_expected: 0.0,
+                    pace_observed: 0.0,
+                    pace_at: 0.0,
                     class: SiteClass::Unknown,
                 }
             })
@@ -413,6 +456,8 @@ impl Adaptive {
         let target = s.floor.max(estimate.floor());
         s.judged_until = now;
         s.last_completion = now;
+        s.pace_expected = 0.0;
+        s.pace_observed = 0.0;
         s.slowdown = None;
         s.healthy_completions = 0;
         self.set_target(i, target.max(1.0), now);
@@ -428,15 +473,22 @@ impl Adaptive {
     fn shed(&mut self, i: usize, severe: bool, now: Time, why: &str, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         let s = &self.sites[i];
-        let young_limit = match s.healthy_range() {
-            Some((lo, _)) if severe => lo,
-            _ => s.baseline().map_or(0.0, |b| 0.25 * b),
-        };
+        // Work a running job has done, estimated as its age times its share
+        // of the new window over its life (an upper bound: past the knee the
+        // resource may also thrash). Jobs that did little are cheap to redo.
+        let base = s.baseline().unwrap_or(0.0);
+        let young_limit = if severe { knob("K_PS", 0.5) * base } else { knob("K_PM", 0.25) * base };
         let excess = s.running.len() as f64 - s.target.ceil();
         let mut victims = Vec::new();
         if excess >= 1.0 {
             for &(start, job) in s.running.iter().rev().take(excess as usize) {
-                if now - f64::from_bits(start) <= young_limit {
+                let age = now - f64::from_bits(start);
+                let mean_n = match s.started.get(&job) {
+                    Some(&(_, i0)) if age > 0.0 => (s.integral - i0) / age,
+                    _ => 0.0,
+                };
+                let progress = age * (s.target / mean_n.max(1.0)).min(1.0);
+                if progress <= young_limit {
                     victims.push(job);
                 }
             }
@@ -481,6 +533,7 @@ impl Adaptive {
 
     fn on_event(&mut self, now: Time, site: SiteId, event: &super::SiteEvent, actions: &mut Vec<Action>) {
         let i = site.index();
+        self.sites[i].integrate_pace(now);
         let change = self.book.apply(site, event);
         self.sites[i].advance_integral(now);
         match change {
@@ -566,6 +619,9 @@ impl Adaptive {
         };
         let ratio = runtime / base;
         let baseline_since = s.baseline_since.unwrap_or(now);
+        if judged {
+            s.pace_observed += 1.0;
+        }
         if ratio <= 1.3 {
             // Healthy, or too little slowed to tell (a tighter cut would bias
             // the baseline down, run after run).
@@ -607,6 +663,20 @@ impl Adaptive {
             // overload are still slow): nothing new to learn yet.
             return;
         }
+        let (expected, observed) = (s.pace_expected, s.pace_observed);
+        if expected >= knob("K_PH", 12.0) {
+            if observed < knob("K_PR", 0.4) * expected {
+                let why = format!(
+                    "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, at {n:.0} running"
+                );
+                return self.degraded(i, n, None, now, &why, actions);
+            }
+            // Keep a sliding memory of the pace.
+            let s = &mut self.sites[i];
+            s.pace_expected *= 0.5;
+            s.pace_observed *= 0.5;
+        }
+        let s = &self.sites[i];
         if let Some(at) = s.stall_at(self.params.stall_patience) {
             if now + TIME_SLACK >= at {
                 let since = s.last_completion;
@@ -856,6 +926,7 @@ impl Policy for Adaptive {
             Input::Tick => (0..self.sites.len()).collect(),
         };
         for i in touched {
+            self.sites[i].integrate_pace(now);
             self.sites[i].advance_integral(now);
             self.check_unresponsive(i, now, &mut actions);
             self.check_running(i, now, &mut actions);

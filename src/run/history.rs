@@ -52,7 +52,7 @@ pub async fn rebuild(
 ) -> Result<Past, Failure> {
     let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
     let mut past = Past::default();
-    let mut per_site: Vec<Vec<(Time, u8, SiteEvent)>> = Vec::new();
+    let mut per_site: Vec<Vec<Step>> = Vec::new();
     for (i, name) in site_names.iter().enumerate() {
         let subs: Vec<Submission> = {
             let db = db.lock().unwrap_or_else(|p| p.into_inner());
@@ -115,13 +115,12 @@ pub async fn rebuild(
             start.known.push((cluster, sub.jobs.clone()));
             if !events.iter().any(|e| e.code == 0 && e.cluster == cluster) {
                 let at = recorded_run_time(&sub.recorded, base);
-                no_submit_event.push((at, 1u8, SiteEvent::Submitted { jobs: sub.jobs.clone(), at }));
+                no_submit_event.push(Step::submitted(cluster, sub.jobs.clone(), at));
             }
         }
         start.log_offset = consumed;
-        let mut sequence = translate(&events, &procs, base.epoch_unix);
-        sequence.extend(no_submit_event);
-        per_site.push(sequence);
+        let sequence = translate(&events, &procs, base.epoch_unix);
+        per_site.push(in_time_order(sequence, no_submit_event));
         past.sites.push(start);
     }
     past.history = merge(per_site);
@@ -196,16 +195,26 @@ fn read_log(path: &Path) -> Result<(Vec<Event>, u64), Failure> {
     }
 }
 
-/// A site's log as policy events, in log order, each with (time, priority).
-/// Consecutive submit (000) events of one cluster become one `Submitted`;
-/// every other event means what it means to the live backend
-/// ([`site_event`]).
-fn translate(
-    events: &[Event],
-    procs: &BTreeMap<(i64, i64), JobId>,
-    epoch_unix: f64,
-) -> Vec<(Time, u8, SiteEvent)> {
-    let mut out: Vec<(Time, u8, SiteEvent)> = Vec::new();
+/// One event of a site's history, with what ordering needs to know.
+#[derive(Debug)]
+struct Step {
+    at: Time,
+    /// The cluster the event is about.
+    cluster: i64,
+    event: SiteEvent,
+}
+
+impl Step {
+    fn submitted(cluster: i64, jobs: Vec<JobId>, at: Time) -> Step {
+        Step { at, cluster, event: SiteEvent::Submitted { jobs, at } }
+    }
+}
+
+/// A site's log as policy events, in log order. Consecutive submit (000)
+/// events of one cluster become one `Submitted`; every other event means
+/// what it means to the live backend ([`site_event`]).
+fn translate(events: &[Event], procs: &BTreeMap<(i64, i64), JobId>, epoch_unix: f64) -> Vec<Step> {
+    let mut out: Vec<Step> = Vec::new();
     let mut last_submit: Option<(i64, usize)> = None;
     for event in events {
         let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
@@ -213,47 +222,75 @@ fn translate(
         if event.code == 0 {
             if let Some((cluster, index)) = last_submit {
                 if cluster == event.cluster {
-                    if let (_, _, SiteEvent::Submitted { jobs, .. }) = &mut out[index] {
+                    if let SiteEvent::Submitted { jobs, .. } = &mut out[index].event {
                         jobs.push(job);
                         continue;
                     }
                 }
             }
             last_submit = Some((event.cluster, out.len()));
-            out.push((at, 1, SiteEvent::Submitted { jobs: vec![job], at }));
+            out.push(Step::submitted(event.cluster, vec![job], at));
             continue;
         }
         let Some(translated) = site_event(job, at, event) else { continue };
         last_submit = None;
-        out.push((at, 0, translated));
+        out.push(Step { at, cluster: event.cluster, event: translated });
     }
     out
+}
+
+/// A site's history in time order. The log is not: several processes
+/// write it (condor_submit its 000s, the schedd the rest, condor_rm 009s),
+/// and an event can land after one stamped later. Left in log order, such
+/// an event would hold back everything behind it in [`merge`], and a job's
+/// resubmission elsewhere could be replayed before the end that caused it
+/// (the book would then ignore the submission, and lose track of a queued
+/// job). One job's own events are stamped in the order they happen, and the
+/// sort is stable, so each job keeps its order. Submissions recorded in the
+/// state database but missing from the log (`missing`) go just before their
+/// cluster's first event, or at their recorded time when it has none.
+fn in_time_order(mut steps: Vec<Step>, missing: Vec<Step>) -> Vec<Step> {
+    for mut step in missing {
+        let index = steps.iter().position(|s| s.cluster == step.cluster).unwrap_or(steps.len());
+        if let Some(first) = steps.get(index) {
+            step.at = step.at.min(first.at);
+            if let SiteEvent::Submitted { at, .. } = &mut step.event {
+                *at = step.at;
+            }
+        }
+        steps.insert(index, step);
+    }
+    steps.sort_by(|a, b| a.at.total_cmp(&b.at));
+    steps
 }
 
 /// Merges the sites' sequences into one history, keeping each site's log
 /// order. Between sites the earlier event goes first; on a tie (log stamps
 /// are whole seconds) a submission goes last, because a job's resubmission
 /// elsewhere is always caused by the end of its previous attempt.
-fn merge(per_site: Vec<Vec<(Time, u8, SiteEvent)>>) -> Vec<(SiteId, SiteEvent)> {
-    let mut heads: Vec<std::iter::Peekable<std::vec::IntoIter<(Time, u8, SiteEvent)>>> =
+fn merge(per_site: Vec<Vec<Step>>) -> Vec<(SiteId, SiteEvent)> {
+    // A submission goes after anything else stamped the same second.
+    let rank = |step: &Step| u8::from(matches!(step.event, SiteEvent::Submitted { .. }));
+    let mut heads: Vec<std::iter::Peekable<std::vec::IntoIter<Step>>> =
         per_site.into_iter().map(|v| v.into_iter().peekable()).collect();
     let mut out = Vec::new();
     loop {
         let mut best: Option<(usize, Time, u8)> = None;
         for (i, head) in heads.iter_mut().enumerate() {
-            if let Some((t, prio, _)) = head.peek() {
+            if let Some(step) = head.peek() {
+                let (t, prio) = (step.at, rank(step));
                 let better = match best {
                     None => true,
                     Some((_, bt, bp)) => t.total_cmp(&bt).then(prio.cmp(&bp)).is_lt(),
                 };
                 if better {
-                    best = Some((i, *t, *prio));
+                    best = Some((i, t, prio));
                 }
             }
         }
         let Some((i, _, _)) = best else { break };
-        if let Some((_, _, event)) = heads[i].next() {
-            out.push((SiteId(i as u32), event));
+        if let Some(step) = heads[i].next() {
+            out.push((SiteId(i as u32), step.event));
         }
     }
     out
@@ -311,11 +348,11 @@ fn orphan_running(needle: &[u8]) -> bool {
 mod tests {
     use super::*;
 
-    fn sub(t: Time) -> (Time, u8, SiteEvent) {
-        (t, 1, SiteEvent::Submitted { jobs: vec![JobId(0)], at: t })
+    fn sub(t: Time) -> Step {
+        Step::submitted(1, vec![JobId(0)], t)
     }
-    fn removed(t: Time) -> (Time, u8, SiteEvent) {
-        (t, 0, SiteEvent::Removed { job: JobId(0), at: t })
+    fn removed(t: Time) -> Step {
+        Step { at: t, cluster: 1, event: SiteEvent::Removed { job: JobId(0), at: t } }
     }
 
     #[test]
@@ -325,6 +362,34 @@ mod tests {
         let order: Vec<(u32, bool)> =
             merged.iter().map(|(s, e)| (s.0, matches!(e, SiteEvent::Submitted { .. }))).collect();
         assert_eq!(order, vec![(0, true), (0, false), (1, true)]);
+    }
+
+    #[test]
+    fn an_end_written_late_is_replayed_before_the_resubmission_it_caused() {
+        // Site 0's log: job 1 removed at 105 (condor_rm), then job 0's end
+        // at 100, written late by the schedd. Job 0 was resubmitted to
+        // site 1 at 102, after that end.
+        let late = Step { at: 100.0, cluster: 1, event: SiteEvent::Removed { job: JobId(0), at: 100.0 } };
+        let early = Step { at: 105.0, cluster: 1, event: SiteEvent::Removed { job: JobId(1), at: 105.0 } };
+        let site0 = in_time_order(vec![early, late], Vec::new());
+        let merged = merge(vec![site0, vec![Step::submitted(7, vec![JobId(0)], 102.0)]]);
+        let order: Vec<(u32, Time)> = merged.iter().map(|(s, e)| (s.0, e.at().unwrap())).collect();
+        assert_eq!(order, vec![(0, 100.0), (1, 102.0), (0, 105.0)]);
+    }
+
+    #[test]
+    fn a_submission_missing_from_the_log_goes_before_its_cluster_s_first_event() {
+        let started = |cluster, t| Step { at: t, cluster, event: SiteEvent::Started { job: JobId(0), at: t } };
+        // Recorded at 50.4; its job's start is stamped 50 (whole seconds).
+        let steps = in_time_order(
+            vec![started(3, 20.0), started(9, 50.0)],
+            vec![Step::submitted(9, vec![JobId(0)], 50.4), Step::submitted(12, vec![JobId(5)], 70.0)],
+        );
+        let order: Vec<(i64, bool, Time)> = steps
+            .iter()
+            .map(|s| (s.cluster, matches!(s.event, SiteEvent::Submitted { .. }), s.event.at().unwrap()))
+            .collect();
+        assert_eq!(order, vec![(3, false, 20.0), (9, true, 50.0), (9, false, 50.0), (12, true, 70.0)]);
     }
 
     #[test]

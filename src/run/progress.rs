@@ -200,7 +200,11 @@ impl Progress {
                         t.done += 1;
                         t.turnaround_sum += at - a.submitted;
                         if let Some(started) = a.started {
-                            t.wait_sum += started - a.submitted;
+                            // Log stamps are whole seconds and the submit
+                            // time is exact, so a job that starts within a
+                            // second of its submission can look as if it
+                            // started first.
+                            t.wait_sum += (started - a.submitted).max(0.0);
                             t.wait_n += 1;
                             t.run_sum += at - started;
                             t.run_n += 1;
@@ -514,6 +518,21 @@ mod tests {
         assert_eq!(p.sites[1].run_n, 0, "no start seen: run time unknown");
         assert_eq!(p.makespan, 220.0);
         assert_eq!(p.last_failure[&JobId(1)], "a: held: no slot");
+    }
+
+    #[test]
+    fn a_start_stamped_in_the_second_of_the_submission_is_no_negative_wait() {
+        let mut p = Progress::new("r", vec!["a".into()], 2, 400.0, Display::Quiet);
+        let a = SiteId(0);
+        // Submitted at 100.7 (exact); the log stamps the start 100 (whole seconds).
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1)], at: 100.7 });
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 100.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(1), at: 104.0 });
+        for job in [JobId(0), JobId(1)] {
+            p.record(a, &SiteEvent::Ended { job, at: 160.0, outcome: Outcome::Success });
+        }
+        assert_eq!(p.sites[0].wait_n, 2);
+        assert!((p.sites[0].wait_sum - 3.3).abs() < 1e-9, "0 + 3.3, not -0.7 + 3.3: {}", p.sites[0].wait_sum);
     }
 
     #[test]

@@ -40,6 +40,7 @@ fn site(slots: u32) -> SiteParams {
 }
 
 /// Polls `probe` until it gives a value; fails after `patience`.
+#[allow(clippy::disallowed_methods)] // a bounded wait needs the real clock
 fn wait_for<T>(what: &str, patience: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
     let start = Instant::now();
     loop {
@@ -400,7 +401,7 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
         300.0,
         "[capacity]\ngood = 6\nslow = 4\n",
     );
-    let n = 80;
+    let n = 120;
     let kills = 20;
     let mut ids = Vec::new();
     let mut finished_before = None;
@@ -420,9 +421,9 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
             break;
         }
     }
-    assert!(
-        finished_before.map_or(true, |k| k >= kills / 2),
-        "seed {seed}: the runs ended too early to test crashes"
+    assert_eq!(
+        finished_before, None,
+        "seed {seed}: the runs ended before {kills} crashes (make them longer)"
     );
     let before = s.successes().len();
     let queued = fake_condor::history(&s.pool).len();

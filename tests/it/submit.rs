@@ -403,6 +403,55 @@ mod e2e {
         }
     }
 
+    /// How a cosched process of the kill test ended on its own.
+    #[derive(Debug, PartialEq)]
+    enum Ended {
+        /// The run is finished: this process finished it (exit 0), or an
+        /// earlier one did and was killed before it exited (`--resume` then
+        /// says the run is done).
+        Finished,
+        /// `--resume` found no run: the kill came before the run was
+        /// recorded, so nothing was submitted and the run starts afresh.
+        NothingRecorded,
+    }
+
+    /// What cosched says, and the only things it may say, when it ends on
+    /// its own in the kill test; anything else fails the test.
+    fn ended(out: &Output, context: &str) -> Ended {
+        let stderr = text(&out.stderr);
+        match out.status.code() {
+            Some(0) => Ended::Finished,
+            Some(2) if stderr.contains("nothing to resume") && stderr.contains("is done") => Ended::Finished,
+            Some(2) if stderr.contains("nothing to resume: no run was recorded") => Ended::NothingRecorded,
+            // Killed before it even created the state directory.
+            Some(2) if stderr.contains("no state database (state.db) here") => Ended::NothingRecorded,
+            code => panic!("{context}: cosched exited with {code:?}:\n{stderr}"),
+        }
+    }
+
+    /// Descriptors of process `pid` open on files under `dir` without
+    /// close-on-exec, which every child it starts would inherit (a child
+    /// holding the state directory's lock keeps it locked after a kill -9).
+    fn inheritable_fds_under(pid: u32, dir: &Path) -> Vec<String> {
+        const O_CLOEXEC: u32 = 0o2_000_000;
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+        let mut found = Vec::new();
+        for fd in fds.filter_map(Result::ok) {
+            let Ok(target) = std::fs::read_link(fd.path()) else { continue };
+            if !target.starts_with(dir) {
+                continue;
+            }
+            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            let flags = info.ok().and_then(|i| {
+                i.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+            });
+            if flags.is_some_and(|f| f & O_CLOEXEC == 0) {
+                found.push(target.display().to_string());
+            }
+        }
+        found
+    }
+
     #[test]
     fn kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing() {
         #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
@@ -413,55 +462,87 @@ mod e2e {
         let mut rng = Rng(seed);
         // A slow condor_submit widens the window between queueing and
         // answering, where a crash leaves a batch cosched never heard of.
+        // Jobs of about 2 real seconds keep the run going for several
+        // seconds, longer than the kills take (at most KILLS × 420 ms), so
+        // every kill lands in a run that still has work out.
         let s = Setup::new(|c| {
             c.submit_delay = 0.05;
             c.submit_transient_fail = 0.1;
+            c.base_runtime = 800.0;
         });
+        const KILLS: usize = 12;
         let n = 40;
-        let trials = 12;
         let fresh: Vec<String> =
             ["submit", "40", "sites.toml", "job.sub", "--state-dir", "state", "--json"].map(String::from).to_vec();
+        let resume: Vec<String> = ["submit", "--resume", "state", "--json"].map(String::from).to_vec();
+        let assert_nothing_submitted = |context: &str| {
+            assert_eq!(s.submit_calls(), 0, "seed {seed}: {context}: no run was recorded, yet condor_submit ran");
+            assert!(fake_condor::history(&s.pool).is_empty(), "seed {seed}: {context}: jobs without a recorded run");
+        };
         let mut args = fresh.clone();
-        let mut finished_early = false;
-        for trial in 0..trials {
+        let mut kills = 0;
+        let mut finished = false;
+        // Every launch either is killed or ends the run, except those that
+        // find nothing recorded (at most one per kill before the recording).
+        for launch in 0..2 * KILLS + 2 {
+            if kills == KILLS || finished {
+                break;
+            }
+            let context = format!("seed {seed} launch {launch} ({})", args[1]);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let mut child = s.spawn(&refs);
             let delay = Duration::from_millis(20 + rng.below(400));
             std::thread::sleep(delay);
-            if child.try_wait().expect("try_wait").is_some() {
-                let out = child.wait_with_output().unwrap();
-                if out.status.code() == Some(2) && text(&out.stderr).contains("no run was started") {
-                    // The first kill came before the run was recorded:
-                    // nothing was submitted, so the run starts afresh.
-                    assert_eq!(s.submit_calls(), 0, "seed {seed}: submitted without a recorded run");
+            if child.try_wait().expect("try_wait").is_none() {
+                let leaks = inheritable_fds_under(child.id(), &s.path("state"));
+                // SIGKILL: no handler runs, exactly like a crash.
+                child.kill().expect("kill -9");
+                let _ = child.wait();
+                assert!(leaks.is_empty(), "{context}: descriptors a child would inherit: {leaks:?}");
+                kills += 1;
+                eprintln!("{context}: kill {kills} after {delay:?}");
+                args = resume.clone();
+                continue;
+            }
+            match ended(&child.wait_with_output().unwrap(), &context) {
+                Ended::Finished => finished = true,
+                Ended::NothingRecorded => {
+                    assert_nothing_submitted(&context);
                     args = fresh.clone();
-                    continue;
                 }
-                if out.status.code() == Some(2) && text(&out.stderr).contains("is done") {
-                    // The run finished just before the last kill.
-                    finished_early = true;
-                    break;
-                }
-                assert_eq!(out.status.code(), Some(0), "seed {seed} trial {trial}: {}", text(&out.stderr));
-                finished_early = true;
+            }
+        }
+        assert!(kills == KILLS || finished, "seed {seed}: the launches ran out after {kills} kill(s)");
+        // To the end: a resume, or a fresh start if no run was ever recorded.
+        for attempt in 0..2 {
+            if finished {
                 break;
             }
-            // SIGKILL: no handler runs, exactly like a crash.
-            child.kill().expect("kill -9");
-            let _ = child.wait();
-            eprintln!("seed {seed}: trial {trial}: killed after {delay:?}");
-            args = ["submit", "--resume", "state", "--json"].map(String::from).to_vec();
+            let context = format!("seed {seed} final {} ({attempt})", args[1]);
+            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
+            let out = s.run(&refs);
+            match ended(&out, &context) {
+                Ended::Finished => {
+                    if out.status.code() == Some(0) {
+                        let sum = summary(&out);
+                        assert_eq!(sum["done"], n, "{context}: {sum}");
+                        assert_eq!(sum["failed"], 0, "{context}: {sum}");
+                    }
+                    finished = true;
+                }
+                Ended::NothingRecorded => {
+                    assert_nothing_submitted(&context);
+                    args = fresh.clone();
+                }
+            }
         }
-        if !finished_early {
-            let out = s.run(&["submit", "--resume", "state", "--json"]);
-            assert_eq!(out.status.code(), Some(0), "seed {seed}: final resume: {}", text(&out.stderr));
-            let sum = summary(&out);
-            assert_eq!(sum["done"], n, "seed {seed}: {sum}");
-        }
+        assert!(finished, "seed {seed}: a fresh run after nothing was recorded did not finish");
+        eprintln!("seed {seed}: {kills} kill(s), then the run finished");
         s.assert_each_job_ran_once(n, &format!("seed {seed}"));
         assert_eq!(s.left_in_queue(), 0, "seed {seed}: nothing may be left at the sites");
         let again = s.run(&["submit", "--resume", "state"]);
-        assert_eq!(again.status.code(), Some(2), "a finished run has nothing to resume");
+        assert_eq!(again.status.code(), Some(2), "seed {seed}: a finished run has nothing to resume");
+        assert!(text(&again.stderr).contains("is done"), "seed {seed}: {}", text(&again.stderr));
     }
 
     #[test]
