@@ -15,6 +15,10 @@
 //! cluster (or the failure) after it answers. Every job carries
 //! `CoschedRun`/`CoschedBatch` attributes and every event of a site's jobs is
 //! in that site's user log. The crash points, in order:
+//! 0. Before the run is recorded (the `runs` row is committed before any
+//!    `condor_submit` can start): nothing was submitted. `--resume` exits 2
+//!    with "nothing to resume: no run was recorded here"; the person (or a
+//!    script) starts the run again with `cosched submit`.
 //! 1. Before the intent is committed: `condor_submit` never ran. The jobs were
 //!    only in cosched's memory; resume sees nothing and they are in the pool.
 //! 2. After the intent, before/while/after `condor_submit`, before the cluster
@@ -40,9 +44,12 @@
 //!
 //! Rebuilding the policy: each site's user log is re-read from byte 0 and
 //! turned into events (submit events become `Submitted` for the recorded
-//! clusters); the sites' sequences are merged in time order, a resubmission
-//! after the end it follows on ties; the policy replays this history before
-//! `Start` ([`engine::EngineOptions::history`]). The book only hands out jobs
+//! clusters; the rest mean what they mean live, through the one translation
+//! [`crate::condor::site_event`]); each site's events are put in time order
+//! (several processes write a log, so an event can land after one stamped
+//! later), and the sites' sequences are merged in time order, a
+//! resubmission after the end it follows on ties; the policy replays this
+//! history before `Start` ([`engine::EngineOptions::history`]). The book only hands out jobs
 //! in its pool, and history takes every job that is out out of the pool
 //! (`JobBook::apply` accepts a `Submitted` for a pooled job for this), so
 //! `Start` cannot submit a job that is already out. Following the logs then
@@ -190,11 +197,13 @@ fn simulated_pool(sites: &SitesFile, epoch: f64, speedup: f64) -> Result<PoolCon
         match &site.grid_resource {
             Some(grid) => pool.sites.push(FakeSite::grid(grid.raw.clone(), params)),
             None if pool.local.is_none() => pool.local = Some(FakeSite::grid("", params)),
-            None => return Err(Failure::usage(format!(
+            None => {
+                return Err(Failure::usage(format!(
                 "--simulate: site `{}` is a second local-pool site (no grid_resource); the simulated grid \
                      has one local pool",
                 site.name
-            ))),
+            )))
+            }
         }
     }
     Ok(pool)
@@ -499,51 +508,14 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     }
     let run_dir = state.run_dir(&run.id);
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let condor = Arc::new(Condor::new(&sites.condor));
-    let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
-    let past = if resumed {
-        let past =
-            history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base)
-                .await?;
-        for (batch, what) in &past.reconciled {
-            eprintln!("cosched: batch {batch}: {what}");
-        }
-        past
-    } else {
-        history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
-    };
+    let Engaged { history, reconciled, backends, clock } =
+        engage(&db, &run, &run_dir, &sites, desc, rate, resumed).await?;
+    for (batch, what) in &reconciled {
+        eprintln!("cosched: batch {batch}: {what}");
+    }
     let memory = db.lock().unwrap_or_else(|p| p.into_inner()).load_memory().map_err(state_failure)?;
     let spec = sites.run_spec(run.n_jobs, memory);
     let mut policy = policy::build(&policy_config, &spec, None).map_err(Failure::usage)?;
-
-    let clock = RunClock::scaled((unix_now() - run.epoch_unix) * rate, rate);
-    let site_names = Arc::new(names.clone());
-    let backends: Vec<CondorSite> = sites
-        .sites
-        .iter()
-        .zip(past.sites)
-        .enumerate()
-        .map(|(i, (site, start))| {
-            let journal = DbJournal { db: db.clone(), run: run.id.clone(), site_names: site_names.clone() };
-            let backend = CondorSite::new(
-                SiteId(i as u32),
-                site.clone(),
-                desc.clone(),
-                condor.clone(),
-                run.id.clone(),
-                run_dir.clone(),
-                run.epoch_unix,
-                Box::new(journal),
-                start.known,
-                start.log_offset,
-            );
-            if rate == 1.0 {
-                backend
-            } else {
-                backend.with_clock(clock)
-            }
-        })
-        .collect();
 
     let display = if json {
         Display::Quiet
@@ -559,7 +531,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         permanent: None,
         names: names.clone(),
     };
-    watch.progress.replay(&past.history);
+    watch.progress.replay(&history);
     if !json {
         eprintln!(
             "cosched: {} run {} of {} jobs over {} site(s) with policy {}; state in {}",
@@ -573,23 +545,11 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     }
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let signals = tokio::spawn(watch_signals(shutdown.clone(), interrupted.clone()));
-    let options = EngineOptions { history: past.history, ..EngineOptions::default() };
+    let options = EngineOptions { history, ..EngineOptions::default() };
     let report = engine::run(policy.as_mut(), backends, clock, options, &mut watch, shutdown.clone()).await;
     signals.abort();
-
-    let learned = policy.learned();
+    record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     let book = policy.book();
-    let status = match report.ending {
-        Ending::Settled if book.given_up() == 0 => RunStatus::Done,
-        Ending::Settled => RunStatus::Failed,
-        Ending::Hang => RunStatus::Hung,
-        Ending::Interrupted => RunStatus::Interrupted,
-    };
-    {
-        let mut db = db.lock().unwrap_or_else(|p| p.into_inner());
-        db.save_memory(&run.id, &learned).map_err(state_failure)?;
-        db.set_status(&run.id, status).map_err(state_failure)?;
-    }
     let mut summary =
         watch.progress.take_summary().ok_or_else(|| Failure::failed("the run ended without a summary"))?;
     Progress::set_peaks(&mut summary, &report.peak_running);
@@ -679,17 +639,11 @@ pub async fn drive_recorded(
     })?;
     let policy_config = choose_policy(&sites, Some(&run.policy))?;
     let rate = if run.speedup > 0.0 { run.speedup } else { 1.0 };
-    let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let condor = Arc::new(Condor::new(&sites.condor));
-    let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
     let resumed =
         !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
-    let past = if resumed {
-        history::rebuild(&db, &run.id, &names, &run_dir, &condor, sites.condor.submit_timeout, base).await?
-    } else {
-        history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
-    };
-    for (batch, what) in &past.reconciled {
+    let Engaged { history, reconciled, backends, clock } =
+        engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed).await?;
+    for (batch, what) in &reconciled {
         tracing::info!("run {}: batch {batch}: {what}", run.id);
     }
     std::fs::create_dir_all(&run_dir)
@@ -697,10 +651,52 @@ pub async fn drive_recorded(
     let memory = db.lock().unwrap_or_else(|p| p.into_inner()).load_memory().map_err(state_failure)?;
     let spec = sites.run_spec(run.n_jobs, memory);
     let mut policy = wrap(policy::build(&policy_config, &spec, None).map_err(Failure::usage)?, rate);
+    db.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .set_status(&run.id, RunStatus::Running)
+        .map_err(state_failure)?;
+    let options = EngineOptions { history, ..EngineOptions::default() };
+    let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
+    record_end(&db, &run.id, policy.as_ref(), report.ending)?;
+    Ok(report.ending)
+}
+
+/// A run made ready for the engine, the same way for `cosched submit` and
+/// the daemon.
+struct Engaged {
+    /// What the policy replays before `Start` (empty for a fresh run).
+    history: Vec<(SiteId, SiteEvent)>,
+    /// Submissions whose outcome resume settled: (batch, what became of it).
+    reconciled: Vec<(String, String)>,
+    /// One per site, in site order, continuing where the history stops.
+    backends: Vec<CondorSite>,
+    clock: RunClock,
+}
+
+/// Rebuilds a resumed run's past (settling the submissions a crash left
+/// unknown) and makes one [`CondorSite`] per site. The clock is started
+/// after the past is rebuilt, which can take a while (orphaned
+/// `condor_submit`s are waited for).
+async fn engage(
+    db: &Arc<Mutex<Db>>,
+    run: &RunRecord,
+    run_dir: &Path,
+    sites: &SitesFile,
+    desc: Arc<SubmitDescription>,
+    rate: f64,
+    resumed: bool,
+) -> Result<Engaged, Failure> {
+    let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
+    let condor = Arc::new(Condor::new(&sites.condor));
+    let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
+    let past = if resumed {
+        history::rebuild(db, &run.id, &names, run_dir, &condor, sites.condor.submit_timeout, base).await?
+    } else {
+        history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
+    };
     let clock = RunClock::scaled((unix_now() - run.epoch_unix) * rate, rate);
-    let site_names = Arc::new(names.clone());
-    let desc = Arc::new(desc);
-    let backends: Vec<CondorSite> = sites
+    let site_names = Arc::new(names);
+    let backends = sites
         .sites
         .iter()
         .zip(past.sites)
@@ -713,7 +709,7 @@ pub async fn drive_recorded(
                 desc.clone(),
                 condor.clone(),
                 run.id.clone(),
-                run_dir.clone(),
+                run_dir.to_path_buf(),
                 run.epoch_unix,
                 Box::new(journal),
                 start.known,
@@ -726,21 +722,18 @@ pub async fn drive_recorded(
             }
         })
         .collect();
-    db.lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .set_status(&run.id, RunStatus::Running)
-        .map_err(state_failure)?;
-    let options = EngineOptions { history: past.history, ..EngineOptions::default() };
-    let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
-    let book = policy.book();
-    let status = match report.ending {
-        Ending::Settled if book.given_up() == 0 => RunStatus::Done,
+    Ok(Engaged { history: past.history, reconciled: past.reconciled, backends, clock })
+}
+
+/// Stores what a finished (or stopped) run learned and its final status.
+fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Ending) -> Result<(), Failure> {
+    let status = match ending {
+        Ending::Settled if policy.book().given_up() == 0 => RunStatus::Done,
         Ending::Settled => RunStatus::Failed,
         Ending::Hang => RunStatus::Hung,
         Ending::Interrupted => RunStatus::Interrupted,
     };
     let mut db = db.lock().unwrap_or_else(|p| p.into_inner());
-    db.save_memory(&run.id, &policy.learned()).map_err(state_failure)?;
-    db.set_status(&run.id, status).map_err(state_failure)?;
-    Ok(report.ending)
+    db.save_memory(run, &policy.learned()).map_err(state_failure)?;
+    db.set_status(run, status).map_err(state_failure)
 }

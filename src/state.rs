@@ -210,7 +210,10 @@ fn describe_holders(lock_path: &Path) -> String {
         for entry in procs.filter_map(Result::ok) {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
             let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
-            if fds.filter_map(Result::ok).any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock_path)) {
+            if fds
+                .filter_map(Result::ok)
+                .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|t| t == lock_path))
+            {
                 let cmdline = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
                 let words: Vec<String> = cmdline
                     .split(|&b| b == 0)
@@ -732,7 +735,10 @@ mod tests {
         let second = StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(200));
         match second {
             Err(StateError::Locked(_, holders)) => {
-                assert!(holders.contains(&format!("pid {}:", std::process::id())), "names the holder: {holders}")
+                assert!(
+                    holders.contains(&format!("pid {}:", std::process::id())),
+                    "names the holder: {holders}"
+                )
             }
             other => panic!("expected Locked, got {other:?}"),
         }
@@ -752,7 +758,9 @@ mod tests {
         let mut child = std::process::Command::new("sleep").arg("30").spawn().expect("sleep runs");
         let root = state.root().to_path_buf();
         let inherited: Vec<PathBuf> = std::fs::read_dir(format!("/proc/{}/fd", child.id()))
-            .map(|fds| fds.filter_map(Result::ok).filter_map(|fd| std::fs::read_link(fd.path()).ok()).collect())
+            .map(|fds| {
+                fds.filter_map(Result::ok).filter_map(|fd| std::fs::read_link(fd.path()).ok()).collect()
+            })
             .unwrap_or_default();
         drop((db, state));
         let reopened = StateDir::open_patiently(dir.path(), std::time::Duration::ZERO);

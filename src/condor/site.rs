@@ -154,7 +154,6 @@ impl CondorSite {
         }
     }
 
-
     /// Runs `condor_submit` with retries; returns the procs in job order and
     /// when the successful attempt began (the schedd queues the jobs during
     /// the call, so its start is the better submit time: with a scaled clock
@@ -188,6 +187,29 @@ impl CondorSite {
             }
             let delay = backoff(batch, attempt) * self.backoff_scale;
             tracing::warn!(site = %self.config.name, batch, "{error}; retrying in {delay:.1} s");
+            tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+            attempt += 1;
+        }
+    }
+
+    /// Runs `condor_rm` for `targets`, retrying transient failures like
+    /// `condor_submit`'s. A job whose removal is lost stays "being removed"
+    /// until its log says otherwise, and at a site that never starts it the
+    /// log never will: the run would wait for it forever.
+    async fn remove_with_retries(&mut self, targets: &[String]) {
+        let key = format!("{}-rm-{}", self.config.name, targets.first().map_or("", String::as_str));
+        let mut attempt = 0u32;
+        loop {
+            let error = match self.condor.remove(targets).await {
+                Ok(()) => return,
+                Err(e) => e,
+            };
+            if error.kind == ErrorKind::Permanent || attempt >= self.condor.retries() {
+                tracing::warn!(site = %self.config.name, "removing {} job(s): {error}", targets.len());
+                return;
+            }
+            let delay = backoff(&key, attempt) * self.backoff_scale;
+            tracing::warn!(site = %self.config.name, "removing {} job(s): {error}; retrying in {delay:.1} s", targets.len());
             tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
             attempt += 1;
         }
@@ -300,9 +322,7 @@ impl SiteBackend for CondorSite {
             jobs.iter().filter_map(|job| self.out.get(job)).map(|(c, p)| format!("{c}.{p}")).collect();
         // Long lists go in several calls to keep argument vectors reasonable.
         for chunk in targets.chunks(500) {
-            if let Err(e) = self.condor.remove(chunk).await {
-                tracing::warn!(site = %self.config.name, "removing {} job(s): {e}", chunk.len());
-            }
+            self.remove_with_retries(chunk).await;
         }
         // The removals are reported by the log (009), like everything else.
         Vec::new()
@@ -648,20 +668,27 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn transient_failures_are_retried() {
-        let s = setup();
-        let count = s.bin.join("count");
+    /// A script `name` that fails twice as if the schedd were unreachable,
+    /// then runs `success`; returns the file counting its calls.
+    fn flaky_script(bin: &Path, name: &str, success: &str) -> PathBuf {
+        let count = bin.join(format!("{name}.count"));
         script(
-            &s.bin,
-            "condor_submit",
+            bin,
+            name,
             &format!(
                 "n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n + 1)) > '{c}'\n\
                  if [ \"$n\" -lt 2 ]; then printf '\\nERROR: Failed to connect to local queue manager\\n' >&2; exit 1; fi\n\
-                 echo '40.0 - 40.1'",
+                 {success}",
                 c = count.display()
             ),
         );
+        count
+    }
+
+    #[tokio::test]
+    async fn transient_failures_are_retried() {
+        let s = setup();
+        let count = flaky_script(&s.bin, "condor_submit", "echo '40.0 - 40.1'");
         replay(&s.bin, "condor_q", "condor_q-json-nomatch");
         let mut site = backend(&s, 30.0, 0.0, vec![]);
         let out = site.submit(jobs(3..5)).await;
@@ -674,6 +701,22 @@ mod tests {
         );
         assert_eq!(s.journal.lines(), ["intent 1 ce-b00000 [3, 4]", "submitted ce-b00000 40"]);
         assert_eq!(site.procs.get(&(40, 1)), Some(&JobId(4)));
+    }
+
+    #[tokio::test]
+    async fn transient_condor_rm_failures_are_retried() {
+        let s = setup();
+        let count = flaky_script(&s.bin, "condor_rm", "echo 'Job 40.1 marked for removal'");
+        let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..5))]);
+        assert!(site.remove(vec![JobId(4)]).await.is_empty());
+        assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3", "two failures, then success");
+        assert_eq!(args(&s.bin, "condor_rm"), ["40.1", "40.1", "40.1"]);
+        // A permanent failure is not retried.
+        std::fs::remove_file(&count).unwrap();
+        std::fs::remove_file(s.bin.join("condor_rm.args")).unwrap();
+        script(&s.bin, "condor_rm", "echo 'ERROR: permission denied' >&2; exit 1");
+        site.remove(vec![JobId(3)]).await;
+        assert_eq!(args(&s.bin, "condor_rm"), ["40.0"]);
     }
 
     #[tokio::test]

@@ -88,6 +88,32 @@ pub struct Params {
     /// this many expected gaps between completions mean the site stalled
     /// (lower: faster detection of an overshoot, more false alarms).
     pub stall_patience: f64,
+    /// Pace test: once the running jobs old enough to end under health would
+    /// have produced this many completions (a healthy site's expectation),
+    /// the level they ran at is verified healthy if at least `pace_healthy`
+    /// of that number did end.
+    pub pace_verify: f64,
+    /// Fraction of the expected completions that verifies a level (0.75).
+    pub pace_healthy: f64,
+    /// Pace test, while growing without a known knee: once this many
+    /// completions are expected, fewer than `pace_degraded` of them mean the
+    /// site slowed down (an overshoot), long before a new job is overdue.
+    /// Higher: fewer false alarms, later detection.
+    pub pace_judge: f64,
+    /// Fraction of the expected completions below which the pace says
+    /// degraded (0.4: jobs progress at less than 40% of healthy speed).
+    pub pace_degraded: f64,
+    /// While no knee is known the window stays within this factor of the
+    /// highest level the pace test verified (or the baseline level), and
+    /// jumps to it at each verification: an overshoot is at most this many
+    /// times the knee. Lower: smaller overshoots, slower fill of a site
+    /// without contention.
+    pub verified_growth: f64,
+    /// A warm start begins at this fraction of the remembered capacity
+    /// (unless the capacity was the site's whole limit) and climbs from
+    /// there: a remembered level a little above the knee would otherwise
+    /// stall the first jobs.
+    pub warm_start: f64,
     /// A level set after a knee was seen is confirmed healthy no sooner than
     /// this many shortest healthy run times after it was set, and only once
     /// three jobs started at it have ended healthy.
@@ -103,21 +129,22 @@ pub struct Params {
     pub queue_ahead: bool,
 }
 
-#[allow(clippy::disallowed_methods)]
-fn knob(name: &str, d: f64) -> f64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(d)
-}
-
 impl Default for Params {
     fn default() -> Self {
         Params {
             initial_window: 32,
             degradation_factor: 1.25,
             overdue_factor: 1.1,
-            growth: knob("K_GROWTH", 1.1),
-            stall_patience: knob("K_PAT", 10.0),
+            growth: 1.1,
+            stall_patience: 10.0,
+            pace_verify: 6.0,
+            pace_healthy: 0.75,
+            pace_judge: 12.0,
+            pace_degraded: 0.4,
+            verified_growth: 4.0,
+            warm_start: 1.0,
             confirm_after: 1.0,
-            reprobe_after: knob("K_REPROBE", 1.5),
+            reprobe_after: 1.5,
             idle_timeout: 1200.0,
             queue_ahead: true,
         }
@@ -192,6 +219,8 @@ struct SiteState {
     baseline_since: Option<Time>,
     /// Healthy completions since the last growth step.
     healthy_completions: u32,
+    /// Successful completions since the last cut (`judged_until`).
+    completions_since_cut: u32,
     /// Running jobs by start time.
     running: BTreeSet<(u64, JobId)>,
     /// Start time and concurrency integral at start of each running job.
@@ -216,6 +245,14 @@ struct SiteState {
     pace_expected: f64,
     pace_observed: f64,
     pace_at: Time,
+    /// Fewest jobs running since the pace test was last reset: the level
+    /// its verdict is about.
+    pace_level: f64,
+    /// Concurrency integral and time when the pace test was last reset.
+    pace_integral0: f64,
+    pace_t0: Time,
+    /// Highest level at which the pace test found the site healthy.
+    verified: f64,
     class: SiteClass,
 }
 
@@ -244,7 +281,7 @@ impl SiteState {
             // Remembered: only the mean is known; assume a wide spread rather
             // than cry stall at the first late job.
             let b = self.remembered_baseline?;
-            (0.75 * b, 1.35 * b)
+            (0.85 * b, 1.35 * b)
         };
         Some((lo, (hi - lo).max(0.4 * lo)))
     }
@@ -304,9 +341,20 @@ impl SiteState {
             return;
         }
         self.pace_at = now;
+        self.pace_level = self.pace_level.min(self.running.len() as f64);
+        // Only from run times seen here: a remembered baseline says
+        // nothing of the shortest runs, and the hazards hang on it.
+        if self.healthy.n < 3 {
+            return;
+        }
         let Some((lo, spread)) = self.healthy_range() else { return };
+        // Run times vary by ±20% or more around the mean; early samples are
+        // the short ones, so assume a spread of at least 60% of the
+        // shortest (a narrower one expects completions too soon).
+        let spread = spread.max(0.6 * lo);
+        let ft = 0.25;
         let hi = lo + spread;
-        let flat = hi - 0.1 * spread;
+        let flat = hi - ft * spread;
         let mut expected = 0.0;
         for (start, _) in self.judged_running().take(64) {
             let a = (from - start).max(lo);
@@ -320,10 +368,18 @@ impl SiteState {
             }
             let tail = b - a.max(flat);
             if tail > 0.0 {
-                expected += tail / (0.1 * spread);
+                expected += tail / (ft * spread);
             }
         }
         self.pace_expected += expected;
+    }
+
+    fn reset_pace(&mut self) {
+        self.pace_expected = 0.0;
+        self.pace_observed = 0.0;
+        self.pace_level = self.running.len() as f64;
+        self.pace_integral0 = self.integral;
+        self.pace_t0 = self.integral_at;
     }
 
     fn advance_integral(&mut self, now: Time) {
@@ -357,7 +413,8 @@ impl Adaptive {
                 let (target, floor, ceiling) = match memory.and_then(|m| m.capacity) {
                     Some(c) if c >= 1.0 => {
                         let c = c.min(cap);
-                        (c, c, Some(c * 1.2))
+                        let w = if c >= cap { c } else { (c * params.warm_start).floor().max(1.0) };
+                        (w, w, Some(c * 1.2))
                     }
                     _ => (initial, 0.0, None),
                 };
@@ -385,6 +442,7 @@ impl Adaptive {
                     },
                     slowdown: None,
                     healthy_completions: 0,
+                    completions_since_cut: 0,
                     last_completion: 0.0,
                     baseline_since: memory.and_then(|m| m.baseline_runtime).map(|_| 0.0),
                     running: BTreeSet::new(),
@@ -401,6 +459,10 @@ impl Adaptive {
                     pace_expected: 0.0,
                     pace_observed: 0.0,
                     pace_at: 0.0,
+                    pace_level: 0.0,
+                    pace_integral0: 0.0,
+                    pace_t0: 0.0,
+                    verified: 0.0,
                     class: SiteClass::Unknown,
                 }
             })
@@ -449,15 +511,25 @@ impl Adaptive {
         // flat past it (n / slowdown; with a collapsing resource the knee is
         // higher, so this errs low). Without one, back off to half the level
         // (Algorithm 2's low end). Never below what was confirmed healthy.
-        let estimate = match slowdown {
+        let mut estimate = match slowdown {
             Some(x) => n / x.max(1.0),
-            None => n / knob("K_CUT", 2.0),
+            None => n / 2.0,
         };
+        // Throughput since the last cut, in jobs at full speed: past the
+        // knee it is the knee when the resource only shares (beta = 0) and
+        // less when it thrashes, so it is a lower bound on the knee.
+        let since = now - s.judged_until;
+        if let (Some(base), Some((lo, _))) = (s.baseline(), s.healthy_range()) {
+            if s.judged_until > 0.0 && since >= lo {
+                let delivered = f64::from(s.completions_since_cut) * base / since;
+                estimate = estimate.max(delivered.min(n));
+            }
+        }
+        s.completions_since_cut = 0;
         let target = s.floor.max(estimate.floor());
         s.judged_until = now;
         s.last_completion = now;
-        s.pace_expected = 0.0;
-        s.pace_observed = 0.0;
+        s.reset_pace();
         s.slowdown = None;
         s.healthy_completions = 0;
         self.set_target(i, target.max(1.0), now);
@@ -477,7 +549,7 @@ impl Adaptive {
         // of the new window over its life (an upper bound: past the knee the
         // resource may also thrash). Jobs that did little are cheap to redo.
         let base = s.baseline().unwrap_or(0.0);
-        let young_limit = if severe { knob("K_PS", 0.5) * base } else { knob("K_PM", 0.25) * base };
+        let young_limit = if severe { 0.5 * base } else { 0.25 * base };
         let excess = s.running.len() as f64 - s.target.ceil();
         let mut victims = Vec::new();
         if excess >= 1.0 {
@@ -606,6 +678,7 @@ impl Adaptive {
         let s = &mut self.sites[i];
         let judged = start >= s.judged_until;
         s.last_completion = now;
+        s.completions_since_cut += 1;
         let Some(base) = s.baseline() else {
             // The first jobs run at the initial window, below most knees:
             // they are the baseline.
@@ -628,9 +701,7 @@ impl Adaptive {
             if start < baseline_since || mean_n <= s.baseline_level * 1.05 {
                 s.healthy.add(runtime);
             }
-            if ratio <= knob("K_GR", 1.3) {
-                s.healthy_completions += 1;
-            }
+            s.healthy_completions += 1;
             if judged && ratio <= 1.1 {
                 s.floor = s.floor.max(mean_n.min(s.target).floor());
             }
@@ -661,11 +732,28 @@ impl Adaptive {
             // Still draining down to a window cut for a degradation already
             // seen, or just after the cut (the jobs that lived through the
             // overload are still slow): nothing new to learn yet.
+            let s = &mut self.sites[i];
+            s.reset_pace();
             return;
         }
         let (expected, observed) = (s.pace_expected, s.pace_observed);
-        if expected >= knob("K_PH", 12.0) {
-            if observed < knob("K_PR", 0.4) * expected {
+        if expected >= self.params.pace_verify && observed >= self.params.pace_healthy * expected {
+            let s = &mut self.sites[i];
+            let mean = if s.integral_at > s.pace_t0 {
+                (s.integral - s.pace_integral0) / (s.integral_at - s.pace_t0)
+            } else {
+                s.pace_level
+            };
+            let level = mean;
+            s.verified = s.verified.max(level.floor());
+            s.reset_pace();
+            return;
+        }
+        // Only while growing blind: once a knee is known the bisection and
+        // the slower tests judge, and the pace's false alarms would cost more
+        // than its speed gains.
+        if expected >= self.params.pace_judge && s.ceiling.is_none() {
+            if observed < self.params.pace_degraded * expected {
                 let why = format!(
                     "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, at {n:.0} running"
                 );
@@ -699,6 +787,7 @@ impl Adaptive {
         let confirm = self.params.confirm_after;
         let reprobe = self.params.reprobe_after;
         let growth = self.params.growth;
+        let verified_growth = self.params.verified_growth;
         let pool_empty = self.book.pool_len() == 0;
         let s = &mut self.sites[i];
         let Some(base) = s.baseline() else { return };
@@ -710,16 +799,26 @@ impl Adaptive {
                 // No knee seen: the window grows by a factor per healthy
                 // completion, as long as it is being used. Completions clock
                 // the growth: when the site slows, growth slows with it.
+                let bound = verified_growth * s.verified.max(s.floor);
+                if s.verified > 0.0 && running >= 0.5 * s.target {
+                    next = next.max(bound);
+                }
                 if s.healthy_completions > 0 && running >= 0.5 * s.target {
-                    next = s.target * growth.powi(s.healthy_completions as i32);
+                    next = (s.target * growth.powi(s.healthy_completions as i32)).min(bound).max(next);
                     s.healthy_completions = 0;
                 }
             }
             Some(ceiling) => {
                 // A level is confirmed when jobs started at it have had the
                 // time of a healthy run without a degradation.
-                let at_level = running >= 0.9 * s.target || pool_empty;
-                let evidence = s.level_ok >= 3 || (pool_empty && now - s.level_since >= lo + spread);
+                // With the pool empty the site drains: a higher window would
+                // send nothing, and confirming levels by time alone would
+                // teach the next run a capacity nobody tested.
+                if pool_empty {
+                    return;
+                }
+                let at_level = running >= 0.9 * s.target;
+                let evidence = s.level_ok >= 3;
                 if now + TIME_SLACK < s.level_since + confirm * lo || !at_level || !evidence {
                     return;
                 }
@@ -1091,6 +1190,40 @@ mod tests {
     }
 
     #[test]
+    fn a_slowed_cohort_is_caught_by_the_pace_before_anything_stalls_or_is_overdue() {
+        let mut p = baseline_run(3);
+        for j in 32..42 {
+            p.handle(410.0, &at(0, SiteEvent::Started { job: JobId(j), at: 410.0 }));
+        }
+        // The old jobs keep finishing, but one every 25 s where a healthy
+        // site would finish about one every 8 s: never long enough without a
+        // completion for the stall test, never old enough to be overdue.
+        let mut caught = None;
+        for (k, j) in (3..29).enumerate() {
+            let t = 425.0 + 25.0 * k as f64;
+            let acts = done(&mut p, JobId(j), t);
+            confirm(&mut p, t, &acts);
+            if acts.iter().any(|a| matches!(a, Action::Remove { why, .. } if why.contains("would finish"))) {
+                caught = Some(t);
+                break;
+            }
+        }
+        let caught = caught.expect("the pace test fired");
+        assert!(caught < 600.0, "caught at {caught}");
+        assert!(p.sites[0].ceiling.is_some());
+    }
+
+    #[test]
+    fn blind_growth_stays_within_a_factor_of_the_verified_level() {
+        let p = baseline_run(30);
+        let s = &p.sites[0];
+        let bound = Params::default().verified_growth * s.verified.max(s.floor);
+        // Unbounded, 27 growth steps of ×1.1 would reach the 400 slots.
+        assert!(s.target <= bound + 1e-9, "target {} bound {bound}", s.target);
+        assert!(s.target < 400.0, "target {}", s.target);
+    }
+
+    #[test]
     fn a_site_that_starts_nothing_loses_its_jobs_to_the_others() {
         let params = Params { idle_timeout: 600.0, ..Params::default() };
         let mut p = Adaptive::new(&spec(100, &[400, 400]), &params);
@@ -1133,11 +1266,15 @@ mod tests {
         let mut p = Adaptive::new(&s, &Params::default());
         let start = p.handle(0.0, &Input::Start);
         let sent = confirm(&mut p, 0.0, &start);
-        assert_eq!(sent[0].1.len(), 50);
+        // warm_start × the remembered 50, below the site's 400-slot limit.
+        let expected = (50.0 * Params::default().warm_start).floor() as usize;
+        assert_eq!(sent[0].1.len(), expected);
+        assert!(expected < 50);
+        assert_eq!(p.site_view(SiteId(0)).capacity, Some(expected as f64));
         assert_eq!(p.sites[0].baseline(), Some(400.0));
         // A remembered baseline lets the very first jobs be judged: one that
         // runs past max(1.1 × 1.25 × 400, 1.25 × 1.2 × 400) = 600 s is overdue.
-        for j in 0..50 {
+        for j in 0..expected as u64 {
             p.handle(1.0, &at(0, SiteEvent::Started { job: JobId(j), at: 1.0 }));
         }
         let acts = p.handle(601.5, &Input::Tick);

@@ -379,7 +379,8 @@ mod tests {
 
     #[test]
     fn a_submission_missing_from_the_log_goes_before_its_cluster_s_first_event() {
-        let started = |cluster, t| Step { at: t, cluster, event: SiteEvent::Started { job: JobId(0), at: t } };
+        let started =
+            |cluster, t| Step { at: t, cluster, event: SiteEvent::Started { job: JobId(0), at: t } };
         // Recorded at 50.4; its job's start is stamped 50 (whole seconds).
         let steps = in_time_order(
             vec![started(3, 20.0), started(9, 50.0)],

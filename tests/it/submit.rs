@@ -197,7 +197,8 @@ mod e2e {
                 ..PoolConfig::default()
             };
             tweak(&mut config);
-            let bin = fake_condor::install_with_exe(&pool, &config, &util::cosched_bin()).expect("fake pool installs");
+            let bin = fake_condor::install_with_exe(&pool, &config, &util::cosched_bin())
+                .expect("fake pool installs");
             std::fs::write(dir.path().join("job.sh"), "#!/bin/sh\necho job $1\n").unwrap();
             std::fs::write(
                 dir.path().join("job.sub"),
@@ -244,7 +245,8 @@ mod e2e {
 
         fn submit(&self, n: u64, extra: &[&str]) -> Output {
             let n = n.to_string();
-            let mut args = vec!["submit", n.as_str(), "sites.toml", "job.sub", "--state-dir", "state", "--json"];
+            let mut args =
+                vec!["submit", n.as_str(), "sites.toml", "job.sub", "--state-dir", "state", "--json"];
             args.extend_from_slice(extra);
             self.run(&args)
         }
@@ -293,6 +295,7 @@ mod e2e {
         }
     }
 
+    #[allow(clippy::disallowed_methods)] // real processes get real-time patience
     fn wait_bounded(mut child: Child, patience: Duration, args: &[&str]) -> Output {
         let start = Instant::now();
         loop {
@@ -348,7 +351,8 @@ mod e2e {
     #[test]
     fn bad_inputs_exit_2_and_never_call_condor_submit() {
         let s = Setup::new(|_| {});
-        std::fs::write(s.path("bad-sites.toml"), "[[site]]\nname = \"a\"\ngrid_resourse = \"condor x y\"\n").unwrap();
+        std::fs::write(s.path("bad-sites.toml"), "[[site]]\nname = \"a\"\ngrid_resourse = \"condor x y\"\n")
+            .unwrap();
         std::fs::write(s.path("bad-job.sub"), "executable = missing.sh\nqueue\n").unwrap();
         let cases: [&[&str]; 4] = [
             &["submit", "5", "bad-sites.toml", "job.sub", "--state-dir", "state"],
@@ -429,59 +433,81 @@ mod e2e {
         }
     }
 
-    /// Descriptors of process `pid` open on files under `dir` without
-    /// close-on-exec, which every child it starts would inherit (a child
-    /// holding the state directory's lock keeps it locked after a kill -9).
-    fn inheritable_fds_under(pid: u32, dir: &Path) -> Vec<String> {
+    /// Descriptors of process `pid` open on files under `dir`: how many,
+    /// and those without close-on-exec, which every child it starts would
+    /// inherit (a child holding the state directory's lock would keep it
+    /// locked after a kill -9).
+    fn fds_under(pid: u32, dir: &Path) -> (usize, Vec<String>) {
         const O_CLOEXEC: u32 = 0o2_000_000;
-        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return Vec::new() };
+        let dir = std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_path_buf());
+        let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else { return (0, Vec::new()) };
+        let mut open = 0;
         let mut found = Vec::new();
         for fd in fds.filter_map(Result::ok) {
             let Ok(target) = std::fs::read_link(fd.path()) else { continue };
-            if !target.starts_with(dir) {
+            if !target.starts_with(&dir) {
                 continue;
             }
-            let info = std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
+            open += 1;
+            let info =
+                std::fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.file_name().to_string_lossy()));
             let flags = info.ok().and_then(|i| {
-                i.lines().find_map(|l| l.strip_prefix("flags:")).and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
+                i.lines()
+                    .find_map(|l| l.strip_prefix("flags:"))
+                    .and_then(|f| u32::from_str_radix(f.trim(), 8).ok())
             });
             if flags.is_some_and(|f| f & O_CLOEXEC == 0) {
                 found.push(target.display().to_string());
             }
         }
-        found
+        (open, found)
     }
 
     #[test]
     fn kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing() {
         #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
-        let seed = std::env::var("COSCHED_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
-            std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(1, |d| d.as_nanos() as u64) | 1
-        });
+        let seed =
+            std::env::var("COSCHED_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
+                std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(1, |d| d.as_nanos() as u64)
+                    | 1
+            });
         eprintln!("kill -9 test seed: {seed} (rerun with COSCHED_TEST_SEED={seed})");
         let mut rng = Rng(seed);
         // A slow condor_submit widens the window between queueing and
         // answering, where a crash leaves a batch cosched never heard of.
-        // Jobs of about 2 real seconds keep the run going for several
-        // seconds, longer than the kills take (at most KILLS × 420 ms), so
-        // every kill lands in a run that still has work out.
+        // 60 jobs of 250 simulated seconds keep the run going for a few
+        // seconds, longer than the kills take (KILLS × 170 ms on average),
+        // so the kills land while jobs are being submitted, run and end.
         let s = Setup::new(|c| {
             c.submit_delay = 0.05;
             c.submit_transient_fail = 0.1;
-            c.base_runtime = 800.0;
+            c.base_runtime = 250.0;
         });
         const KILLS: usize = 12;
-        let n = 40;
-        let fresh: Vec<String> =
-            ["submit", "40", "sites.toml", "job.sub", "--state-dir", "state", "--json"].map(String::from).to_vec();
+        let n = 60;
+        let fresh: Vec<String> = ["submit", "60", "sites.toml", "job.sub", "--state-dir", "state", "--json"]
+            .map(String::from)
+            .to_vec();
         let resume: Vec<String> = ["submit", "--resume", "state", "--json"].map(String::from).to_vec();
         let assert_nothing_submitted = |context: &str| {
-            assert_eq!(s.submit_calls(), 0, "seed {seed}: {context}: no run was recorded, yet condor_submit ran");
-            assert!(fake_condor::history(&s.pool).is_empty(), "seed {seed}: {context}: jobs without a recorded run");
+            assert_eq!(
+                s.submit_calls(),
+                0,
+                "seed {seed}: {context}: no run was recorded, yet condor_submit ran"
+            );
+            assert!(
+                fake_condor::history(&s.pool).is_empty(),
+                "seed {seed}: {context}: jobs without a recorded run"
+            );
         };
         let mut args = fresh.clone();
         let mut kills = 0;
+        let mut fds_checked = 0;
         let mut finished = false;
+        #[allow(clippy::disallowed_methods)] // reported, not asserted: how long the kills and the run took
+        let started = Instant::now();
         // Every launch either is killed or ends the run, except those that
         // find nothing recorded (at most one per kill before the recording).
         for launch in 0..2 * KILLS + 2 {
@@ -491,10 +517,11 @@ mod e2e {
             let context = format!("seed {seed} launch {launch} ({})", args[1]);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let mut child = s.spawn(&refs);
-            let delay = Duration::from_millis(20 + rng.below(400));
+            let delay = Duration::from_millis(20 + rng.below(300));
             std::thread::sleep(delay);
             if child.try_wait().expect("try_wait").is_none() {
-                let leaks = inheritable_fds_under(child.id(), &s.path("state"));
+                let (open, leaks) = fds_under(child.id(), &s.path("state"));
+                fds_checked += open;
                 // SIGKILL: no handler runs, exactly like a crash.
                 child.kill().expect("kill -9");
                 let _ = child.wait();
@@ -537,12 +564,45 @@ mod e2e {
             }
         }
         assert!(finished, "seed {seed}: a fresh run after nothing was recorded did not finish");
-        eprintln!("seed {seed}: {kills} kill(s), then the run finished");
+        eprintln!(
+            "seed {seed}: {kills} kill(s) ({fds_checked} descriptors into the state directory checked for \
+             close-on-exec), then the run finished after {:?}",
+            started.elapsed()
+        );
         s.assert_each_job_ran_once(n, &format!("seed {seed}"));
         assert_eq!(s.left_in_queue(), 0, "seed {seed}: nothing may be left at the sites");
         let again = s.run(&["submit", "--resume", "state"]);
         assert_eq!(again.status.code(), Some(2), "seed {seed}: a finished run has nothing to resume");
         assert!(text(&again.stderr).contains("is done"), "seed {seed}: {}", text(&again.stderr));
+    }
+
+    /// Crash point 0 of `crate::run`: a cosched killed before it recorded
+    /// its run leaves a state directory without one (with or without the
+    /// database); `--resume` says nothing was submitted, and `submit` starts
+    /// the run there.
+    #[test]
+    fn resume_where_no_run_was_recorded_says_so_and_a_fresh_submit_works() {
+        let s = Setup::new(|_| {});
+        let state = s.path("state");
+        std::fs::create_dir_all(state.join("runs")).unwrap();
+        std::fs::write(state.join("lock"), "").unwrap();
+        for stage in ["before the database", "with an empty database"] {
+            let out = s.run(&["submit", "--resume", "state"]);
+            assert_eq!(out.status.code(), Some(2), "{stage}: {}", text(&out.stderr));
+            assert!(
+                text(&out.stderr)
+                    .contains("nothing to resume: no run was recorded here, so nothing was submitted"),
+                "{stage}: {}",
+                text(&out.stderr)
+            );
+            cosched::state::Db::open(&state.join("state.db")).expect("an empty database");
+        }
+        let out = s.run(&["submit", "--resume", "no-such-dir"]);
+        assert!(text(&out.stderr).contains("no state database"), "{}", text(&out.stderr));
+        assert_eq!(s.submit_calls(), 0);
+        let out = s.submit(6, &[]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        s.assert_each_job_ran_once(6, "a fresh run in the directory");
     }
 
     #[test]
