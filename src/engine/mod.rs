@@ -165,45 +165,54 @@ where
     };
 
     // Replaying a resumed run's history rebuilds the policy's state. What the
-    // policy decides while replaying may or may not have been carried out
-    // before the restart; a job still waiting on such a decision afterwards
-    // (Submitting, Removing) was not — history would have said so — so those
-    // decisions are carried out now, once per job.
+    // policy decided while replaying was decided with past knowledge and may
+    // or may not have been carried out before the restart; history says which.
+    // A job still `Removing` afterwards was not removed, and removing it is
+    // still right (it was held or timed out), so that is carried out now. A
+    // job still `Submitting` was never submitted: the policy hears that its
+    // submission failed, takes the job back into its pool and decides afresh
+    // with what it knows now (a site it would have picked back then may have
+    // turned out dead since).
     let mut replayed = Vec::new();
     for (site, event) in options.history {
         let now = event.at().unwrap_or(0.0);
         replayed.extend(policy.handle(now, &Input::Site { site, event }));
     }
     let now = clock.now();
-    let mut carried_out = std::collections::BTreeSet::new();
+    let mut seen = std::collections::BTreeSet::new();
+    let mut not_submitted: std::collections::BTreeMap<SiteId, Vec<JobId>> = Default::default();
     for action in replayed {
-        let action = match action {
-            Action::Submit { site, mut jobs, why } => {
-                jobs.retain(|&j| {
-                    *policy.book().state(j) == JobState::Submitting { site } && carried_out.insert(j)
-                });
-                Action::Submit { site, jobs, why }
+        match action {
+            Action::Submit { site, jobs, .. } => {
+                for job in jobs {
+                    if *policy.book().state(job) == (JobState::Submitting { site }) && seen.insert(job) {
+                        not_submitted.entry(site).or_default().push(job);
+                    }
+                }
             }
             Action::Remove { site, mut jobs, why } => {
                 jobs.retain(|&j| {
                     matches!(*policy.book().state(j), JobState::Removing { site: s, .. } if s == site)
-                        && carried_out.insert(j)
+                        && seen.insert(j)
                 });
-                Action::Remove { site, jobs, why }
+                if !jobs.is_empty() {
+                    let action = Action::Remove { site, jobs, why };
+                    observer.action(now, &action);
+                    if let Action::Remove { jobs, .. } = action {
+                        let _ = commands[site.index()].send(Command::Remove(jobs));
+                    }
+                }
             }
-            Action::GiveUp { .. } => continue,
-        };
-        match action {
-            Action::Submit { site, ref jobs, .. } if !jobs.is_empty() => {
-                observer.action(now, &action);
-                let _ = commands[site.index()].send(Command::Submit(jobs.clone()));
-            }
-            Action::Remove { site, ref jobs, .. } if !jobs.is_empty() => {
-                observer.action(now, &action);
-                let _ = commands[site.index()].send(Command::Remove(jobs.clone()));
-            }
-            _ => {}
+            Action::GiveUp { .. } => {}
         }
+    }
+    for (site, jobs) in not_submitted {
+        let event = SiteEvent::SubmitFailed {
+            jobs,
+            error: "decided while replaying the history of a resumed run; never submitted".into(),
+            permanent: false,
+        };
+        dispatch(policy, now, Input::Site { site, event }, observer);
     }
     dispatch(policy, now, Input::Start, observer);
 

@@ -11,12 +11,27 @@
 //!   knees); their run times are its uncongested baseline. Later jobs count
 //!   for the baseline only if they ran at no more than that concurrency, so
 //!   slightly slowed jobs cannot make the baseline, and the knee, creep up.
-//! - **Growth clocked by completions.** Until a knee is seen the window grows
-//!   by `growth` per healthy completion: a site without contention is full
-//!   within a few dozen completions, and when a site slows down its
-//!   completions, and with them the growth, slow down too.
-//! - **Degradation from running jobs.** All our jobs at a site share its
-//!   resource, so past the knee all of them slow at once and jobs old enough
+//! - **Growth clocked by completions, bounded by verified levels.** Until a
+//!   knee is seen the window grows by `growth` per healthy completion: a site
+//!   without contention is full within a few dozen completions. Completions
+//!   come faster the more jobs run, so unchecked this growth runs away
+//!   (×2 in seconds near a knee of 80); it is therefore held within
+//!   `verified_growth` × the highest level the pace test has verified (see
+//!   below), and jumps to that bound at each verification. An overshoot is
+//!   at most that factor past the knee.
+//! - **The pace test.** All our jobs at a site share its resource, so past
+//!   the knee every running job slows at once — including the first cohort,
+//!   whose healthy run times are known. Taking healthy run times as uniform
+//!   on [shortest, shortest + spread], each running job older than the
+//!   shortest healthy run would end at a known rate (hazard); their sum,
+//!   integrated over time, is the number of completions a healthy site would
+//!   have produced. When that reaches `pace_verify` and at least
+//!   `pace_healthy` of it happened, the mean concurrency over the interval is
+//!   verified healthy; while growing blind, once it reaches `pace_judge` and
+//!   fewer than `pace_degraded` of it happened, the site is degraded — about
+//!   a minute after an overshoot, while completions still trickle in (which
+//!   the stall test below cannot see).
+//! - **Degradation from running jobs.** Past the knee jobs old enough
 //!   to finish under health stop finishing. The stall test asks whether the
 //!   `k` running jobs older than the shortest healthy run have produced no
 //!   completion for `stall_patience` × (spread of healthy run times ÷ k) —
@@ -27,13 +42,19 @@
 //! - **Cut to the measured knee, then bisect.** A degradation at `n` running
 //!   makes `n` the ceiling. With a measured slowdown the window goes to
 //!   `n / slowdown` (the knee if throughput were flat past it, an estimate
-//!   that errs low); on a stall to `n / 2` (Algorithm 2's low end); never
-//!   below the level last confirmed healthy. The youngest running jobs above
-//!   the window are removed (little work is lost). Between floor and ceiling
-//!   the window moves by bisection in log space; a level is confirmed by
-//!   three healthy completions of jobs started at it. After `reprobe_after`
-//!   baseline run times at a converged level the ceiling is raised again, so
-//!   a capacity that dropped and recovered is followed.
+//!   that errs low); on a stall to `n / 2` (Algorithm 2's low end), or to the
+//!   throughput delivered since the previous cut if higher (jobs finished ×
+//!   baseline ÷ time: the knee itself when the resource only shares, less
+//!   when it thrashes, so a safe lower bound); never below the level last
+//!   confirmed healthy. The youngest running jobs above the window are
+//!   removed if they did little work (age × their share of the new window
+//!   below half a baseline run after a stall, a quarter after a mild
+//!   signal). Between floor and ceiling the window moves by bisection in log
+//!   space; a level is confirmed by three healthy completions of jobs started
+//!   at it (not while the pool is empty: a draining site tests nothing, and
+//!   the capacity remembered for the next run must have been tested). After
+//!   `reprobe_after` baseline run times at a converged level the ceiling is
+//!   raised again, so a capacity that dropped and recovered is followed.
 //! - **Queueing ahead.** Where other users make us wait, `window × mean wait
 //!   / run time` extra jobs are kept idle at the site (Little's law), so a
 //!   finished job's slot is refilled at once.
@@ -48,13 +69,15 @@
 //!   unresponsive: its jobs are removed and go elsewhere; one probe job is
 //!   tried again after twice the timeout.
 //! - **Memory.** [`Policy::learned`] returns each site's capacity, baseline
-//!   and mean wait; a warm run starts each site at its remembered capacity
-//!   with its remembered baseline, so it can judge degradation from the
-//!   first job on.
+//!   and mean wait; a warm run starts each site at `warm_start` × its
+//!   remembered capacity (the search may end a few jobs past the knee, where
+//!   run times are still within the 25%) with its remembered baseline, so it
+//!   can judge degradation from the first job on. With only a remembered
+//!   mean, healthy runs are taken to span [0.85, 1.35] × it.
 //!
 //! Cost per input: O(sites + log jobs) — ordered sets of running and idle
-//! jobs per site, the stall test looks at no more than 64 jobs; nothing
-//! scans the N jobs.
+//! jobs per site, the stall and pace tests look at no more than the 64
+//! oldest running jobs; nothing scans the N jobs.
 
 use super::book::Change;
 use super::{
@@ -142,7 +165,7 @@ impl Default for Params {
             pace_judge: 12.0,
             pace_degraded: 0.4,
             verified_growth: 4.0,
-            warm_start: 1.0,
+            warm_start: 0.9,
             confirm_after: 1.0,
             reprobe_after: 1.5,
             idle_timeout: 1200.0,
@@ -738,13 +761,15 @@ impl Adaptive {
         }
         let (expected, observed) = (s.pace_expected, s.pace_observed);
         if expected >= self.params.pace_verify && observed >= self.params.pace_healthy * expected {
+            // The level verified is the mean concurrency over the interval:
+            // running lags the window, and the newest level had only part of
+            // the interval to show a slowdown.
             let s = &mut self.sites[i];
-            let mean = if s.integral_at > s.pace_t0 {
+            let level = if s.integral_at > s.pace_t0 {
                 (s.integral - s.pace_integral0) / (s.integral_at - s.pace_t0)
             } else {
                 s.pace_level
             };
-            let level = mean;
             s.verified = s.verified.max(level.floor());
             s.reset_pace();
             return;
@@ -755,7 +780,8 @@ impl Adaptive {
         if expected >= self.params.pace_judge && s.ceiling.is_none() {
             if observed < self.params.pace_degraded * expected {
                 let why = format!(
-                    "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, at {n:.0} running"
+                    "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, \
+                     at {n:.0} running"
                 );
                 return self.degraded(i, n, None, now, &why, actions);
             }
@@ -791,7 +817,7 @@ impl Adaptive {
         let pool_empty = self.book.pool_len() == 0;
         let s = &mut self.sites[i];
         let Some(base) = s.baseline() else { return };
-        let Some((lo, spread)) = s.healthy_range() else { return };
+        let Some((lo, _)) = s.healthy_range() else { return };
         let running = s.running.len() as f64;
         let mut next = s.target;
         match s.ceiling {
