@@ -7,9 +7,11 @@ mod check {
     use std::path::Path;
     use std::process::Output;
 
-    const GOOD_SITES: &str = "[[site]]\nname = \"ce1\"\ngrid_resource = \"condor ce1.example.org ce1.example.org:9619\"\n\n\
+    const GOOD_SITES: &str =
+        "[[site]]\nname = \"ce1\"\ngrid_resource = \"condor ce1.example.org ce1.example.org:9619\"\n\n\
                               [[site]]\nname = \"local\"\n";
-    const GOOD_JOB: &str = "# analysis\nexecutable = run.sh\narguments = $(CoschedJob)\noutput = out.$(CoschedJob)\nqueue\n";
+    const GOOD_JOB: &str =
+        "# analysis\nexecutable = run.sh\narguments = $(CoschedJob)\noutput = out.$(CoschedJob)\nqueue\n";
 
     /// Writes the inputs into a fresh directory and runs `cosched check` there.
     fn check(sites: &str, job: &str, extra: &[&str]) -> Output {
@@ -45,7 +47,8 @@ mod check {
     #[test]
     fn the_shipped_example_passes() {
         let root = util::root();
-        let out = util::cosched(&root, &["check", "sites.example.toml", "condor/io_job.sub", "--n-jobs", "375"]);
+        let out =
+            util::cosched(&root, &["check", "sites.example.toml", "condor/io_job.sub", "--n-jobs", "375"]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
         assert!(Path::new(&root.join("condor/io_job.sh")).exists());
     }
@@ -61,13 +64,22 @@ mod check {
 
     #[test]
     fn toml_syntax_error() {
-        assert_bad(&check("[[site]]\nname = \"a\"\ngrid_resource = condor\n", GOOD_JOB, &[]), &["sites.toml:3:"]);
+        assert_bad(
+            &check("[[site]]\nname = \"a\"\ngrid_resource = condor\n", GOOD_JOB, &[]),
+            &["sites.toml:3:"],
+        );
     }
 
     #[test]
     fn unknown_key() {
-        assert_bad(&check("[[site]]\nname = \"a\"\ngrid_resourse = \"condor a b\"\n", GOOD_JOB, &[]), &["sites.toml:3:1", "grid_resourse"]);
-        assert_bad(&check("[policy]\nname = \"thesis\"\nfoo = 1\n[[site]]\nname = \"a\"\n", GOOD_JOB, &[]), &["sites.toml:3:", "foo"]);
+        assert_bad(
+            &check("[[site]]\nname = \"a\"\ngrid_resourse = \"condor a b\"\n", GOOD_JOB, &[]),
+            &["sites.toml:3:1", "grid_resourse"],
+        );
+        assert_bad(
+            &check("[policy]\nname = \"thesis\"\nfoo = 1\n[[site]]\nname = \"a\"\n", GOOD_JOB, &[]),
+            &["sites.toml:3:", "foo"],
+        );
     }
 
     #[test]
@@ -91,18 +103,25 @@ mod check {
 
     #[test]
     fn control_characters_cannot_reach_a_submit_file() {
-        let newline_in_command = "[[site]]\nname = \"a\"\n[site.submit]\nrequirements = \"true\\nqueue 1000\"\n";
+        let newline_in_command =
+            "[[site]]\nname = \"a\"\n[site.submit]\nrequirements = \"true\\nqueue 1000\"\n";
         assert_bad(&check(newline_in_command, GOOD_JOB, &[]), &["sites.toml:4:", "newline"]);
         let newline_in_name = "[[site]]\nname = \"a\\nuniverse = local\"\n";
         assert_bad(&check(newline_in_name, GOOD_JOB, &[]), &["sites.toml:2:", "newline"]);
         let bell_in_grid = "[[site]]\nname = \"a\"\ngrid_resource = \"condor a\\u0007 b\"\n";
         assert_bad(&check(bell_in_grid, GOOD_JOB, &[]), &["sites.toml:3:", "U+0007"]);
-        assert_bad(&check(GOOD_SITES, "executable = run.sh\narguments = a\u{1b}[2J\nqueue\n", &[]), &["job.sub:2:1", "U+001B"]);
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\narguments = a\u{1b}[2J\nqueue\n", &[]),
+            &["job.sub:2:1", "U+001B"],
+        );
     }
 
     #[test]
     fn missing_executable() {
-        assert_bad(&check(GOOD_SITES, "\nexecutable = nothere.sh\nqueue\n", &[]), &["job.sub:2:1", "nothere.sh"]);
+        assert_bad(
+            &check(GOOD_SITES, "\nexecutable = nothere.sh\nqueue\n", &[]),
+            &["job.sub:2:1", "nothere.sh"],
+        );
         // A program that exists only on the execute hosts is not looked for.
         let remote = "executable = /opt/site/bin/prog\ntransfer_executable = false\nqueue\n";
         assert_eq!(check(GOOD_SITES, remote, &[]).status.code(), Some(0));
@@ -110,9 +129,18 @@ mod check {
 
     #[test]
     fn submit_syntax_and_reserved_names() {
-        assert_bad(&check(GOOD_SITES, "executable = run.sh\nthis is wrong\nqueue\n", &[]), &["job.sub:2:1", "key = value"]);
-        assert_bad(&check(GOOD_SITES, "executable = run.sh\n+CoschedJob = 3\nqueue\n", &[]), &["job.sub:2:1", "reserved"]);
-        assert_bad(&check(GOOD_SITES, "executable = run.sh\ninclude : other.sub\nqueue\n", &[]), &["job.sub:2:1"]);
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\nthis is wrong\nqueue\n", &[]),
+            &["job.sub:2:1", "key = value"],
+        );
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\n+CoschedJob = 3\nqueue\n", &[]),
+            &["job.sub:2:1", "reserved"],
+        );
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\ninclude : other.sub\nqueue\n", &[]),
+            &["job.sub:2:1"],
+        );
     }
 
     #[test]
