@@ -53,6 +53,45 @@ mod check {
         assert!(Path::new(&root.join("condor/io_job.sh")).exists());
     }
 
+    /// Every policy parameter is documented in sites.example.toml with its
+    /// real default, so the file a user copies never lies.
+    #[test]
+    fn the_example_documents_every_policy_parameter_with_its_default() {
+        let example = std::fs::read_to_string(util::root().join("sites.example.toml")).unwrap();
+        let documented: Vec<(String, String)> = example
+            .lines()
+            .filter_map(|l| l.strip_prefix("#   "))
+            .filter_map(|l| {
+                let (key, rest) = l.split_once(" = ")?;
+                let value = rest.split_whitespace().next()?;
+                Some((key.trim().to_string(), value.to_string()))
+            })
+            .collect();
+        let defaults = [
+            ("adaptive", toml::Table::try_from(cosched::policy::adaptive::Params::default()).unwrap()),
+            ("thesis", toml::Table::try_from(cosched::policy::thesis::Params::default()).unwrap()),
+            ("jobrouter", toml::Table::try_from(cosched::policy::jobrouter::Params::default()).unwrap()),
+        ];
+        for (policy, table) in defaults {
+            assert!(!table.is_empty(), "{policy} has parameters");
+            for (key, value) in table {
+                let doc = documented.iter().find(|(k, _)| *k == key);
+                let Some((_, doc_value)) = doc else {
+                    panic!("sites.example.toml does not document {policy} parameter `{key}`");
+                };
+                let parsed: toml::Value = toml::from_str::<toml::Table>(&format!("v = {doc_value}"))
+                    .unwrap_or_else(|e| panic!("{policy}.{key}: documented default {doc_value}: {e}"))["v"]
+                    .clone();
+                let same = match (&parsed, &value) {
+                    (toml::Value::Integer(a), toml::Value::Float(b)) => (*a as f64 - b).abs() < 1e-9,
+                    (toml::Value::Float(a), toml::Value::Integer(b)) => (a - *b as f64).abs() < 1e-9,
+                    (a, b) => a == b,
+                };
+                assert!(same, "{policy}.{key}: sites.example.toml says {doc_value}, the default is {value}");
+            }
+        }
+    }
+
     #[test]
     fn warnings_do_not_fail_the_check() {
         let out = check(GOOD_SITES, "executable = run.sh\nlog = mine.log\nqueue 10\n", &[]);
