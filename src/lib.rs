@@ -7,26 +7,35 @@
 //!
 //! # Layout
 //! - [`policy`] — the pure decision core: [`policy::Policy`] takes the time and
-//!   one input, returns actions. `bulk`, `jobrouter`, `oracle` (baselines),
-//!   `thesis` (the 2013 algorithm), `adaptive` (the default).
+//!   one input, returns actions; [`policy::JobBook`] is the shared bookkeeping
+//!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines), `thesis`
+//!   (the 2013 algorithm, read literally), `adaptive` (the default).
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O. Same code for HTCondor, simulation and replay.
-//! - [`userlog`] — HTCondor user (job event) log: incremental parser (text and
-//!   XML), follower of growing logs, `cosched log …` commands.
-//! - [`sim`] — the simulated grid (site model of `shared/scenarios`), a backend
-//!   that runs in tokio's paused clock; [`bench`] compares policies on it.
+//! - [`userlog`] — HTCondor user (job event) logs: incremental parser (`text`,
+//!   `xml`), follower of growing logs (`follow`), the dump format (`json`),
+//!   `cosched log dump|stats|follow` (`cmd`).
+//! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
+//!   runs it under tokio's paused clock (`backend`), metrics and conservation
+//!   checks (`metrics`); [`bench`] compares policies on it.
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub`, its
 //!   validation and the per-batch submit files cosched writes.
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
-//!   `condor_q` processes and the HTCondor site backend.
-//! - [`state`] — the SQLite state database (runs, submissions, offsets,
-//!   learned capacities); [`run`] — `cosched submit` end to end.
+//!   `condor_q` processes, and `CondorSite`, the HTCondor site backend that
+//!   follows each site's user log.
+//! - [`state`] — the SQLite state database (runs, submissions, log offsets,
+//!   learned capacities, daemon runs); [`run`] — `cosched submit` end to end:
+//!   validation, `--simulate`, signals, `--resume` (`run::history` rebuilds a
+//!   stopped run's past), progress and summary (`run::progress`).
 //! - [`fake_condor`] — `condor_submit`/`condor_rm`/`condor_q` look-alikes that
 //!   run the site model in scaled real time (the `cosched` binary answers to
-//!   those names, busybox-style); used by `--simulate`, the demo and e2e tests.
-//! - [`report`] — HTML/SVG reports; [`replay`] — recorded logs through a policy.
-//! - [`daemon`] — `cosched daemon` and its Unix-socket clients.
+//!   those names, busybox-style; source under `condor/fake/`); used by
+//!   `--simulate`, the demo and the end-to-end tests.
+//! - [`report`] — HTML/SVG/CSV/JSON reports from user logs; [`replay`] —
+//!   recorded logs through a policy in virtual time (trace-driven).
+//! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
+//!   HTCaaS fair share, sd_notify) and its clients.
 //! - [`cli`] — argument definitions and dispatch; `main.rs` only calls it.
 //!
 //! # Invariants
@@ -38,6 +47,11 @@
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`).
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
+//!
+//! What cosched deliberately does not do: it never talks to a schedd except
+//! through the three documented commands (no Python bindings, no
+//! `condor_history`), never edits a user log, and never removes a job it did
+//! not submit (every `condor_rm` names our own cluster.proc or our run's tag).
 
 pub mod bench;
 pub mod cli;

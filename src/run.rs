@@ -558,6 +558,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     } else {
         print!("{}", progress::render_summary(&summary));
     }
+    write_run_report(&run_dir, &names);
     let dir = state.root().display().to_string();
     let how_to_continue = format!(
         "  continue: cosched submit --resume {dir}\n  or remove its jobs: condor_rm -constraint 'CoschedRun == \"{}\"'",
@@ -586,6 +587,22 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
             "run {} stopped with {} job(s) stuck at the sites (nothing started them).\n{how_to_continue}",
             run.id, summary.unfinished
         ))),
+    }
+}
+
+/// Writes the HTML report of the run's user logs into `run_dir/report` and
+/// says where it is. A report that cannot be written costs the run nothing:
+/// the logs stay, and `cosched log report` can make it later.
+fn write_run_report(run_dir: &Path, site_names: &[String]) {
+    let logs: Vec<PathBuf> =
+        site_names.iter().map(|name| run_dir.join(format!("{name}.log"))).filter(|p| p.exists()).collect();
+    if logs.is_empty() {
+        return;
+    }
+    let out = run_dir.join("report");
+    match crate::report::write_report(&logs, &out) {
+        Ok(report) => eprintln!("cosched: report: {}", report.html.display()),
+        Err(e) => eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display()),
     }
 }
 

@@ -179,6 +179,11 @@ impl Default for Params {
 /// dropped (a lost wake-up) or asked for again at once (a livelock).
 const TIME_SLACK: Time = 1e-6;
 
+/// Baseline run times a converged level is held before re-probing toward a
+/// level lost to a capacity drop (sooner than `reprobe_after`: the level was
+/// healthy once, so the way back is worth trying early).
+const LOST_REPROBE_AFTER: f64 = 1.0;
+
 /// Key for ordering by time (non-negative finite times order like their bits).
 fn tkey(t: Time) -> u64 {
     t.max(0.0).to_bits()
@@ -276,6 +281,9 @@ struct SiteState {
     pace_t0: Time,
     /// Highest level at which the pace test found the site healthy.
     verified: f64,
+    /// Highest confirmed level a later degradation took away (0 if none):
+    /// capacity that dropped may come back, and the re-probe aims there.
+    lost: f64,
     class: SiteClass,
 }
 
@@ -486,6 +494,7 @@ impl Adaptive {
                     pace_integral0: 0.0,
                     pace_t0: 0.0,
                     verified: 0.0,
+                    lost: 0.0,
                     class: SiteClass::Unknown,
                 }
             })
@@ -528,6 +537,7 @@ impl Adaptive {
             // Degraded at (or about) a level confirmed healthy: the site got
             // worse than it was. Half of it is the new floor (a capacity that
             // drops is not expected to drop by more than half at once).
+            s.lost = s.lost.max(s.floor);
             s.floor = (n / 2.0).floor();
         }
         // A measured slowdown gives the knee directly if throughput stays
@@ -851,10 +861,19 @@ impl Adaptive {
                 s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
                 if ceiling / s.floor.max(1.0) > 1.1 && ceiling - s.floor > 1.0 {
                     next = (s.floor.max(1.0) * ceiling).sqrt().floor().max(s.floor + 1.0);
+                } else if s.lost > ceiling && now + TIME_SLACK >= s.level_since + LOST_REPROBE_AFTER * base {
+                    // Capacity that was lost may come back: aim the ceiling
+                    // just past the level it was lost at, so the bisection
+                    // climbs back geometrically instead of by ×1.25 steps.
+                    s.ceiling = Some((s.lost * 1.1).max(s.lost + 2.0));
+                    next = (s.floor * s.lost).sqrt().floor().max(s.floor + 1.0);
                 } else if now + TIME_SLACK >= s.level_since + reprobe * base {
                     // Held long enough: see whether capacity came back.
                     s.ceiling = Some((ceiling * 1.25).max(ceiling + 2.0));
                     next = (s.floor * 1.1).max(s.floor + 1.0).floor();
+                }
+                if s.floor >= s.lost {
+                    s.lost = 0.0;
                 }
             }
         }

@@ -413,6 +413,19 @@ mod e2e {
         let dead = &sum["sites"][2];
         assert_eq!(dead["name"], "dead");
         assert_eq!(dead["done"], 0, "the dead site ran nothing: {sum}");
+        // The run's report is written beside its logs, and its numbers are
+        // those of the run (every job once).
+        let stderr = text(&out.stderr);
+        let html = stderr
+            .lines()
+            .find_map(|l| l.strip_prefix("cosched: report: "))
+            .unwrap_or_else(|| panic!("the report's path is printed: {stderr}"));
+        let html = Path::new(html.trim());
+        assert!(html.exists(), "{}", html.display());
+        let json: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(html.with_file_name("report.json")).unwrap())
+                .unwrap();
+        assert_eq!(json["summary"]["counts"]["succeeded"], n, "{}", json["summary"]["counts"]);
     }
 
     #[test]
