@@ -182,7 +182,7 @@ const TIME_SLACK: Time = 1e-6;
 /// Baseline run times a converged level is held before re-probing toward a
 /// level lost to a capacity drop (sooner than `reprobe_after`: the level was
 /// healthy once, so the way back is worth trying early).
-const LOST_REPROBE_AFTER: f64 = 1.0;
+const LOST_REPROBE_AFTER: f64 = 1.5;
 
 /// Key for ordering by time (non-negative finite times order like their bits).
 fn tkey(t: Time) -> u64 {
@@ -866,7 +866,7 @@ impl Adaptive {
                     // just past the level it was lost at, so the bisection
                     // climbs back geometrically instead of by ×1.25 steps.
                     s.ceiling = Some((s.lost * 1.1).max(s.lost + 2.0));
-                    next = (s.floor * s.lost).sqrt().floor().max(s.floor + 1.0);
+                    next = (s.floor * 1.1).max(s.floor + 1.0).floor();
                 } else if now + TIME_SLACK >= s.level_since + reprobe * base {
                     // Held long enough: see whether capacity came back.
                     s.ceiling = Some((ceiling * 1.25).max(ceiling + 2.0));

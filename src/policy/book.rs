@@ -7,7 +7,7 @@
 //! already removed, a second end) are recognised and ignored here, so policies
 //! never see an impossible transition.
 
-use super::{JobId, Outcome, SiteEvent, SiteId, Time};
+use super::{Action, JobId, Outcome, SiteEvent, SiteId, Time};
 use std::collections::BTreeSet;
 
 /// The life of one job, as far as cosched knows it.
@@ -310,6 +310,22 @@ impl JobBook {
                 }
                 _ => Change::None,
             },
+        }
+    }
+
+    /// What every policy does after a failed attempt: a held job is removed
+    /// (it sits in the site's queue until then) and a job out of attempts is
+    /// given up. Returns the action for `change`, if it calls for one.
+    pub fn after_failure(&mut self, site: SiteId, change: &Change) -> Option<Action> {
+        match *change {
+            Change::Failed { job, held: true, .. } => {
+                self.mark_removing(site, &[job]);
+                Some(Action::Remove { site, jobs: vec![job], why: "held".into() })
+            }
+            Change::Failed { job, held: false, exhausted: true } => {
+                Some(Action::GiveUp { job, why: "failed on every attempt".into() })
+            }
+            _ => None,
         }
     }
 

@@ -66,26 +66,23 @@ impl Policy for Bulk {
                     }
                 }
             }
-            Input::Site { site, event } => match self.book.apply(*site, event) {
-                Change::Failed { job, held: true, .. } => {
-                    actions.push(Action::Remove { site: *site, jobs: vec![job], why: "held".into() });
-                    self.book.mark_removing(*site, &[job]);
+            Input::Site { site, event } => {
+                let change = self.book.apply(*site, event);
+                actions.extend(self.book.after_failure(*site, &change));
+                let back_in_pool = matches!(
+                    change,
+                    Change::Returned { .. } | Change::Removed { .. } | Change::Failed { held: false, .. }
+                );
+                let jobs =
+                    if back_in_pool { self.book.take(*site, self.book.pool_len()) } else { Vec::new() };
+                if !jobs.is_empty() {
+                    actions.push(Action::Submit {
+                        site: *site,
+                        jobs,
+                        why: "resubmit to the same site".into(),
+                    });
                 }
-                Change::Failed { job, held: false, exhausted: true } => {
-                    actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
-                }
-                Change::Returned { .. } | Change::Removed { .. } | Change::Failed { .. } => {
-                    let jobs = self.book.take(*site, self.book.pool_len());
-                    if !jobs.is_empty() {
-                        actions.push(Action::Submit {
-                            site: *site,
-                            jobs,
-                            why: "resubmit to the same site".into(),
-                        });
-                    }
-                }
-                _ => {}
-            },
+            }
             Input::Tick => {}
         }
         actions

@@ -5,7 +5,6 @@
 //! numbers that know nothing of the site's capacity — the baseline that shows
 //! what measuring is worth.
 
-use super::book::Change;
 use super::{Action, Input, JobBook, Policy, RunSpec, SiteId, SiteView, Time};
 use serde::{Deserialize, Serialize};
 
@@ -80,16 +79,8 @@ impl Policy for JobRouter {
     fn handle(&mut self, _now: Time, input: &Input) -> Vec<Action> {
         let mut actions = Vec::new();
         if let Input::Site { site, event } = input {
-            match self.book.apply(*site, event) {
-                Change::Failed { job, held: true, .. } => {
-                    self.book.mark_removing(*site, &[job]);
-                    actions.push(Action::Remove { site: *site, jobs: vec![job], why: "held".into() });
-                }
-                Change::Failed { job, held: false, exhausted: true } => {
-                    actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
-                }
-                _ => {}
-            }
+            let change = self.book.apply(*site, event);
+            actions.extend(self.book.after_failure(*site, &change));
         }
         self.route(&mut actions);
         actions

@@ -292,16 +292,7 @@ impl Policy for Oracle {
         if let Input::Site { site, event } = input {
             let change = self.book.apply(*site, event);
             self.track(*site, event, &change);
-            match change {
-                Change::Failed { job, held: true, .. } => {
-                    self.book.mark_removing(*site, &[job]);
-                    actions.push(Action::Remove { site: *site, jobs: vec![job], why: "held".into() });
-                }
-                Change::Failed { job, held: false, exhausted: true } => {
-                    actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
-                }
-                _ => {}
-            }
+            actions.extend(self.book.after_failure(*site, &change));
         }
         self.wake = None;
         let plans: Vec<Option<Plan>> = (0..self.sites.len()).map(|i| self.plan(i, now)).collect();

@@ -25,20 +25,6 @@ const PATIENCE: Duration = Duration::from_secs(120);
 const USER_A: u32 = 1001;
 const USER_B: u32 = 1002;
 
-fn site(slots: u32) -> SiteParams {
-    SiteParams {
-        name: String::new(),
-        slots,
-        wait_mean: 5.0,
-        capacity: Capacity::Infinite,
-        beta: 0.0,
-        speed: 1.0,
-        p_fail: 0.0,
-        cap_windows: Vec::new(),
-        dead: false,
-    }
-}
-
 /// Polls `probe` until it gives a value; fails after `patience`.
 #[allow(clippy::disallowed_methods)] // a bounded wait needs the real clock
 fn wait_for<T>(what: &str, patience: Duration, mut probe: impl FnMut() -> Option<T>) -> T {
@@ -63,14 +49,14 @@ impl Setup {
     fn new(tweak: impl FnOnce(&mut PoolConfig), base_runtime: f64, config_extra: &str) -> Setup {
         let dir = util::tempdir();
         let pool = dir.path().join("pool");
-        let slow = SiteParams { capacity: Capacity::Finite(6.0), beta: 0.5, ..site(16) };
+        let slow = SiteParams { capacity: Capacity::Finite(6.0), beta: 0.5, ..util::quick_site(16) };
         let mut config = PoolConfig {
             speedup: SPEEDUP,
             base_runtime,
             jitter: 0.2,
             seed: 11,
             sites: vec![
-                FakeSite::grid("condor good.example good.example:9619", site(40)),
+                FakeSite::grid("condor good.example good.example:9619", util::quick_site(40)),
                 FakeSite::grid("condor slow.example slow.example:9619", slow),
             ],
             ..PoolConfig::default()

@@ -223,20 +223,6 @@ mod e2e {
     /// Longest any one cosched process may take here.
     const PATIENCE: Duration = Duration::from_secs(60);
 
-    fn site(slots: u32) -> SiteParams {
-        SiteParams {
-            name: String::new(),
-            slots,
-            wait_mean: 5.0,
-            capacity: Capacity::Infinite,
-            beta: 0.0,
-            speed: 1.0,
-            p_fail: 0.0,
-            cap_windows: Vec::new(),
-            dead: false,
-        }
-    }
-
     /// A pool and input files in a fresh directory: three sites — a good one,
     /// one that degrades past 4 concurrent jobs, and a dead one with an idle
     /// timeout.
@@ -249,15 +235,15 @@ mod e2e {
         fn new(tweak: impl FnOnce(&mut PoolConfig)) -> Setup {
             let dir = util::tempdir();
             let pool = dir.path().join("pool");
-            let degrading = SiteParams { capacity: Capacity::Finite(4.0), beta: 1.0, ..site(16) };
-            let dead = SiteParams { dead: true, ..site(8) };
+            let degrading = SiteParams { capacity: Capacity::Finite(4.0), beta: 1.0, ..util::quick_site(16) };
+            let dead = SiteParams { dead: true, ..util::quick_site(8) };
             let mut config = PoolConfig {
                 speedup: SPEEDUP,
                 base_runtime: 60.0,
                 jitter: 0.2,
                 seed: 7,
                 sites: vec![
-                    FakeSite::grid("condor good.example good.example:9619", site(8)),
+                    FakeSite::grid("condor good.example good.example:9619", util::quick_site(8)),
                     FakeSite::grid("condor slow.example slow.example:9619", degrading),
                     FakeSite::grid("condor dead.example dead.example:9619", dead),
                 ],
