@@ -210,11 +210,6 @@ fn simulated_pool(sites: &SitesFile, epoch: f64, speedup: f64) -> Result<PoolCon
 }
 
 /// Unix seconds now.
-#[allow(clippy::disallowed_methods)] // the edge: a run's epoch is a wall-clock instant
-fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// A run id people can type: `20261121T0612-3f9a`.
 #[allow(clippy::disallowed_methods)] // the edge: ids carry the wall-clock start
 fn new_run_id() -> String {
@@ -265,12 +260,12 @@ impl Plan {
         }
         let run_id = new_run_id();
         let (epoch, rate, pool_config) = if args.simulate {
-            let epoch = unix_now();
+            let epoch = crate::engine::wall_clock_unix();
             (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
         } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {
             (epoch, speedup, None)
         } else {
-            (unix_now(), 1.0, None)
+            (crate::engine::wall_clock_unix(), 1.0, None)
         };
         let state = StateDir::open(args.state_dir.as_deref().unwrap_or(Path::new("cosched-state")))
             .map_err(state_failure)?;
@@ -711,7 +706,7 @@ async fn engage(
     } else {
         history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
     };
-    let clock = RunClock::scaled((unix_now() - run.epoch_unix) * rate, rate);
+    let clock = RunClock::scaled((crate::engine::wall_clock_unix() - run.epoch_unix) * rate, rate);
     let site_names = Arc::new(names);
     let backends = sites
         .sites

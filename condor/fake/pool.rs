@@ -31,11 +31,6 @@ pub(crate) const SCHEDD_PID: &str = "schedd.pid";
 pub(crate) const SCHEDD_LOG: &str = "schedd.log";
 
 /// The real wall clock, Unix seconds.
-#[allow(clippy::disallowed_methods)] // the fake's simulated time *is* the wall clock, scaled
-pub(crate) fn real_unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// An exclusive `flock`; released when dropped (the file is closed).
 pub(crate) struct FileLock {
     _file: File,
@@ -277,7 +272,7 @@ impl Pool {
 
     /// Simulated time now.
     pub fn sim_now(&self) -> f64 {
-        self.sim_at(real_unix_now())
+        self.sim_at(crate::engine::wall_clock_unix())
     }
 
     /// Simulated time at real Unix time `real`.
@@ -383,7 +378,7 @@ pub(crate) fn install(pool_dir: &Path, config: &PoolConfig, exe: &Path) -> io::R
     std::fs::create_dir_all(pool_dir)?;
     let mut config = config.clone();
     if config.epoch.is_none() {
-        config.epoch = Some(real_unix_now());
+        config.epoch = Some(crate::engine::wall_clock_unix());
     }
     let text = toml::to_string(&config).map_err(io::Error::other)?;
     let config_path = pool_dir.join(CONFIG_FILE);

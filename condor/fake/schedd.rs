@@ -118,8 +118,11 @@ impl Schedd {
 
     /// A line in `schedd.log`, for whoever debugs a pool.
     fn note(&self, message: &str) {
-        let line =
-            format!("{} pid {}: {message}\n", events::stamp(pool::real_unix_now()), std::process::id());
+        let line = format!(
+            "{} pid {}: {message}\n",
+            events::stamp(crate::engine::wall_clock_unix()),
+            std::process::id()
+        );
         if let Ok(mut f) =
             std::fs::OpenOptions::new().create(true).append(true).open(self.pool.path(pool::SCHEDD_LOG))
         {
@@ -144,7 +147,7 @@ impl Schedd {
                     None
                 }
             };
-            let now = pool::real_unix_now();
+            let now = crate::engine::wall_clock_unix();
             let until = wake.map_or(now + POLL, |sim| self.pool.real_at(sim).min(now + POLL));
             std::thread::sleep(Duration::from_secs_f64((until - now).max(MIN_SLEEP)));
         }
@@ -278,7 +281,7 @@ impl Schedd {
         }
 
         if self.queue.jobs.is_empty() && self.attempts.is_empty() {
-            let real_now = pool::real_unix_now();
+            let real_now = crate::engine::wall_clock_unix();
             let since = *self.idle_since.get_or_insert(real_now);
             if real_now - since >= self.pool.config.schedd_idle_exit {
                 // Let go of the instance lock while still holding the pool lock.

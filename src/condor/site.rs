@@ -150,7 +150,7 @@ impl CondorSite {
     fn now(&self) -> Time {
         match &self.now {
             Now::Clock(clock) => clock.now(),
-            Now::Wall => wall_unix() - self.epoch_unix,
+            Now::Wall => crate::engine::wall_clock_unix() - self.epoch_unix,
         }
     }
 
@@ -413,11 +413,6 @@ fn other_text(body: &EventBody) -> String {
 }
 
 /// Now as Unix seconds.
-#[allow(clippy::disallowed_methods)] // The HTCondor edge maps wall-clock log stamps to run time.
-fn wall_unix() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
-}
-
 /// The submit host's UTC offset (seconds east) at a naive local time, as log
 /// stamps without `Z` are written in local time.
 fn local_offset_at(naive_unix: i64) -> i64 {

@@ -76,12 +76,7 @@ fn time_base() -> Result<(f64, f64), String> {
         let epoch = pool.epoch.ok_or_else(|| format!("{}: no epoch", path.display()))?;
         return Ok((epoch, pool.speedup));
     }
-    Ok((unix_now(), 1.0))
-}
-
-#[allow(clippy::disallowed_methods)] // the edge: a run's epoch is a wall-clock instant
-fn unix_now() -> f64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+    Ok((crate::engine::wall_clock_unix(), 1.0))
 }
 
 #[allow(clippy::disallowed_methods)] // the edge: records say when runs were made

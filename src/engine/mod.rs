@@ -79,6 +79,13 @@ impl RunClock {
     }
 }
 
+/// The wall clock as Unix seconds: the one place the edges read it (a run's
+/// epoch, mapping log stamps to run time, the fake HTCondor's scaled time).
+#[allow(clippy::disallowed_methods)] // the edge's single wall-clock read
+pub fn wall_clock_unix() -> f64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0.0, |d| d.as_secs_f64())
+}
+
 /// Knobs of the engine itself (the policy has its own).
 #[derive(Clone, Debug)]
 pub struct EngineOptions {

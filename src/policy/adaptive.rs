@@ -1110,6 +1110,9 @@ impl Policy for Adaptive {
                     Some(c) => s.floor.max(s.target).min(c),
                     None => s.floor.max(s.target),
                 };
+                // A capacity lost to a drop during this run was the site's
+                // before the drop and may be again at the next run's start.
+                let capacity = capacity.max(s.lost);
                 let memory = SiteMemory {
                     capacity: (capacity >= 1.0 && s.any_started).then_some(capacity),
                     baseline_runtime: s.healthy.mean().or(s.remembered_baseline),
