@@ -54,7 +54,11 @@
 //!   at it (not while the pool is empty: a draining site tests nothing, and
 //!   the capacity remembered for the next run must have been tested). After
 //!   `reprobe_after` baseline run times at a converged level the ceiling is
-//!   raised again, so a capacity that dropped and recovered is followed.
+//!   raised again, so a capacity that dropped and recovered is followed;
+//!   after a drop from a confirmed level, that lost level is where the
+//!   re-probe aims (a bisection back toward it, not ×1.25 steps), and a
+//!   lost level well above the final one is what memory keeps, since a
+//!   capacity that dropped during this run may be whole at the next start.
 //! - **Queueing ahead.** Where other users make us wait, `window × mean wait
 //!   / run time` extra jobs are kept idle at the site (Little's law), so a
 //!   finished job's slot is refilled at once.
@@ -178,11 +182,6 @@ impl Default for Params {
 /// nanoseconds, and a deadline checked as missed by that much would be
 /// dropped (a lost wake-up) or asked for again at once (a livelock).
 const TIME_SLACK: Time = 1e-6;
-
-/// Baseline run times a converged level is held before re-probing toward a
-/// level lost to a capacity drop (sooner than `reprobe_after`: the level was
-/// healthy once, so the way back is worth trying early).
-const LOST_REPROBE_AFTER: f64 = 1.5;
 
 /// Key for ordering by time (non-negative finite times order like their bits).
 fn tkey(t: Time) -> u64 {
@@ -861,10 +860,10 @@ impl Adaptive {
                 s.floor = s.floor.max(s.target.min(running.max(1.0)).floor());
                 if ceiling / s.floor.max(1.0) > 1.1 && ceiling - s.floor > 1.0 {
                     next = (s.floor.max(1.0) * ceiling).sqrt().floor().max(s.floor + 1.0);
-                } else if s.lost > ceiling && now + TIME_SLACK >= s.level_since + LOST_REPROBE_AFTER * base {
+                } else if s.lost > ceiling && now + TIME_SLACK >= s.level_since + reprobe * base {
                     // Capacity that was lost may come back: aim the ceiling
                     // just past the level it was lost at, so the bisection
-                    // climbs back geometrically instead of by ×1.25 steps.
+                    // climbs back toward it instead of by ×1.25 steps.
                     s.ceiling = Some((s.lost * 1.1).max(s.lost + 2.0));
                     next = (s.floor * 1.1).max(s.floor + 1.0).floor();
                 } else if now + TIME_SLACK >= s.level_since + reprobe * base {
@@ -1112,7 +1111,8 @@ impl Policy for Adaptive {
                 };
                 // A capacity lost to a drop during this run was the site's
                 // before the drop and may be again at the next run's start.
-                let capacity = capacity.max(s.lost);
+                // Only a large drop says so; a small one is noise at the knee.
+                let capacity = if s.lost > 1.25 * capacity { s.lost } else { capacity };
                 let memory = SiteMemory {
                     capacity: (capacity >= 1.0 && s.any_started).then_some(capacity),
                     baseline_runtime: s.healthy.mean().or(s.remembered_baseline),
