@@ -354,20 +354,6 @@ fn sigterm_then_restart_resumes_both_runs() {
     s.assert_exactly_once(2, n, &format!("after SIGTERM with {left_out} job(s) left at the sites"));
 }
 
-/// xorshift64*: the test's own seeded randomness (printed for reruns).
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn below(&mut self, n: u64) -> u64 {
-        self.next() % n
-    }
-}
-
 #[test]
 fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
@@ -376,7 +362,7 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
             | 1
     });
     eprintln!("daemon kill -9 test seed: {seed} (rerun with COSCHED_TEST_SEED={seed})");
-    let mut rng = Rng(seed);
+    let mut rng = util::Rng(seed);
     // A slow, sometimes failing condor_submit widens the windows in which a
     // crash leaves a batch the daemon never heard of.
     let s = Setup::new(

@@ -2,21 +2,9 @@
 //! computed here from the raw log text, and well-formed HTML/SVG) and the CLI
 //! polish (`--help` examples, completions, man page, version).
 
-use crate::util::{cosched, root, shared, tempdir};
+use crate::util::{self, cosched, root, shared, tempdir};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-
-fn shared_logs() -> Vec<PathBuf> {
-    let dir = shared().join("fixtures/userlogs");
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
-    assert!(logs.len() >= 5, "fixtures present in {}", dir.display());
-    logs
-}
 
 /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
 fn days_from_civil(y: i64, m: i64, d: i64) -> i64 {
@@ -96,7 +84,7 @@ fn close(a: f64, b: f64) -> bool {
 
 #[test]
 fn report_numbers_match_the_logs() {
-    let logs = shared_logs();
+    let logs = util::shared_logs();
     let dir = tempdir();
     let json = run_report(&logs, dir.path());
     let s = &json["summary"];
@@ -166,7 +154,7 @@ fn makespan_and_efficiency_follow_equation_2() {
 #[test]
 fn report_files_are_well_formed_and_self_contained() {
     let dir = tempdir();
-    run_report(&shared_logs(), dir.path());
+    run_report(&util::shared_logs(), dir.path());
     let html = std::fs::read_to_string(dir.path().join("report.html")).unwrap();
     if let Err(e) = xml::check(&html) {
         panic!("report.html is not well-formed: {e}");
@@ -187,7 +175,7 @@ fn report_files_are_well_formed_and_self_contained() {
         assert!(!stripped.contains(forbidden), "report.html must not need the network or JS: {forbidden}");
     }
     let jobs_csv = std::fs::read_to_string(dir.path().join("jobs.csv")).unwrap();
-    let n_jobs: usize = shared_logs().iter().map(|l| job_times(l).len()).sum();
+    let n_jobs: usize = util::shared_logs().iter().map(|l| job_times(l).len()).sum();
     assert_eq!(jobs_csv.lines().count(), n_jobs + 1, "a header and one row per job");
     let sites_csv = std::fs::read_to_string(dir.path().join("sites.csv")).unwrap();
     assert!(sites_csv.starts_with("site,grid,jobs,"));

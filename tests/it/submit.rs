@@ -459,20 +459,6 @@ mod e2e {
         assert_eq!(s.left_in_queue(), 0);
     }
 
-    /// xorshift64*: the test's own seeded randomness (printed for reruns).
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn below(&mut self, n: u64) -> u64 {
-            self.next() % n
-        }
-    }
-
     /// How a cosched process of the kill test ended on its own.
     #[derive(Debug, PartialEq)]
     enum Ended {
@@ -540,7 +526,7 @@ mod e2e {
                     | 1
             });
         eprintln!("kill -9 test seed: {seed} (rerun with COSCHED_TEST_SEED={seed})");
-        let mut rng = Rng(seed);
+        let mut rng = util::Rng(seed);
         // A slow condor_submit widens the window between queueing and
         // answering, where a crash leaves a batch cosched never heard of.
         // 60 jobs of 250 simulated seconds keep the run going for a few

@@ -8,20 +8,8 @@ use crate::util;
 use cosched::userlog::{parse_bytes, AttrValue, Event, EventBody, Follower, Parser, TransferKind};
 use proptest::prelude::*;
 use serde_json::Value;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
-
-fn shared_logs() -> Vec<PathBuf> {
-    let dir = util::shared().join("fixtures/userlogs");
-    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
-        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|x| x == "log"))
-        .collect();
-    logs.sort();
-    assert!(logs.len() >= 5, "expected the shared fixtures in {}", dir.display());
-    logs
-}
 
 fn crafted(name: &str) -> Vec<u8> {
     let path = util::root().join("fixtures/userlogs").join(name);
@@ -54,7 +42,7 @@ fn classad_text_to_json(text: &str) -> Value {
 #[test]
 fn dump_matches_htcondors_reader_on_every_shared_fixture() {
     let tmp = util::tempdir();
-    for log in shared_logs() {
+    for log in util::shared_logs() {
         let reference = log.with_extension("ref.jsonl");
         let want = json_lines(&std::fs::read(&reference).unwrap());
         let out = util::cosched(tmp.path(), &["log", "dump", log.to_str().unwrap()]);
@@ -114,7 +102,7 @@ fn reference_turnarounds(reference: &Path) -> Vec<f64> {
 #[test]
 fn stats_agree_with_the_reference_dump() {
     let tmp = util::tempdir();
-    for log in shared_logs() {
+    for log in util::shared_logs() {
         let want = reference_turnarounds(&log.with_extension("ref.jsonl"));
         let out = util::cosched(tmp.path(), &["log", "stats", "--json", log.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{}", log.display());
@@ -334,7 +322,7 @@ fn bad_inputs_give_a_one_line_error_and_exit_2() {
 /// All the logs, text and XML, as one stream.
 fn corpus() -> Vec<u8> {
     let mut all = Vec::new();
-    for log in shared_logs() {
+    for log in util::shared_logs() {
         if !log.ends_with("many-jobs.log") {
             all.extend(std::fs::read(log).unwrap());
         }

@@ -44,3 +44,31 @@ pub fn quick_site(slots: u32) -> cosched::sim::SiteParams {
         dead: false,
     }
 }
+
+/// The real HTCondor logs in `../shared/fixtures/userlogs`, sorted.
+pub fn shared_logs() -> Vec<PathBuf> {
+    let dir = shared().join("fixtures/userlogs");
+    let mut logs: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("{}: {e}", dir.display()))
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "log"))
+        .collect();
+    logs.sort();
+    assert!(logs.len() >= 5, "expected the shared fixtures in {}", dir.display());
+    logs
+}
+
+/// xorshift64*: a test's own seeded randomness (print the seed for reruns).
+pub struct Rng(pub u64);
+
+impl Rng {
+    pub fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+}
