@@ -46,8 +46,12 @@
 //!   throughput delivered since the previous cut if higher (jobs finished ×
 //!   baseline ÷ time: the knee itself when the resource only shares, less
 //!   when it thrashes, so a safe lower bound); never below the level last
-//!   confirmed healthy. The youngest running jobs above the window are
-//!   removed if they did little work (age × their share of the new window
+//!   confirmed healthy. When the pace test found the site degraded, jobs
+//!   progressed at about (completions seen ÷ expected) of healthy speed, so
+//!   running jobs × that ratio is a lower bound on the knee: no later cut
+//!   goes below it, capped at 0.8 × the level being cut so a cut still
+//!   cuts. The youngest running jobs above the window are removed if they
+//!   did little work (age × their share of the new window
 //!   below half a baseline run after a stall, a quarter after a mild
 //!   signal). Between floor and ceiling the window moves by bisection in log
 //!   space; a level is confirmed by three healthy completions of jobs started
@@ -283,6 +287,10 @@ struct SiteState {
     /// Highest confirmed level a later degradation took away (0 if none):
     /// capacity that dropped may come back, and the re-probe aims there.
     lost: f64,
+    /// Knee estimated when the pace test found the site degraded (running
+    /// jobs × completions seen ÷ expected; 0 if none): later cuts do not go
+    /// below it, capped at 0.8 × the level they cut from.
+    knee_floor: f64,
     class: SiteClass,
 }
 
@@ -492,6 +500,7 @@ impl Adaptive {
                     pace_level: 0.0,
                     pace_integral0: 0.0,
                     pace_t0: 0.0,
+                    knee_floor: 0.0,
                     verified: 0.0,
                     lost: 0.0,
                     class: SiteClass::Unknown,
@@ -558,7 +567,7 @@ impl Adaptive {
             }
         }
         s.completions_since_cut = 0;
-        let target = s.floor.max(estimate.floor());
+        let target = s.floor.max(estimate.floor()).max(s.knee_floor.min(0.8 * n).floor());
         s.judged_until = now;
         s.last_completion = now;
         s.reset_pace();
@@ -792,6 +801,11 @@ impl Adaptive {
                     "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, \
                      at {n:.0} running"
                 );
+                // Jobs progress at about observed ÷ expected of healthy
+                // speed, so the site delivers about that share of `n` jobs'
+                // work: a lower bound on the knee that bisection need not
+                // search below.
+                self.sites[i].knee_floor = n * observed / expected;
                 return self.degraded(i, n, None, now, &why, actions);
             }
             // Keep a sliding memory of the pace.
