@@ -63,6 +63,17 @@ impl RunClock {
         RunClock::scaled(offset, 1.0)
     }
     /// A clock reading `offset` now and advancing `rate` seconds per second.
+    ///
+    /// ```
+    /// # #[tokio::main(flavor = "current_thread", start_paused = true)]
+    /// # async fn main() {
+    /// use cosched::engine::RunClock;
+    /// // A resumed run that began 600 s ago, on a grid simulated 100× faster.
+    /// let clock = RunClock::scaled(600.0, 100.0);
+    /// tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    /// assert!((clock.now() - 800.0).abs() < 1e-6);
+    /// # }
+    /// ```
     pub fn scaled(offset: f64, rate: f64) -> Self {
         RunClock { origin: Instant::now(), offset, rate: if rate > 0.0 { rate } else { 1.0 } }
     }

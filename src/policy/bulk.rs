@@ -26,6 +26,14 @@ impl Bulk {
 
 /// Splits `n` into parts proportional to `weights` (largest remainder, ties to
 /// the lower index), so the parts always add up to `n`.
+///
+/// ```
+/// use cosched::policy::bulk::proportional_shares;
+/// // 1,000 jobs over sites with 200, 150 and 300 slots:
+/// let parts = proportional_shares(1000, &[200.0, 150.0, 300.0]);
+/// assert_eq!(parts, vec![308, 231, 461]);
+/// assert_eq!(parts.iter().sum::<u64>(), 1000);
+/// ```
 pub fn proportional_shares(n: u64, weights: &[f64]) -> Vec<u64> {
     let total: f64 = weights.iter().sum();
     if weights.is_empty() || total <= 0.0 {
