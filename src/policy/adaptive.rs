@@ -182,6 +182,18 @@ impl Default for Params {
     }
 }
 
+/// What showed a site degraded.
+#[derive(Clone, Copy, Debug)]
+enum Evidence {
+    /// Completed jobs ran this many times the baseline (smoothed).
+    Slowdown(f64),
+    /// The pace test: `observed` completions where a healthy site would
+    /// have produced `expected`.
+    Pace { observed: f64, expected: f64 },
+    /// Jobs old enough to have finished under health are not finishing.
+    Stall,
+}
+
 /// Deadlines closer than this count as reached: the engine's clock rounds to
 /// nanoseconds, and a deadline checked as missed by that much would be
 /// dropped (a lost wake-up) or asked for again at once (a livelock).
@@ -232,6 +244,10 @@ struct SiteState {
     /// Jobs started before this are not judged overdue (they lived through a
     /// level that was already judged).
     judged_until: Time,
+    /// Estimated speed of jobs, relative to healthy, before the last cut:
+    /// a job that lived through the overload has done about
+    /// `age × cut_speed` of its work and is due that much later.
+    cut_speed: f64,
     /// Run times of jobs that ran at a healthy level.
     healthy: Stats,
     /// Baseline known from memory before any job ran here.
@@ -331,20 +347,32 @@ impl SiteState {
 
     /// When the site counts as stalled if no judged job completes before:
     /// jobs old enough to finish under health (`due`) are not finishing for
-    /// `patience` mean gaps between completions (spread ÷ due). The k-th
-    /// oldest job is due at its start + the shortest healthy run time, so
-    /// the stall time is the earliest `max(due_k, since + patience·spread/k)`.
+    /// `patience` mean gaps between completions (spread ÷ due). A job is due
+    /// once it ran the shortest healthy run time at healthy speed (see
+    /// [`SiteState::effective_start`]). The stall time is the earliest
+    /// `max(due_k, since + patience·spread/k)` over the k-th due job.
     fn stall_at(&self, patience: f64) -> Option<Time> {
         let (lo, spread) = self.healthy_range()?;
-        let &(oldest, _) = self.running.first()?;
-        let since = self.last_completion.max(f64::from_bits(oldest) + lo);
-        self.running
-            .iter()
-            .map(|&(k, j)| (f64::from_bits(k), j))
-            .take(64)
+        let mut due: Vec<Time> =
+            self.running.iter().take(64).map(|&(k, _)| self.effective_start(f64::from_bits(k)) + lo).collect();
+        due.sort_by(f64::total_cmp);
+        let since = self.last_completion.max(*due.first()?);
+        due.iter()
             .enumerate()
-            .map(|(k, (start, _))| (start + lo).max(since + patience * spread / (k + 1) as f64))
+            .map(|(k, &at)| at.max(since + patience * spread / (k + 1) as f64))
             .min_by(f64::total_cmp)
+    }
+
+    /// When a job started at `start` would have started to have done its
+    /// work so far at healthy speed: one that lived through the overload
+    /// before the last cut progressed at only `cut_speed` until the cut.
+    fn effective_start(&self, start: Time) -> Time {
+        let cut = self.judged_until;
+        if start < cut {
+            cut - (cut - start) * self.cut_speed * 0.5
+        } else {
+            start
+        }
     }
 
     fn mean_wait(&self) -> f64 {
@@ -471,6 +499,7 @@ impl Adaptive {
                     level_since: 0.0,
                     level_ok: 0,
                     judged_until: 0.0,
+                    cut_speed: 1.0,
                     healthy: Stats::default(),
                     remembered_baseline: memory.and_then(|m| m.baseline_runtime),
                     baseline_level: if memory.and_then(|m| m.capacity).is_some() {
@@ -528,16 +557,8 @@ impl Adaptive {
     /// A degradation was seen at site `i` while `n` jobs were running there:
     /// `n` becomes the ceiling and the window goes back to the highest level
     /// confirmed healthy (half of `n` if that level is no longer healthy).
-    fn degraded(
-        &mut self,
-        i: usize,
-        n: f64,
-        slowdown: Option<f64>,
-        now: Time,
-        why: &str,
-        actions: &mut Vec<Action>,
-    ) {
-        let severe = slowdown.is_none();
+    fn degraded(&mut self, i: usize, n: f64, evidence: Evidence, now: Time, why: &str, actions: &mut Vec<Action>) {
+        let severe = !matches!(evidence, Evidence::Slowdown(_));
         let s = &mut self.sites[i];
         let n = n.max(1.0);
         s.ceiling = Some(n);
@@ -550,11 +571,26 @@ impl Adaptive {
         }
         // A measured slowdown gives the knee directly if throughput stays
         // flat past it (n / slowdown; with a collapsing resource the knee is
-        // higher, so this errs low). Without one, back off to half the level
-        // (Algorithm 2's low end). Never below what was confirmed healthy.
-        let mut estimate = match slowdown {
-            Some(x) => n / x.max(1.0),
-            None => n / 2.0,
+        // higher, so this errs low). A stall backs off to half the level
+        // (Algorithm 2's low end), the pace test to where its count says
+        // the knee could at most be. Never below what was confirmed healthy.
+        let mut estimate = match evidence {
+            Evidence::Slowdown(x) => n / x.max(1.0),
+            Evidence::Pace { observed, expected } => {
+                // Jobs progress at about observed ÷ expected of healthy
+                // speed, so the site delivers about that share of `n` jobs'
+                // work: a lower bound on the knee that bisection need not
+                // search below. Two completions more is where it could be
+                // at most, give or take the luck of a short count.
+                s.knee_floor = n * observed / expected;
+                let at_most = n * (observed + 2.0) / expected;
+                // Past 1.5 × that level jobs would run more than 25% slow
+                // even if the resource only shared: the bisection need not
+                // climb back to the overshoot to learn it.
+                s.ceiling = Some(n.min((1.5 * at_most).max(s.floor + 2.0)));
+                at_most.min(n / 2.0)
+            }
+            Evidence::Stall => n / 2.0,
         };
         // Throughput since the last cut, in jobs at full speed: past the
         // knee it is the knee when the resource only shares (beta = 0) and
@@ -568,6 +604,13 @@ impl Adaptive {
         }
         s.completions_since_cut = 0;
         let target = s.floor.max(estimate.floor()).max(s.knee_floor.min(0.8 * n).floor());
+        // How fast the jobs that lived through this overload progressed: the
+        // measured slowdown, or — as if the resource only shared — the
+        // knee estimate's share of `n`.
+        s.cut_speed = match evidence {
+            Evidence::Slowdown(x) => 1.0 / x.max(1.0),
+            _ => (target / n).min(1.0),
+        };
         s.judged_until = now;
         s.last_completion = now;
         s.reset_pace();
@@ -750,14 +793,18 @@ impl Adaptive {
         if !judged || start < baseline_since {
             return;
         }
-        if start >= s.level_since && ratio <= c2 {
+        if start >= s.level_since && ratio <= 1.0 {
             s.level_ok += 1;
         }
         let smoothed = s.slowdown.map_or(ratio, |x| 0.8 * x + 0.2 * ratio);
         s.slowdown = Some(smoothed);
-        if smoothed > c2 {
+        // The smoothed ratio alone misreads a healthy site: a cohort of jobs
+        // started together ends longest last, and its tail reads 1.2. A job
+        // longer than any healthy one is the confirmation.
+        let longer_than_healthy = s.healthy_max().is_some_and(|hmax| runtime > hmax);
+        if smoothed > c2 && longer_than_healthy {
             let why = format!("run times {smoothed:.2}× the baseline at {mean_n:.0} running");
-            self.degraded(i, mean_n, Some(smoothed), now, &why, actions);
+            self.degraded(i, mean_n, Evidence::Slowdown(smoothed), now, &why, actions);
         }
     }
 
@@ -801,12 +848,7 @@ impl Adaptive {
                     "{observed:.0} jobs finished where a healthy site would finish {expected:.0}, \
                      at {n:.0} running"
                 );
-                // Jobs progress at about observed ÷ expected of healthy
-                // speed, so the site delivers about that share of `n` jobs'
-                // work: a lower bound on the knee that bisection need not
-                // search below.
-                self.sites[i].knee_floor = n * observed / expected;
-                return self.degraded(i, n, None, now, &why, actions);
+                return self.degraded(i, n, Evidence::Pace { observed, expected }, now, &why, actions);
             }
             // Keep a sliding memory of the pace.
             let s = &mut self.sites[i];
@@ -818,7 +860,7 @@ impl Adaptive {
             if now + TIME_SLACK >= at {
                 let since = s.last_completion;
                 let why = format!("no job finished since {since:.0} s, at {n:.0} running");
-                return self.degraded(i, n, None, now, &why, actions);
+                return self.degraded(i, n, Evidence::Stall, now, &why, actions);
             }
         }
         let Some(hmax) = s.healthy_max() else { return };
@@ -827,7 +869,7 @@ impl Adaptive {
         let limit = (hmax * self.params.overdue_factor).max(c2 * 1.2 * s.baseline().unwrap_or(hmax));
         if age + TIME_SLACK > limit {
             let why = format!("a job has run {age:.0} s, longer than any healthy one, at {n:.0} running");
-            self.degraded(i, n, None, now, &why, actions);
+            self.degraded(i, n, Evidence::Stall, now, &why, actions);
         }
     }
 
