@@ -575,7 +575,7 @@ impl Adaptive {
         // (Algorithm 2's low end), the pace test to where its count says
         // the knee could at most be. Never below what was confirmed healthy.
         let mut estimate = match evidence {
-            Evidence::Slowdown(x) => n / x.max(1.0),
+            Evidence::Slowdown(x) => (n / x.max(1.0)).max(0.85 * n),
             Evidence::Pace { observed, expected } => {
                 // Jobs progress at about observed ÷ expected of healthy
                 // speed, so the site delivers about that share of `n` jobs'
@@ -815,11 +815,15 @@ impl Adaptive {
         let c2 = self.params.degradation_factor;
         let s = &self.sites[i];
         let n = s.running.len() as f64;
-        let grace = s.healthy_range().map_or(0.0, |(lo, _)| 0.5 * lo);
-        if n > s.target * 1.05 + 1.0 || (s.ceiling.is_some() && now < s.judged_until + grace) {
+        let lo = s.healthy_range().map_or(0.0, |(lo, _)| lo);
+        let draining = n > s.target * 1.05 + 1.0 && now < s.judged_until + lo;
+        if draining || (s.ceiling.is_some() && now < s.judged_until + 0.5 * lo) {
             // Still draining down to a window cut for a degradation already
             // seen, or just after the cut (the jobs that lived through the
-            // overload are still slow): nothing new to learn yet.
+            // overload are still slow): nothing new to learn yet. Not for
+            // longer than a healthy run: jobs queued ahead may start beyond
+            // the window, and a site that stays above it must still be
+            // judged.
             let s = &mut self.sites[i];
             s.reset_pace();
             return;
