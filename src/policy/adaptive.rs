@@ -575,7 +575,7 @@ impl Adaptive {
         // (Algorithm 2's low end), the pace test to where its count says
         // the knee could at most be. Never below what was confirmed healthy.
         let mut estimate = match evidence {
-            Evidence::Slowdown(x) => (n / x.max(1.0)).max(0.85 * n),
+            Evidence::Slowdown(x) => (n / x.max(1.0)).max(0.9 * n),
             Evidence::Pace { observed, expected } => {
                 // Jobs progress at about observed ÷ expected of healthy
                 // speed, so the site delivers about that share of `n` jobs'
