@@ -36,13 +36,26 @@
 //!   `k` running jobs older than the shortest healthy run have produced no
 //!   completion for `stall_patience` × (spread of healthy run times ÷ k) —
 //!   seconds to a minute after an overshoot, not a job length later. A job
-//!   older than `overdue_factor` × the longest healthy run is a slower
-//!   backstop; completed jobs give the mild signal (smoothed run time ÷
-//!   baseline above `degradation_factor`).
+//!   that lived through an overload before a cut did only part of its work
+//!   (credited at half the speed the cut estimated), so it is due that much
+//!   later: otherwise the survivors of a cut look stalled and cause a second,
+//!   needless one. A job older than `overdue_factor` × the longest healthy
+//!   run is a slower backstop; completed jobs give the mild signal (smoothed
+//!   run time ÷ baseline above `degradation_factor`, confirmed by a job
+//!   longer than any healthy one: a cohort of jobs started together ends
+//!   longest last, and its tail alone reads 1.2 on a healthy site).
+//!   A site kept above its window by jobs queued ahead is judged like any
+//!   other once a healthy run has passed since the cut.
 //! - **Cut to the measured knee, then bisect.** A degradation at `n` running
 //!   makes `n` the ceiling. With a measured slowdown the window goes to
-//!   `n / slowdown` (the knee if throughput were flat past it, an estimate
-//!   that errs low); on a stall to `n / 2` (Algorithm 2's low end), or to the
+//!   `n / slowdown` (the knee if throughput were flat past it), but keeps
+//!   90% of `n`: a mild signal means a little past the knee, and below it
+//!   every missing job costs throughput while above it a job costs only a
+//!   little (nothing at all where the resource only shares). A pace verdict
+//!   of `o` completions where `e` were expected cuts to `n (o + 2) / e`, where
+//!   the knee could at most be, and makes 1.5× that the ceiling (past it
+//!   jobs would run more than 25% slow even if the resource only shared).
+//!   On a stall the window goes to `n / 2` (Algorithm 2's low end), or to the
 //!   throughput delivered since the previous cut if higher (jobs finished ×
 //!   baseline ÷ time: the knee itself when the resource only shares, less
 //!   when it thrashes, so a safe lower bound); never below the level last
@@ -54,8 +67,10 @@
 //!   did little work (age × their share of the new window
 //!   below half a baseline run after a stall, a quarter after a mild
 //!   signal). Between floor and ceiling the window moves by bisection in log
-//!   space; a level is confirmed by three healthy completions of jobs started
-//!   at it (not while the pool is empty: a draining site tests nothing, and
+//!   space; a level is confirmed by three completions of jobs started at it
+//!   that took no longer than the baseline mean (the first jobs to end at a
+//!   level are its short ones: "within 25%" would confirm a level 30% slow;
+//!   not while the pool is empty: a draining site tests nothing, and
 //!   the capacity remembered for the next run must have been tested). After
 //!   `reprobe_after` baseline run times at a converged level the ceiling is
 //!   raised again, so a capacity that dropped and recovered is followed;
@@ -353,8 +368,12 @@ impl SiteState {
     /// `max(due_k, since + patience·spread/k)` over the k-th due job.
     fn stall_at(&self, patience: f64) -> Option<Time> {
         let (lo, spread) = self.healthy_range()?;
-        let mut due: Vec<Time> =
-            self.running.iter().take(64).map(|&(k, _)| self.effective_start(f64::from_bits(k)) + lo).collect();
+        let mut due: Vec<Time> = self
+            .running
+            .iter()
+            .take(64)
+            .map(|&(k, _)| self.effective_start(f64::from_bits(k)) + lo)
+            .collect();
         due.sort_by(f64::total_cmp);
         let since = self.last_completion.max(*due.first()?);
         due.iter()
@@ -365,7 +384,10 @@ impl SiteState {
 
     /// When a job started at `start` would have started to have done its
     /// work so far at healthy speed: one that lived through the overload
-    /// before the last cut progressed at only `cut_speed` until the cut.
+    /// before the last cut progressed at about `cut_speed` until the cut.
+    /// It is credited half of that: the estimate assumes a resource that
+    /// only shares (one that thrashes is slower), and the level after the
+    /// cut may still be a little slow.
     fn effective_start(&self, start: Time) -> Time {
         let cut = self.judged_until;
         if start < cut {
@@ -557,7 +579,15 @@ impl Adaptive {
     /// A degradation was seen at site `i` while `n` jobs were running there:
     /// `n` becomes the ceiling and the window goes back to the highest level
     /// confirmed healthy (half of `n` if that level is no longer healthy).
-    fn degraded(&mut self, i: usize, n: f64, evidence: Evidence, now: Time, why: &str, actions: &mut Vec<Action>) {
+    fn degraded(
+        &mut self,
+        i: usize,
+        n: f64,
+        evidence: Evidence,
+        now: Time,
+        why: &str,
+        actions: &mut Vec<Action>,
+    ) {
         let severe = !matches!(evidence, Evidence::Slowdown(_));
         let s = &mut self.sites[i];
         let n = n.max(1.0);
@@ -1295,6 +1325,96 @@ mod tests {
         // old ones, close to the end of their work, stay.
         assert!(gone.iter().all(|j| j.0 >= 32), "{gone:?}");
         assert!(young.iter().any(|j| gone.contains(j)), "{gone:?}");
+    }
+
+    /// `baseline_run(3)`, ten more jobs started at 410 s, then nothing ends:
+    /// the stall cut. Returns the policy, the cut's time and the jobs running
+    /// at it.
+    fn stalled_run() -> (Adaptive, Time, f64) {
+        let mut p = baseline_run(3);
+        for j in 32..42 {
+            p.handle(410.0, &at(0, SiteEvent::Started { job: JobId(j), at: 410.0 }));
+        }
+        let running = p.sites[0].running.len() as f64;
+        let cut = p.next_deadline().expect("the stall test asks for a tick");
+        p.handle(cut, &Input::Tick);
+        assert_eq!(p.sites[0].ceiling, Some(running), "the tick at {cut} was the stall");
+        (p, cut, running)
+    }
+
+    #[test]
+    fn the_survivors_of_a_cut_are_due_only_for_the_work_they_did_before_it() {
+        let (p, cut, running) = stalled_run();
+        let s = &p.sites[0];
+        // The old jobs (started at 1 s) lived through the stall at the
+        // speed the cut estimated, window ÷ running, and are credited half.
+        let speed = s.target / running;
+        assert_eq!(s.cut_speed, speed);
+        let credited = cut - (cut - 1.0) * speed * 0.5;
+        assert!((s.effective_start(1.0) - credited).abs() < 1e-9);
+        // So no second stall before a shortest healthy run (399 s) past
+        // that: the survivors did not get their time to end yet.
+        let (lo, _) = s.healthy_range().expect("baseline known");
+        let next = s.stall_at(Params::default().stall_patience).expect("jobs still running");
+        assert!(next >= credited + lo - 1e-9, "next stall check {next}, due from {}", credited + lo);
+        assert!(next > cut + 0.5 * lo, "next stall check {next} too soon after the cut at {cut}");
+    }
+
+    #[test]
+    fn a_site_held_above_its_window_is_judged_again_after_a_healthy_run() {
+        let (mut p, cut, first_ceiling) = stalled_run();
+        // As when jobs queued ahead start beyond the window, or jobs too far
+        // along to remove stay: the site runs well above its window.
+        p.set_target(0, 20.0, cut);
+        let s = &p.sites[0];
+        assert!(
+            s.running.len() as f64 > s.target * 1.05 + 1.0,
+            "{} running, window {}",
+            s.running.len(),
+            s.target
+        );
+        let mut now = cut;
+        let mut again = None;
+        while now < cut + 3000.0 {
+            let Some(next) = p.next_deadline() else { break };
+            now = next;
+            p.handle(now, &Input::Tick);
+            if p.sites[0].ceiling.is_some_and(|c| c < first_ceiling) {
+                again = Some(now);
+                break;
+            }
+        }
+        let again = again.expect("a site that never drains below its window is judged again");
+        let (lo, _) = p.sites[0].healthy_range().unwrap();
+        assert!(again >= cut + lo - 1e-9, "judged at {again}, while the cut at {cut} was still draining");
+    }
+
+    #[test]
+    fn a_pace_verdict_cuts_to_where_the_knee_could_be_at_most_and_lowers_the_ceiling() {
+        let mut p = baseline_run(3);
+        for j in 32..42 {
+            p.handle(410.0, &at(0, SiteEvent::Started { job: JobId(j), at: 410.0 }));
+        }
+        let mut verdict = None;
+        for (k, j) in (3..29).enumerate() {
+            let t = 425.0 + 25.0 * k as f64;
+            let running = p.sites[0].running.len() as f64;
+            let acts = done(&mut p, JobId(j), t);
+            confirm(&mut p, t, &acts);
+            if acts.iter().any(|a| matches!(a, Action::Remove { why, .. } if why.contains("would finish"))) {
+                verdict = Some(running - 1.0);
+                break;
+            }
+        }
+        let n = verdict.expect("the pace test fired");
+        let s = &p.sites[0];
+        let ceiling = s.ceiling.expect("a knee is known");
+        // The knee is at least n × seen ÷ expected and at most 2 / expected
+        // above it; the ceiling is 1.5 × that upper estimate.
+        assert!(ceiling < n, "ceiling {ceiling} not below the {n} running");
+        assert!(s.knee_floor > 0.0 && s.knee_floor < ceiling / 1.5, "{} vs {ceiling}", s.knee_floor);
+        assert!(s.target <= (ceiling / 1.5).max(s.floor) + 1e-9, "window {} ceiling {ceiling}", s.target);
+        assert!(s.target <= n / 2.0 || s.target <= s.floor, "window {}", s.target);
     }
 
     #[test]
