@@ -253,8 +253,8 @@ struct SiteState {
     ceiling: Option<f64>,
     /// When `target` last changed.
     level_since: Time,
-    /// Healthy completions of jobs started since `level_since`: the evidence
-    /// that confirms a level.
+    /// Completions of jobs started since `level_since` that took no longer
+    /// than the baseline mean: the evidence that confirms a level.
     level_ok: u32,
     /// Jobs started before this are not judged overdue (they lived through a
     /// level that was already judged).
@@ -601,7 +601,8 @@ impl Adaptive {
         }
         // A measured slowdown gives the knee directly if throughput stays
         // flat past it (n / slowdown; with a collapsing resource the knee is
-        // higher, so this errs low). A stall backs off to half the level
+        // higher, so this errs low), but a mild signal keeps 90% of `n`:
+        // below the knee each missing job costs throughput, above it little. A stall backs off to half the level
         // (Algorithm 2's low end), the pace test to where its count says
         // the knee could at most be. Never below what was confirmed healthy.
         let mut estimate = match evidence {
