@@ -157,15 +157,7 @@ impl Machinery for DbMachinery {
         )
         .map_err(sql_error(&path))?;
         let id = conn.last_insert_rowid() as u64;
-        Ok(StoredRun {
-            id,
-            owner,
-            state: RunState::Queued,
-            n_jobs: request.n_jobs,
-            policy: policy.name().to_string(),
-            sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
-            message: None,
-        })
+        Ok(StoredRun::queued(id, owner, request.n_jobs, &policy, &sites))
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {

@@ -61,15 +61,7 @@ impl Machinery for MemorySim {
         }
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         let id = runs.keys().next_back().map_or(1, |k| k + 1);
-        let stored = StoredRun {
-            id,
-            owner,
-            state: RunState::Queued,
-            n_jobs: request.n_jobs,
-            policy: policy.name().to_string(),
-            sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
-            message: None,
-        };
+        let stored = StoredRun::queued(id, owner, request.n_jobs, &policy, &sites);
         runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy)) });
         Ok(stored)
     }

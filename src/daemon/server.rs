@@ -13,8 +13,9 @@ use super::fairshare::{allot, Claim};
 use super::notify::Notifier;
 use super::protocol::{Envelope, Request, Response, RunState, RunStatus, SiteStatus, SubmitRequest};
 use super::share::{self, Board, FairShare};
+use crate::config::SitesFile;
 use crate::engine::{Ending, Observer};
-use crate::policy::{Policy, SiteId, Time};
+use crate::policy::{Policy, PolicyConfig, SiteId, Time};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -55,6 +56,21 @@ pub struct StoredRun {
     /// Site names, in the run's site order.
     pub sites: Vec<String>,
     pub message: Option<String>,
+}
+
+impl StoredRun {
+    /// A run just accepted: queued, nothing said about it yet.
+    pub fn queued(id: u64, owner: u32, n_jobs: u64, policy: &PolicyConfig, sites: &SitesFile) -> StoredRun {
+        StoredRun {
+            id,
+            owner,
+            state: RunState::Queued,
+            n_jobs,
+            policy: policy.name().to_string(),
+            sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
+            message: None,
+        }
+    }
 }
 
 /// What the daemon needs from the run machinery: record a run, run or resume
