@@ -8,9 +8,13 @@
 //!   (its window); a job goes out as soon as one comes back, so no site waits
 //!   for another and no batch waits for its slowest job.
 //! - **Baseline first.** A site starts at `initial_window` jobs (below most
-//!   knees); their run times are its uncongested baseline. Later jobs count
-//!   for the baseline only if they ran at no more than that concurrency, so
-//!   slightly slowed jobs cannot make the baseline, and the knee, creep up.
+//!   knees); their run times are its uncongested baseline, except those that
+//!   ended after the window had grown well past that level (the cohort's
+//!   long jobs end last, into a blind overshoot). Later jobs count for the
+//!   baseline only if they ran at no more than that concurrency, so slightly
+//!   slowed jobs cannot make the baseline, and the knee, creep up; and after
+//!   40 jobs the baseline is closed, since a capacity drop below that level
+//!   would otherwise let slowed jobs in one after another.
 //! - **Growth clocked by completions, bounded by verified levels.** Until a
 //!   knee is seen the window grows by `growth` per healthy completion: a site
 //!   without contention is full within a few dozen completions. Completions
@@ -35,7 +39,10 @@
 //!   to finish under health stop finishing. The stall test asks whether the
 //!   `k` running jobs older than the shortest healthy run have produced no
 //!   completion for `stall_patience` × (spread of healthy run times ÷ k) —
-//!   seconds to a minute after an overshoot, not a job length later. A job
+//!   seconds to a minute after an overshoot, not a job length later. Once a
+//!   knee is known (or remembered) a job is due only after the shortest
+//!   healthy run slowed by the tolerated 25%: levels then move by a few
+//!   jobs, and a cohort slowed 15% by one is not a stall. A job
 //!   that lived through an overload before a cut did only part of its work
 //!   (credited at half the speed the cut estimated), so it is due that much
 //!   later: otherwise the survivors of a cut look stalled and cause a second,
@@ -95,8 +102,11 @@
 //!   and mean wait; a warm run starts each site at `warm_start` × its
 //!   remembered capacity (the search may end a few jobs past the knee, where
 //!   run times are still within the 25%) with its remembered baseline, so it
-//!   can judge degradation from the first job on. With only a remembered
-//!   mean, healthy runs are taken to span [0.85, 1.35] × it.
+//!   can judge degradation from the first job on. The remembered baseline
+//!   weighs as much as 20 jobs here, and the remembered longest healthy run
+//!   confirms slowdowns; for the stall test healthy runs are taken to span
+//!   [0.85, 1.35] × the baseline until 20 have been seen (a remembered
+//!   shortest run would call a cohort a few percent slow stalled).
 //!
 //! Cost per input: O(sites + log jobs) — ordered sets of running and idle
 //! jobs per site, the stall and pace tests look at no more than the 64
@@ -214,6 +224,13 @@ enum Evidence {
 /// dropped (a lost wake-up) or asked for again at once (a livelock).
 const TIME_SLACK: Time = 1e-6;
 
+/// Run times that make a site's baseline. The jobs' own length does not
+/// change during a run, so once this many are known the baseline is closed:
+/// admitting more lets jobs slowed by a capacity drop in, each raising the
+/// mean a little and letting slower ones in after it, until a 1.4× slowdown
+/// reads as healthy (and is remembered so for the next run).
+const BASELINE_JOBS: u32 = 40;
+
 /// Key for ordering by time (non-negative finite times order like their bits).
 fn tkey(t: Time) -> u64 {
     t.max(0.0).to_bits()
@@ -267,6 +284,8 @@ struct SiteState {
     healthy: Stats,
     /// Baseline known from memory before any job ran here.
     remembered_baseline: Option<f64>,
+    /// Shortest and longest healthy run times known from memory.
+    remembered_range: Option<(f64, f64)>,
     /// Concurrency up to which a completed job counts for the baseline: the
     /// initial window (or most of the remembered capacity). Jobs run higher
     /// may be slightly slowed, and letting them in would let the baseline,
@@ -327,7 +346,16 @@ struct SiteState {
 
 impl SiteState {
     fn baseline(&self) -> Option<f64> {
-        self.healthy.mean().filter(|_| self.healthy.n >= 3).or(self.remembered_baseline)
+        match self.remembered_baseline {
+            // What an earlier run measured weighs as much as this many jobs
+            // here: a few jobs that ran slow after a capacity drop must not
+            // become the baseline and let slower ones in after them.
+            Some(b) => {
+                const PRIOR: f64 = 20.0;
+                Some((b * PRIOR + self.healthy.sum) / (PRIOR + f64::from(self.healthy.n)))
+            }
+            None => self.healthy.mean().filter(|_| self.healthy.n >= 3),
+        }
     }
 
     /// The longest run time a healthy job is expected to take, once enough
@@ -335,16 +363,21 @@ impl SiteState {
     fn healthy_max(&self) -> Option<f64> {
         if self.healthy.n >= 20 {
             Some(self.healthy.max)
+        } else if let Some((_, hi)) = self.remembered_range {
+            Some(hi)
         } else {
             self.remembered_baseline.map(|b| b * 1.25)
         }
     }
 
     /// The shortest run time a healthy job takes, and the spread of healthy
-    /// run times (at least 40% of the shortest: early samples are the short
-    /// ones, so the measured spread starts too small).
+    /// run times (at least half the shortest: early samples are the short
+    /// ones, so the measured spread starts too small). With a remembered
+    /// baseline, 20 jobs here before their extremes replace the assumed
+    /// [0.85, 1.35] × it: a few short ones would make every later job late.
     fn healthy_range(&self) -> Option<(f64, f64)> {
-        let (lo, hi) = if self.healthy.n >= 3 {
+        let known = if self.remembered_baseline.is_some() { 20 } else { 3 };
+        let (lo, hi) = if self.healthy.n >= known {
             (self.healthy.min, self.healthy.max)
         } else {
             // Remembered: only the mean is known; assume a wide spread rather
@@ -352,7 +385,7 @@ impl SiteState {
             let b = self.remembered_baseline?;
             (0.85 * b, 1.35 * b)
         };
-        Some((lo, (hi - lo).max(0.4 * lo)))
+        Some((lo, (hi - lo).max(0.5 * lo)))
     }
 
     /// Running jobs that started after `judged_until`, oldest first.
@@ -364,15 +397,24 @@ impl SiteState {
     /// jobs old enough to finish under health (`due`) are not finishing for
     /// `patience` mean gaps between completions (spread ÷ due). A job is due
     /// once it ran the shortest healthy run time at healthy speed (see
-    /// [`SiteState::effective_start`]). The stall time is the earliest
+    /// [`SiteState::effective_start`]) — slowed by the tolerated
+    /// `degradation` once a knee is known. The stall time is the earliest
     /// `max(due_k, since + patience·spread/k)` over the k-th due job.
-    fn stall_at(&self, patience: f64) -> Option<Time> {
+    ///
+    /// Why the tolerance only then: while the window grows blind an
+    /// overshoot is large and must be caught within seconds; once a knee is
+    /// known the window moves in small steps (and a warm start begins near
+    /// the remembered knee), so a level a few jobs past the knee slows a
+    /// cohort started together by 10–20%, which is within the 25% and must
+    /// not read as a stall: a stall halves the window.
+    fn stall_at(&self, patience: f64, degradation: f64) -> Option<Time> {
         let (lo, spread) = self.healthy_range()?;
+        let tolerated = if self.ceiling.is_some() { degradation.max(1.0) } else { 1.0 };
         let mut due: Vec<Time> = self
             .running
             .iter()
             .take(64)
-            .map(|&(k, _)| self.effective_start(f64::from_bits(k)) + lo)
+            .map(|&(k, _)| self.effective_start(f64::from_bits(k)) + tolerated * lo)
             .collect();
         due.sort_by(f64::total_cmp);
         let since = self.last_completion.max(*due.first()?);
@@ -430,9 +472,9 @@ impl SiteState {
         }
         self.pace_at = now;
         self.pace_level = self.pace_level.min(self.running.len() as f64);
-        // Only from run times seen here: a remembered baseline says
-        // nothing of the shortest runs, and the hazards hang on it.
-        if self.healthy.n < 3 {
+        // Only from run times seen (here or in an earlier run): a remembered
+        // mean says nothing of the shortest runs, and the hazards hang on it.
+        if self.healthy.n < 3 && self.remembered_range.is_none() {
             return;
         }
         let Some((lo, spread)) = self.healthy_range() else { return };
@@ -524,6 +566,7 @@ impl Adaptive {
                     cut_speed: 1.0,
                     healthy: Stats::default(),
                     remembered_baseline: memory.and_then(|m| m.baseline_runtime),
+                    remembered_range: memory.and_then(|m| m.runtime_range),
                     baseline_level: if memory.and_then(|m| m.capacity).is_some() {
                         0.8 * target
                     } else {
@@ -813,7 +856,14 @@ impl Adaptive {
         if ratio <= 1.3 {
             // Healthy, or too little slowed to tell (a tighter cut would bias
             // the baseline down, run after run).
-            if start < baseline_since || mean_n <= s.baseline_level * 1.05 {
+            // The first cohort (started before the baseline was known) counts
+            // unless the window grew well past its level before it ended: its
+            // long jobs end last, into the overshoot of a blind growth, and
+            // would raise the baseline by a tenth (a 1.37× slowdown would
+            // then pass for the 25%).
+            let first_cohort = start < baseline_since && mean_n <= s.baseline_level * 1.25;
+            let sampling = s.healthy.n < BASELINE_JOBS;
+            if sampling && (first_cohort || mean_n <= s.baseline_level * 1.05) {
                 s.healthy.add(runtime);
             }
             s.healthy_completions += 1;
@@ -891,7 +941,7 @@ impl Adaptive {
             s.pace_observed *= 0.5;
         }
         let s = &self.sites[i];
-        if let Some(at) = s.stall_at(self.params.stall_patience) {
+        if let Some(at) = s.stall_at(self.params.stall_patience, self.params.degradation_factor) {
             if now + TIME_SLACK >= at {
                 let since = s.last_completion;
                 let why = format!("no job finished since {since:.0} s, at {n:.0} running");
@@ -1117,7 +1167,7 @@ impl Adaptive {
                 d = Some(d.map_or(t, |x: Time| x.min(t)));
             }
         };
-        if let Some(at) = s.stall_at(self.params.stall_patience) {
+        if let Some(at) = s.stall_at(self.params.stall_patience, self.params.degradation_factor) {
             consider(at);
         }
         if let (Some(hmax), Some((start, _))) = (s.healthy_max(), s.judged_running().next()) {
@@ -1206,7 +1256,12 @@ impl Policy for Adaptive {
                 let capacity = if s.lost > 1.25 * capacity { s.lost } else { capacity };
                 let memory = SiteMemory {
                     capacity: (capacity >= 1.0 && s.any_started).then_some(capacity),
-                    baseline_runtime: s.healthy.mean().or(s.remembered_baseline),
+                    baseline_runtime: s.baseline(),
+                    runtime_range: if s.healthy.n >= 20 {
+                        Some((s.healthy.min, s.healthy.max))
+                    } else {
+                        s.remembered_range
+                    },
                     mean_wait: s.waits.mean(),
                     unresponsive: !s.any_started && s.first_submit.is_some(),
                 };
@@ -1313,9 +1368,10 @@ mod tests {
         }
         let running = p.sites[0].running.len() as f64;
         let deadline = p.next_deadline().expect("the stall test asks for a tick");
-        // 29 old jobs are due (older than the shortest run, 399 s); spread
-        // max(2, 0.4 × 399) = 159.6; patience 10 → the 29th gap: 402 + 10 × 159.6 / 29.
-        let expected = 402.0 + 10.0 * (0.4 * 399.0) / 29.0;
+        // 29 old jobs are due (older than the shortest run, 399 s; no knee
+        // known yet, so no tolerance); spread max(2, 0.5 × 399) = 199.5;
+        // patience 10 → the 29th gap: 402 + 10 × 199.5 / 29.
+        let expected = 402.0 + 10.0 * (0.5 * 399.0) / 29.0;
         assert!((deadline - expected).abs() < 1e-6, "deadline {deadline}, expected {expected}");
         let acts = p.handle(deadline, &Input::Tick);
         assert_eq!(p.sites[0].ceiling, Some(running));
@@ -1356,7 +1412,9 @@ mod tests {
         // So no second stall before a shortest healthy run (399 s) past
         // that: the survivors did not get their time to end yet.
         let (lo, _) = s.healthy_range().expect("baseline known");
-        let next = s.stall_at(Params::default().stall_patience).expect("jobs still running");
+        let next = s
+            .stall_at(Params::default().stall_patience, Params::default().degradation_factor)
+            .expect("jobs still running");
         assert!(next >= credited + lo - 1e-9, "next stall check {next}, due from {}", credited + lo);
         assert!(next > cut + 0.5 * lo, "next stall check {next} too soon after the cut at {cut}");
     }
@@ -1489,7 +1547,7 @@ mod tests {
                 capacity: Some(50.0),
                 baseline_runtime: Some(400.0),
                 mean_wait: Some(0.0),
-                unresponsive: false,
+                ..SiteMemory::default()
             },
         );
         let mut p = Adaptive::new(&s, &Params::default());
@@ -1508,6 +1566,103 @@ mod tests {
         }
         let acts = p.handle(601.5, &Input::Tick);
         assert!(p.sites[0].ceiling.is_some_and(|c| c <= 50.0), "{acts:?}");
+    }
+
+    /// A policy that judges completions directly: site 0 of a 400-slot
+    /// spec, with `memory` if given.
+    fn judging(memory: Option<SiteMemory>) -> Adaptive {
+        let mut s = spec(1000, &[400]);
+        if let Some(m) = memory {
+            s.memory.insert("s0".into(), m);
+        }
+        Adaptive::new(&s, &Params::default())
+    }
+
+    #[test]
+    fn the_baseline_is_closed_after_forty_jobs() {
+        let mut p = judging(None);
+        let mut acts = Vec::new();
+        // 39 jobs of 400 s at 20 running (below the initial window of 32).
+        for k in 0..39 {
+            p.judge_completion(0, 400.0, 20.0, 1000.0 + f64::from(k), 2000.0, &mut acts);
+        }
+        assert_eq!(p.sites[0].baseline(), Some(400.0));
+        // The 40th, 1.25× slow (within the 1.3 that still counts), gets in:
+        // the mean moves by 100 / 40.
+        p.judge_completion(0, 500.0, 20.0, 1100.0, 2000.0, &mut acts);
+        assert_eq!(p.sites[0].baseline(), Some(402.5));
+        // The 41st does not: the baseline is closed.
+        p.judge_completion(0, 500.0, 20.0, 1200.0, 2000.0, &mut acts);
+        assert_eq!(p.sites[0].baseline(), Some(402.5));
+        assert_eq!(p.sites[0].healthy.n, BASELINE_JOBS);
+    }
+
+    #[test]
+    fn first_cohort_jobs_that_ended_in_an_overshoot_are_not_baseline() {
+        let mut p = judging(None);
+        let mut acts = Vec::new();
+        // Three cohort jobs (started at 1 s, initial window 32) make the
+        // baseline known at 402 s.
+        for k in 0..3 {
+            p.judge_completion(0, 399.0 + f64::from(k), 32.0, 1.0, 400.0 + f64::from(k), &mut acts);
+        }
+        assert_eq!(p.sites[0].baseline(), Some(400.0));
+        assert_eq!(p.sites[0].baseline_since, Some(402.0));
+        // A cohort job that lived at 45 on average (the window grew past
+        // 1.25 × 32 = 40 under it) is not baseline; one at 38 is.
+        p.judge_completion(0, 480.0, 45.0, 1.0, 481.0, &mut acts);
+        assert_eq!(p.sites[0].healthy.n, 3);
+        p.judge_completion(0, 480.0, 38.0, 1.0, 481.0, &mut acts);
+        assert_eq!(p.sites[0].healthy.n, 4);
+        assert_eq!(p.sites[0].baseline(), Some(420.0));
+    }
+
+    #[test]
+    fn a_remembered_baseline_outweighs_a_few_slow_jobs() {
+        let memory =
+            SiteMemory { capacity: Some(50.0), baseline_runtime: Some(400.0), ..SiteMemory::default() };
+        let mut p = judging(Some(memory));
+        let mut acts = Vec::new();
+        // Three jobs 1.2× slow at 20 running (below 0.8 × the warm window
+        // of 45: baseline level) — as after a capacity drop.
+        for k in 0..3 {
+            p.judge_completion(0, 480.0, 20.0, 10.0 + f64::from(k), 500.0, &mut acts);
+        }
+        // The memory weighs 20 jobs: (20 × 400 + 3 × 480) / 23, not 480.
+        let expected = (20.0 * 400.0 + 3.0 * 480.0) / 23.0;
+        assert!((p.sites[0].baseline().unwrap() - expected).abs() < 1e-9);
+    }
+
+    #[test]
+    fn once_a_knee_is_known_a_stall_allows_the_tolerated_slowdown() {
+        let mut p = baseline_run(3);
+        let (patience, c2) = (Params::default().stall_patience, Params::default().degradation_factor);
+        // 29 cohort jobs started at 1 s still run; shortest healthy run
+        // 399 s, spread 0.5 × 399, last completion at 402 s.
+        let gap = patience * (0.5 * 399.0) / 29.0;
+        let blind = p.sites[0].stall_at(patience, c2).unwrap();
+        assert!((blind - (402.0 + gap)).abs() < 1e-6, "{blind}");
+        // With a knee known the jobs are due at 1 + 1.25 × 399 s.
+        p.sites[0].ceiling = Some(100.0);
+        let known = p.sites[0].stall_at(patience, c2).unwrap();
+        assert!((known - (1.0 + 1.25 * 399.0 + gap)).abs() < 1e-6, "{known}");
+    }
+
+    #[test]
+    fn the_healthy_run_time_range_is_remembered_and_used() {
+        let mut p = judging(None);
+        let mut acts = Vec::new();
+        for k in 0..20 {
+            p.judge_completion(0, 320.0 + 8.0 * f64::from(k), 20.0, 1000.0, 2000.0, &mut acts);
+        }
+        let learned = p.learned();
+        assert_eq!(learned["s0"].runtime_range, Some((320.0, 472.0)));
+        // The next run confirms a slowdown against the longest healthy run
+        // it remembers, not against 1.25 × the mean.
+        let warm = judging(Some(learned["s0"].clone()));
+        assert_eq!(warm.sites[0].healthy_max(), Some(472.0));
+        let cold_memory = SiteMemory { baseline_runtime: Some(396.0), ..SiteMemory::default() };
+        assert_eq!(judging(Some(cold_memory)).sites[0].healthy_max(), Some(1.25 * 396.0));
     }
 
     #[test]

@@ -91,6 +91,11 @@ pub struct SiteMemory {
     pub capacity: Option<f64>,
     /// Uncongested run time of one job there, seconds.
     pub baseline_runtime: Option<f64>,
+    /// Shortest and longest uncongested run times seen there, seconds (once
+    /// enough were seen for the extremes to mean something): the spread the
+    /// stall and pace tests judge by, which the mean alone cannot give.
+    #[serde(default)]
+    pub runtime_range: Option<(f64, f64)>,
     /// Mean queue wait seen there, seconds.
     pub mean_wait: Option<f64>,
     /// Whether the site started nothing at all last time.
