@@ -64,12 +64,7 @@ impl Setup {
         tweak(&mut config);
         let bin =
             fake_condor::install_with_exe(&pool, &config, &util::cosched_bin()).expect("fake pool installs");
-        std::fs::write(dir.path().join("job.sh"), "#!/bin/sh\necho job $1\n").unwrap();
-        std::fs::write(
-            dir.path().join("job.sub"),
-            "executable = job.sh\narguments = $(CoschedJob)\noutput = out.$(CoschedJob)\nqueue\n",
-        )
-        .unwrap();
+        util::write_echo_job(dir.path());
         let condor = format!(
             "[condor]\nbin_dir = \"{}\"\nsubmit_timeout = 20\nretries = 6\npoll_interval = 0.2\n\n",
             bin.display()

@@ -72,3 +72,14 @@ impl Rng {
         self.next() % n
     }
 }
+
+/// Writes `job.sh` (echoes its argument) and a `job.sub` that runs it once
+/// per cosched job into `dir`: the job every fake-HTCondor test submits.
+pub fn write_echo_job(dir: &Path) {
+    std::fs::write(dir.join("job.sh"), "#!/bin/sh\necho job $1\n").unwrap();
+    std::fs::write(
+        dir.join("job.sub"),
+        "executable = job.sh\narguments = $(CoschedJob)\noutput = out.$(CoschedJob)\nqueue\n",
+    )
+    .unwrap();
+}
