@@ -7,14 +7,46 @@
 //! only the bench itself reads the wall clock, to report simulator speed.
 //! A run that breaks a conservation rule is reported as an error (exit 1).
 
-use crate::cli::BenchArgs;
 use crate::policy::{CapacityMemory, PolicyConfig, POLICY_NAMES};
 use crate::sim::{self, Scenario, SimOptions, SimResult};
 use crate::{CmdResult, Exit, Failure};
+use clap::Args;
 use serde::Serialize;
 use std::fmt::Write as _;
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Mutex;
+
+#[derive(Args, Debug)]
+pub struct BenchArgs {
+    /// Scenario file (schema of shared/scenarios/scenarios.toml).
+    pub scenarios: PathBuf,
+    /// Scenario names to run (default: all).
+    #[arg(long)]
+    pub scenario: Vec<String>,
+    /// Policies to run (default: all five).
+    #[arg(long)]
+    pub policy: Vec<String>,
+    /// Seeds, as a range or list: 1-5, 3, 1,4,9.
+    #[arg(long, default_value = "1-5")]
+    pub seeds: String,
+    /// One JSON object per run instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Print every decision of the (single) run selected.
+    #[arg(long)]
+    pub trace: bool,
+    /// Run each (scenario, seed) twice and report the second run, warm-started
+    /// from what the first learned.
+    #[arg(long)]
+    pub warm: bool,
+    /// Write an SVG chart comparing policies to this file.
+    #[arg(long)]
+    pub chart: Option<PathBuf>,
+    /// Worker threads (default: number of cores).
+    #[arg(long)]
+    pub jobs: Option<usize>,
+}
 
 /// One run to do.
 #[derive(Clone, Debug)]

@@ -3,9 +3,14 @@
 //! does the work. Commands return [`CmdResult`]; this module prints the error
 //! and turns the result into the process exit code.
 
+use crate::bench::BenchArgs;
+use crate::daemon::client::{ClientArgs, RunRefArgs, StatusArgs};
+use crate::daemon::DaemonArgs;
+use crate::replay::ReplayArgs;
+use crate::run::{CheckArgs, SubmitArgs};
+use crate::userlog::cmd::LogCommand;
 use crate::{CmdResult, Exit};
 use clap::{Args, Parser, Subcommand};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 const EXIT_CODES: &str = "\
@@ -80,159 +85,6 @@ pub enum Command {
 }
 
 #[derive(Args, Debug)]
-pub struct SubmitArgs {
-    /// Number of jobs to run (each gets a stable index 0..N-1, $(CoschedJob)).
-    #[arg(required_unless_present = "resume")]
-    pub n_jobs: Option<i64>,
-    /// The sites file (see sites.example.toml).
-    #[arg(required_unless_present = "resume")]
-    pub sites: Option<PathBuf>,
-    /// The HTCondor submit description of one job.
-    #[arg(required_unless_present = "resume")]
-    pub job: Option<PathBuf>,
-    /// Scheduling policy; overrides [policy] name in sites.toml.
-    #[arg(long)]
-    pub policy: Option<String>,
-    /// Where submit files, logs and the state database go.
-    #[arg(long)]
-    pub state_dir: Option<PathBuf>,
-    /// Continue an interrupted run from its state directory.
-    #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
-    pub resume: Option<PathBuf>,
-    /// Run on the built-in simulated grid: the fake HTCondor commands shipped
-    /// with cosched, driven by each site's [site.simulate] model.
-    #[arg(long)]
-    pub simulate: bool,
-    /// With --simulate: simulated seconds per real second.
-    #[arg(long, default_value_t = 100.0, requires = "simulate")]
-    pub speedup: f64,
-    /// Print the final summary as JSON.
-    #[arg(long)]
-    pub json: bool,
-    /// Hand the run to the daemon instead of running it here.
-    #[arg(long)]
-    pub daemon: bool,
-    /// The daemon's socket (with --daemon).
-    #[arg(long, env = "COSCHED_SOCKET")]
-    pub socket: Option<PathBuf>,
-}
-
-#[derive(Args, Debug)]
-pub struct CheckArgs {
-    pub sites: PathBuf,
-    pub job: PathBuf,
-    /// Also check N (as `cosched submit N …` would).
-    #[arg(long)]
-    pub n_jobs: Option<i64>,
-}
-
-#[derive(Subcommand, Debug)]
-pub enum LogCommand {
-    /// Print one JSON object per event, with HTCondor's attribute names.
-    #[command(after_help = "Example:\n  cosched log dump job.log | jq .type")]
-    Dump { file: PathBuf },
-    /// Event counts and per-job queue wait, run time and turnaround statistics.
-    #[command(after_help = "Example:\n  cosched log stats logs/*.log --json")]
-    Stats {
-        #[arg(required = true)]
-        files: Vec<PathBuf>,
-        #[arg(long)]
-        json: bool,
-    },
-    /// Print events as they are written (like tail -f, one JSON object each).
-    #[command(after_help = "Example:\n  cosched log follow job.log")]
-    Follow { file: PathBuf },
-    /// Write an HTML report with charts (and CSV/JSON numbers) from logs.
-    #[command(after_help = "Example:\n  cosched log report run1/logs/*.log --out report")]
-    Report {
-        /// HTCondor user logs (any, also ones cosched did not write).
-        #[arg(required = true)]
-        logs: Vec<PathBuf>,
-        /// Directory for report.html, report.json, jobs.csv and sites.csv.
-        #[arg(long, default_value = "cosched-report")]
-        out: PathBuf,
-    },
-}
-
-#[derive(Args, Debug)]
-pub struct BenchArgs {
-    /// Scenario file (schema of shared/scenarios/scenarios.toml).
-    pub scenarios: PathBuf,
-    /// Scenario names to run (default: all).
-    #[arg(long)]
-    pub scenario: Vec<String>,
-    /// Policies to run (default: all five).
-    #[arg(long)]
-    pub policy: Vec<String>,
-    /// Seeds, as a range or list: 1-5, 3, 1,4,9.
-    #[arg(long, default_value = "1-5")]
-    pub seeds: String,
-    /// One JSON object per run instead of the table.
-    #[arg(long)]
-    pub json: bool,
-    /// Print every decision of the (single) run selected.
-    #[arg(long)]
-    pub trace: bool,
-    /// Run each (scenario, seed) twice and report the second run, warm-started
-    /// from what the first learned.
-    #[arg(long)]
-    pub warm: bool,
-    /// Write an SVG chart comparing policies to this file.
-    #[arg(long)]
-    pub chart: Option<PathBuf>,
-    /// Worker threads (default: number of cores).
-    #[arg(long)]
-    pub jobs: Option<usize>,
-}
-
-#[derive(Args, Debug)]
-pub struct ReplayArgs {
-    /// Recorded HTCondor user logs (any, also ones cosched did not write).
-    #[arg(required = true)]
-    pub logs: Vec<PathBuf>,
-    /// The sites to replay on; log sites map to them by grid_resource, else
-    /// by log order; a vanilla pool's jobs go to the first site.
-    #[arg(long)]
-    pub sites: PathBuf,
-    /// The policy to replay (bulk, jobrouter, thesis, adaptive); overrides
-    /// [policy] name in sites.toml (whose default is adaptive).
-    #[arg(long)]
-    pub policy: Option<String>,
-    /// Print decisions as JSON lines.
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct DaemonArgs {
-    #[arg(long)]
-    pub config: PathBuf,
-}
-
-#[derive(Args, Debug)]
-pub struct ClientArgs {
-    /// The daemon's socket.
-    #[arg(long, env = "COSCHED_SOCKET")]
-    pub socket: Option<PathBuf>,
-    #[arg(long)]
-    pub json: bool,
-}
-
-#[derive(Args, Debug)]
-pub struct StatusArgs {
-    pub run: Option<u64>,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Args, Debug)]
-pub struct RunRefArgs {
-    pub run: u64,
-    #[command(flatten)]
-    pub client: ClientArgs,
-}
-
-#[derive(Args, Debug)]
 pub struct CompletionsArgs {
     pub shell: clap_complete::Shell,
 }
@@ -272,6 +124,7 @@ fn init_tracing(level: &str) {
 
 fn dispatch(command: Command) -> CmdResult {
     match command {
+        Command::Submit(args) if args.daemon => crate::daemon::client::submit(&args),
         Command::Submit(args) => crate::run::command(args),
         Command::Check(args) => crate::run::check_command(args),
         Command::Log(LogCommand::Dump { file }) => crate::userlog::cmd::dump(&file),

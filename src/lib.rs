@@ -36,7 +36,18 @@
 //!   recorded logs through a policy in virtual time (trace-driven).
 //! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
 //!   HTCaaS fair share, sd_notify) and its clients.
-//! - [`cli`] — argument definitions and dispatch; `main.rs` only calls it.
+//! - [`cli`] — the command tree and dispatch; `main.rs` only calls it.
+//!
+//! # Layers
+//! Imports point down this list, never up:
+//! 1. `main`, [`cli`] — each command owns its argument type (`run::SubmitArgs`,
+//!    `bench::BenchArgs`, `daemon::DaemonArgs`, …); `cli` only assembles them.
+//! 2. commands: [`daemon`] (which drives runs through [`run`]), [`run`],
+//!    [`bench`], [`replay`], `userlog::cmd`, [`report`].
+//! 3. edges: [`condor`], [`fake_condor`], [`state`], [`config`],
+//!    [`submit_desc`], [`sim`].
+//! 4. [`engine`] — the coordinator between a policy and its site backends.
+//! 5. [`policy`], [`userlog`] (the parser) — pure; they import nothing above.
 //!
 //! # Invariants
 //! - `policy` does no I/O, reads no clock and does not use tokio; time comes in

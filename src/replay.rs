@@ -21,7 +21,6 @@
 //! change of a site's window, capacity or class. Same input, same output:
 //! virtual time, one thread, and the engine's `biased` selects.
 
-use crate::cli::ReplayArgs;
 use crate::config::SitesFile;
 use crate::engine::{
     self, Ending, EngineOptions, Observer, RunClock, SiteBackend, TraceEntry, TraceRecorder,
@@ -31,10 +30,29 @@ use crate::policy::{
 };
 use crate::report::model::{JobEnd, JobRecord};
 use crate::{CmdResult, Exit, Failure};
+use clap::Args;
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct ReplayArgs {
+    /// Recorded HTCondor user logs (any, also ones cosched did not write).
+    #[arg(required = true)]
+    pub logs: Vec<PathBuf>,
+    /// The sites to replay on; log sites map to them by grid_resource, else
+    /// by log order; a vanilla pool's jobs go to the first site.
+    #[arg(long)]
+    pub sites: PathBuf,
+    /// The policy to replay (bulk, jobrouter, thesis, adaptive); overrides
+    /// [policy] name in sites.toml (whose default is adaptive).
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Print decisions as JSON lines.
+    #[arg(long)]
+    pub json: bool,
+}
 
 /// What happened to one recorded job, as delays from its submission.
 #[derive(Clone, Debug, PartialEq)]

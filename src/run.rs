@@ -67,7 +67,6 @@
 mod history;
 pub mod progress;
 
-use crate::cli::{CheckArgs, SubmitArgs};
 use crate::condor::{Condor, CondorSite, SubmitJournal};
 use crate::config::{Problem, SitesFile};
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
@@ -76,11 +75,59 @@ use crate::policy::{self, Action, JobId, Policy, PolicyConfig, SiteEvent, SiteId
 use crate::state::{Db, RunRecord, RunStatus, StateDir};
 use crate::submit_desc::{self, SubmitDescription};
 use crate::{CmdResult, Exit, Failure};
+use clap::Args;
 use progress::{Display, Progress};
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct SubmitArgs {
+    /// Number of jobs to run (each gets a stable index 0..N-1, $(CoschedJob)).
+    #[arg(required_unless_present = "resume")]
+    pub n_jobs: Option<i64>,
+    /// The sites file (see sites.example.toml).
+    #[arg(required_unless_present = "resume")]
+    pub sites: Option<PathBuf>,
+    /// The HTCondor submit description of one job.
+    #[arg(required_unless_present = "resume")]
+    pub job: Option<PathBuf>,
+    /// Scheduling policy; overrides [policy] name in sites.toml.
+    #[arg(long)]
+    pub policy: Option<String>,
+    /// Where submit files, logs and the state database go.
+    #[arg(long)]
+    pub state_dir: Option<PathBuf>,
+    /// Continue an interrupted run from its state directory.
+    #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
+    pub resume: Option<PathBuf>,
+    /// Run on the built-in simulated grid: the fake HTCondor commands shipped
+    /// with cosched, driven by each site's [site.simulate] model.
+    #[arg(long)]
+    pub simulate: bool,
+    /// With --simulate: simulated seconds per real second.
+    #[arg(long, default_value_t = 100.0, requires = "simulate")]
+    pub speedup: f64,
+    /// Print the final summary as JSON.
+    #[arg(long)]
+    pub json: bool,
+    /// Hand the run to the daemon instead of running it here.
+    #[arg(long)]
+    pub daemon: bool,
+    /// The daemon's socket (with --daemon).
+    #[arg(long, env = "COSCHED_SOCKET")]
+    pub socket: Option<PathBuf>,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    pub sites: PathBuf,
+    pub job: PathBuf,
+    /// Also check N (as `cosched submit N …` would).
+    #[arg(long)]
+    pub n_jobs: Option<i64>,
+}
 
 /// `cosched check SITES JOB [--n-jobs N]`.
 pub fn check_command(args: CheckArgs) -> CmdResult {
@@ -89,9 +136,6 @@ pub fn check_command(args: CheckArgs) -> CmdResult {
 
 /// `cosched submit …`.
 pub fn command(args: SubmitArgs) -> CmdResult {
-    if args.daemon {
-        return crate::daemon::client::submit(&args);
-    }
     let plan = match &args.resume {
         Some(dir) => Plan::resume(dir)?,
         None => Plan::fresh(&args)?,

@@ -5,11 +5,35 @@
 //! a daemon with the test-only `trust_client_uid`).
 
 use super::protocol::{Envelope, Request, Response, RunStatus, SubmitRequest};
-use crate::cli::{ClientArgs, RunRefArgs, StatusArgs, SubmitArgs};
+use crate::run::SubmitArgs;
 use crate::{CmdResult, Exit, Failure};
+use clap::Args;
 use std::io::{BufRead, BufReader, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
+
+#[derive(Args, Debug)]
+pub struct ClientArgs {
+    /// The daemon's socket.
+    #[arg(long, env = "COSCHED_SOCKET")]
+    pub socket: Option<PathBuf>,
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Args, Debug)]
+pub struct StatusArgs {
+    pub run: Option<u64>,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct RunRefArgs {
+    pub run: u64,
+    #[command(flatten)]
+    pub client: ClientArgs,
+}
 
 /// An open connection to the daemon.
 pub struct Connection {

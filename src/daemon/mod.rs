@@ -89,15 +89,22 @@ pub mod protocol;
 pub mod server;
 pub mod share;
 
-use crate::cli::DaemonArgs;
 use crate::{CmdResult, Exit, Failure};
+use clap::Args;
 use config::DaemonConfig;
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
+use std::path::PathBuf;
 use std::sync::Arc;
 use tokio::net::UnixListener;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
+
+#[derive(Args, Debug)]
+pub struct DaemonArgs {
+    #[arg(long)]
+    pub config: PathBuf,
+}
 
 /// Serves `listener` with `config` until `shutdown` is cancelled. The run
 /// machinery follows the config: the state database in `state_dir`, or with

@@ -13,6 +13,34 @@ use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+#[derive(clap::Subcommand, Debug)]
+pub enum LogCommand {
+    /// Print one JSON object per event, with HTCondor's attribute names.
+    #[command(after_help = "Example:\n  cosched log dump job.log | jq .type")]
+    Dump { file: PathBuf },
+    /// Event counts and per-job queue wait, run time and turnaround statistics.
+    #[command(after_help = "Example:\n  cosched log stats logs/*.log --json")]
+    Stats {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+    /// Print events as they are written (like tail -f, one JSON object each).
+    #[command(after_help = "Example:\n  cosched log follow job.log")]
+    Follow { file: PathBuf },
+    /// Write an HTML report with charts (and CSV/JSON numbers) from logs.
+    #[command(after_help = "Example:\n  cosched log report run1/logs/*.log --out report")]
+    Report {
+        /// HTCondor user logs (any, also ones cosched did not write).
+        #[arg(required = true)]
+        logs: Vec<PathBuf>,
+        /// Directory for report.html, report.json, jobs.csv and sites.csv.
+        #[arg(long, default_value = "cosched-report")]
+        out: PathBuf,
+    },
+}
+
 /// The year HTCondor's reader gives legacy `MM/DD` stamps: the current one.
 #[allow(clippy::disallowed_methods)] // the CLI edge supplies the clock to the parser
 fn current_year() -> i32 {
