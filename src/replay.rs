@@ -145,7 +145,10 @@ fn event_job(event: &SiteEvent) -> Option<JobId> {
         SiteEvent::Started { job, .. }
         | SiteEvent::Ended { job, .. }
         | SiteEvent::Held { job, .. }
-        | SiteEvent::Removed { job, .. } => Some(*job),
+        | SiteEvent::Removed { job, .. }
+        | SiteEvent::WithdrawDeclined { job, .. }
+        | SiteEvent::ResourceDown { job, .. }
+        | SiteEvent::ResourceUp { job, .. } => Some(*job),
         SiteEvent::Submitted { .. } | SiteEvent::SubmitFailed { .. } => None,
     }
 }
@@ -179,6 +182,13 @@ impl SiteBackend for ReplaySite {
         let gone: BTreeSet<JobId> = jobs.into_iter().filter(|j| self.out.remove(j)).collect();
         self.pending.retain(|_, ev| event_job(ev).is_none_or(|j| !gone.contains(&j)));
         gone.into_iter().map(|job| SiteEvent::Removed { job, at: now }).collect()
+    }
+
+    /// Every start due by now has been delivered (events go out in time
+    /// order), so a job the policy believes idle has not started: removing
+    /// it is what HTCondor would do.
+    async fn withdraw(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        self.remove(jobs).await
     }
 
     async fn next_events(&mut self) -> Vec<SiteEvent> {

@@ -328,6 +328,10 @@ impl SiteBackend for CondorSite {
         Vec::new()
     }
 
+    async fn withdraw(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        self.remove(jobs).await
+    }
+
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
             match self.follower.next().await {

@@ -132,6 +132,12 @@ impl FairShare {
         }
     }
 
+    /// A job still held back was never submitted: nothing to remove there.
+    fn not_held_back(&self, site: SiteId, jobs: Vec<JobId>) -> Vec<JobId> {
+        let held = &self.held[site.index()];
+        jobs.into_iter().filter(|j| !held.contains(j)).collect()
+    }
+
     /// Removals for every job of a cancelled run still at a site.
     fn removals(&self) -> Vec<Action> {
         let book = self.inner.book();
@@ -224,11 +230,15 @@ impl Policy for FairShare {
                     self.release(&caps, &mut actions, &why);
                 }
                 Action::Remove { site, jobs, why } => {
-                    // A job still held back was never submitted: nothing to remove.
-                    let held = &self.held[site.index()];
-                    let jobs: Vec<JobId> = jobs.into_iter().filter(|j| !held.contains(j)).collect();
+                    let jobs = self.not_held_back(site, jobs);
                     if !jobs.is_empty() {
                         actions.push(Action::Remove { site, jobs, why });
+                    }
+                }
+                Action::Withdraw { site, jobs, why } => {
+                    let jobs = self.not_held_back(site, jobs);
+                    if !jobs.is_empty() {
+                        actions.push(Action::Withdraw { site, jobs, why });
                     }
                 }
                 other => actions.push(other),

@@ -41,6 +41,10 @@ pub trait SiteBackend: Send + 'static {
     /// Asks the site to remove `jobs`. Returns events known at once (a backend
     /// may also report removals later through [`SiteBackend::next_events`]).
     fn remove(&mut self, jobs: Vec<JobId>) -> impl Future<Output = Vec<SiteEvent>> + Send;
+    /// Removes those of `jobs` that have not started at the site, and answers
+    /// [`SiteEvent::WithdrawDeclined`] for each job that has: a backend must
+    /// find out the job's real state first, never guess it from silence.
+    fn withdraw(&mut self, jobs: Vec<JobId>) -> impl Future<Output = Vec<SiteEvent>> + Send;
     /// Waits for the next events. Must be cancel-safe: the site task drops this
     /// future whenever a command arrives, and no event may be lost by that.
     /// An empty vector means the backend has nothing more to say, ever.
@@ -137,6 +141,7 @@ pub struct RunReport {
 enum Command {
     Submit(Vec<JobId>),
     Remove(Vec<JobId>),
+    Withdraw(Vec<JobId>),
 }
 
 /// Runs `policy` over `backends` (one per site, in site order) until every job
@@ -177,7 +182,13 @@ where
                 Action::Remove { site, jobs, .. } if !jobs.is_empty() => {
                     let _ = commands[site.index()].send(Command::Remove(jobs));
                 }
-                Action::Submit { .. } | Action::Remove { .. } | Action::GiveUp { .. } => {}
+                Action::Withdraw { site, jobs, .. } if !jobs.is_empty() => {
+                    let _ = commands[site.index()].send(Command::Withdraw(jobs));
+                }
+                Action::Submit { .. }
+                | Action::Remove { .. }
+                | Action::Withdraw { .. }
+                | Action::GiveUp { .. } => {}
             }
         }
     };
@@ -186,7 +197,8 @@ where
     // policy decided while replaying was decided with past knowledge and may
     // or may not have been carried out before the restart; history says which.
     // A job still `Removing` afterwards was not removed, and removing it is
-    // still right (it was held or timed out), so that is carried out now. A
+    // still right (it was held or timed out), so that is carried out now;
+    // likewise a job still `Withdrawing` is asked back now. A
     // job still `Submitting` was never submitted: the policy hears that its
     // submission failed, takes the job back into its pool and decides afresh
     // with what it knows now (a site it would have picked back then may have
@@ -219,6 +231,16 @@ where
                     if let Action::Remove { jobs, .. } = action {
                         let _ = commands[site.index()].send(Command::Remove(jobs));
                     }
+                }
+            }
+            Action::Withdraw { site, mut jobs, why } => {
+                jobs.retain(|&j| {
+                    matches!(*policy.book().state(j), JobState::Withdrawing { site: s, .. } if s == site)
+                        && seen.insert(j)
+                });
+                if !jobs.is_empty() {
+                    observer.action(now, &Action::Withdraw { site, jobs: jobs.clone(), why });
+                    let _ = commands[site.index()].send(Command::Withdraw(jobs));
                 }
             }
             Action::GiveUp { .. } => {}
@@ -310,6 +332,7 @@ async fn site_task<B: SiteBackend>(
             Step::Stop => return,
             Step::Command(Command::Submit(jobs)) => backend.submit(jobs).await,
             Step::Command(Command::Remove(jobs)) => backend.remove(jobs).await,
+            Step::Command(Command::Withdraw(jobs)) => backend.withdraw(jobs).await,
             Step::Events(evs) => {
                 if evs.is_empty() {
                     backend_open = false;

@@ -27,7 +27,7 @@ impl Observer for NullObserver {}
 pub struct TraceEntry {
     pub time: Time,
     pub site: Option<SiteId>,
-    /// `submit`, `remove` or `give-up`.
+    /// `submit`, `remove`, `withdraw` or `give-up`.
     pub action: &'static str,
     pub jobs: usize,
     pub why: String,
@@ -41,6 +41,9 @@ impl TraceEntry {
             }
             Action::Remove { site, jobs, why } => {
                 TraceEntry { time, site: Some(*site), action: "remove", jobs: jobs.len(), why: why.clone() }
+            }
+            Action::Withdraw { site, jobs, why } => {
+                TraceEntry { time, site: Some(*site), action: "withdraw", jobs: jobs.len(), why: why.clone() }
             }
             Action::GiveUp { why, .. } => {
                 TraceEntry { time, site: None, action: "give-up", jobs: 1, why: why.clone() }

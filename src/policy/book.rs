@@ -39,6 +39,12 @@ pub enum JobState {
         site: SiteId,
         submitted: Time,
     },
+    /// Asked back while idle ([`Action::Withdraw`]): back in the pool once the
+    /// removal is seen, or running after all if the site says it started.
+    Withdrawing {
+        site: SiteId,
+        submitted: Time,
+    },
     /// Succeeded. `started` is unknown for grid jobs that finished between polls.
     Done {
         site: SiteId,
@@ -58,7 +64,8 @@ impl JobState {
             | JobState::Idle { site, .. }
             | JobState::Running { site, .. }
             | JobState::Held { site, .. }
-            | JobState::Removing { site, .. } => Some(site),
+            | JobState::Removing { site, .. }
+            | JobState::Withdrawing { site, .. } => Some(site),
             JobState::Pool | JobState::Done { .. } | JobState::GivenUp => None,
         }
     }
@@ -105,13 +112,14 @@ pub struct SiteCounts {
     pub running: u32,
     pub held: u32,
     pub removing: u32,
+    pub withdrawing: u32,
     pub done: u32,
 }
 
 impl SiteCounts {
     /// Jobs occupying the site's queue (idle, running, held, or on their way).
     pub fn out(&self) -> u32 {
-        self.submitting + self.idle + self.running + self.held + self.removing
+        self.submitting + self.idle + self.running + self.held + self.removing + self.withdrawing
     }
 }
 
@@ -212,6 +220,22 @@ impl JobBook {
         marked
     }
 
+    /// Marks idle jobs at `site` as being withdrawn (see [`Action::Withdraw`]).
+    /// Returns those that were; jobs in any other state are skipped, so a
+    /// job known to have started is never asked back.
+    pub fn mark_withdrawing(&mut self, site: SiteId, jobs: &[JobId]) -> Vec<JobId> {
+        let mut marked = Vec::new();
+        for &job in jobs {
+            if let JobState::Idle { site: s, submitted } = *self.state(job) {
+                if s == site {
+                    self.set(job, JobState::Withdrawing { site, submitted });
+                    marked.push(job);
+                }
+            }
+        }
+        marked
+    }
+
     /// Applies an event from `site`; returns what changed.
     pub fn apply(&mut self, site: SiteId, event: &SiteEvent) -> Change {
         match event {
@@ -252,13 +276,21 @@ impl JobBook {
                     Change::Returned { jobs: back }
                 }
             }
-            SiteEvent::Started { job, at } => match *self.state(*job) {
-                JobState::Idle { site: s, submitted } if s == site => {
-                    self.set(*job, JobState::Running { site, submitted, started: *at });
-                    Change::Started { job: *job, submitted }
+            // A withdrawal that lost the race with the start leaves the job
+            // running there (the backend declines it, or the removal cuts it
+            // short and its `Removed` follows).
+            SiteEvent::Started { job, at } | SiteEvent::WithdrawDeclined { job, at } => {
+                match *self.state(*job) {
+                    JobState::Idle { site: s, submitted } | JobState::Withdrawing { site: s, submitted }
+                        if s == site =>
+                    {
+                        self.set(*job, JobState::Running { site, submitted, started: *at });
+                        Change::Started { job: *job, submitted }
+                    }
+                    _ => Change::None,
                 }
-                _ => Change::None,
-            },
+            }
+            SiteEvent::ResourceDown { .. } | SiteEvent::ResourceUp { .. } => Change::None,
             SiteEvent::Ended { job, at, outcome } => {
                 let (submitted, started) = match *self.state(*job) {
                     JobState::Idle { site: s, submitted } if s == site => (submitted, None),
@@ -267,7 +299,12 @@ impl JobBook {
                     }
                     // A job can finish while its removal is on the way; the
                     // result is real, so keep it.
-                    JobState::Removing { site: s, submitted } if s == site => (submitted, None),
+                    JobState::Removing { site: s, submitted }
+                    | JobState::Withdrawing { site: s, submitted }
+                        if s == site =>
+                    {
+                        (submitted, None)
+                    }
                     _ => return Change::None,
                 };
                 match outcome {
@@ -283,7 +320,9 @@ impl JobBook {
                 }
             }
             SiteEvent::Held { job, .. } => match *self.state(*job) {
-                JobState::Idle { site: s, submitted } | JobState::Running { site: s, submitted, .. }
+                JobState::Idle { site: s, submitted }
+                | JobState::Running { site: s, submitted, .. }
+                | JobState::Withdrawing { site: s, submitted }
                     if s == site =>
                 {
                     self.attempts[job.0 as usize] += 1;
@@ -298,6 +337,7 @@ impl JobBook {
                 | JobState::Running { site: s, .. }
                 | JobState::Held { site: s, .. }
                 | JobState::Removing { site: s, .. }
+                | JobState::Withdrawing { site: s, .. }
                     if s == site =>
                 {
                     if self.attempts(*job) >= self.max_attempts {
@@ -370,6 +410,7 @@ impl JobBook {
             JobState::Running { .. } => &mut c.running,
             JobState::Held { .. } => &mut c.held,
             JobState::Removing { .. } => &mut c.removing,
+            JobState::Withdrawing { .. } => &mut c.withdrawing,
             JobState::Done { .. } => &mut c.done,
             JobState::Pool | JobState::GivenUp => return None,
         })
@@ -453,5 +494,25 @@ mod tests {
         assert_eq!(*book.state(JobId(0)), JobState::Pool);
         assert_eq!(book.counts(S0).out(), 0);
         assert_eq!(book.pool_len(), 1);
+    }
+
+    #[test]
+    fn a_withdrawal_takes_back_only_idle_jobs_and_yields_to_a_start() {
+        let mut book = JobBook::new(3, 2, 3);
+        let jobs = book.take(S0, 3);
+        book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
+        book.apply(S0, &SiteEvent::Started { job: JobId(0), at: 1.0 });
+        // Job 0 is known to run: it is not asked back.
+        assert_eq!(book.mark_withdrawing(S0, &[JobId(0), JobId(1), JobId(2)]), vec![JobId(1), JobId(2)]);
+        assert_eq!(book.counts(S0).withdrawing, 2);
+        // The site says job 1 had started after all: it runs there.
+        let c = book.apply(S0, &SiteEvent::WithdrawDeclined { job: JobId(1), at: 2.0 });
+        assert_eq!(c, Change::Started { job: JobId(1), submitted: 0.0 });
+        assert_eq!(*book.state(JobId(1)), JobState::Running { site: S0, submitted: 0.0, started: 2.0 });
+        // Job 2 is gone from the site and goes back to the pool, never before.
+        assert_eq!(book.take(S1, 5), Vec::<JobId>::new());
+        book.apply(S0, &SiteEvent::Removed { job: JobId(2), at: 3.0 });
+        assert_eq!(book.take(S1, 5), vec![JobId(2)]);
+        assert_eq!(book.counts(S0), SiteCounts { running: 2, ..Default::default() });
     }
 }

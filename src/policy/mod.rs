@@ -142,6 +142,15 @@ pub enum SiteEvent {
     Held { job: JobId, at: Time, reason: String },
     /// The job left the queue without finishing (user log 009).
     Removed { job: JobId, at: Time },
+    /// A [`Action::Withdraw`] found that the job had already started (or
+    /// finished) at the site, so it was left there; it counts as running
+    /// from `at` (the moment the backend learned it) until its end is seen.
+    WithdrawDeclined { job: JobId, at: Time },
+    /// HTCondor reports the site's grid resource down (user log 026): the
+    /// gridmanager cannot reach the remote schedd. The job stays queued.
+    ResourceDown { job: JobId, at: Time },
+    /// The site's grid resource is reachable again (user log 027).
+    ResourceUp { job: JobId, at: Time },
 }
 
 impl SiteEvent {
@@ -152,7 +161,10 @@ impl SiteEvent {
             | SiteEvent::Started { at, .. }
             | SiteEvent::Ended { at, .. }
             | SiteEvent::Held { at, .. }
-            | SiteEvent::Removed { at, .. } => Some(*at),
+            | SiteEvent::Removed { at, .. }
+            | SiteEvent::WithdrawDeclined { at, .. }
+            | SiteEvent::ResourceDown { at, .. }
+            | SiteEvent::ResourceUp { at, .. } => Some(*at),
             SiteEvent::SubmitFailed { .. } => None,
         }
     }
@@ -175,8 +187,15 @@ pub enum Input {
 pub enum Action {
     /// Submit these jobs (each in the pool) to a site as one batch.
     Submit { site: SiteId, jobs: Vec<JobId>, why: String },
-    /// Remove these jobs (each out at the site) with `condor_rm`.
+    /// Remove these jobs (each out at the site) with `condor_rm`, whatever
+    /// they are doing: for held jobs, sites given up, cancelled runs.
     Remove { site: SiteId, jobs: Vec<JobId>, why: String },
+    /// Take these idle jobs back to place them elsewhere — but only those
+    /// HTCondor says have not started: the backend checks each job's real
+    /// state first (for grid jobs the local copy may not know yet that the
+    /// remote copy runs) and answers [`SiteEvent::WithdrawDeclined`] for a
+    /// job it left in place. A started job is never cut short to be moved.
+    Withdraw { site: SiteId, jobs: Vec<JobId>, why: String },
     /// Stop trying this job: it failed `max_attempts` times.
     GiveUp { job: JobId, why: String },
 }

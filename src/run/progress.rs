@@ -181,7 +181,7 @@ impl Progress {
                     self.last_failure.insert(job, format!("{name}: submit failed: {}", one_line(error)));
                 }
             }
-            SiteEvent::Started { job, at } => {
+            SiteEvent::Started { job, at } | SiteEvent::WithdrawDeclined { job, at } => {
                 if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
                 {
                     a.started = Some(*at);
@@ -229,6 +229,7 @@ impl Progress {
                     self.attempts.remove(job);
                 }
             }
+            SiteEvent::ResourceDown { .. } | SiteEvent::ResourceUp { .. } => {}
         }
     }
 

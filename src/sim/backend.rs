@@ -166,6 +166,23 @@ impl SiteBackend for SimSite {
         events
     }
 
+    /// The model knows each attempt's true state; `catch_up` has reported
+    /// every start due by now, so a start seen here is simultaneous.
+    async fn withdraw(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let (now, mut events) = self.catch_up();
+        let mut idle = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let Some(&(attempt, _)) = self.out.get(&job) else { continue };
+            if self.sim.has_started(now, attempt) {
+                events.push(SiteEvent::WithdrawDeclined { job, at: now });
+            } else {
+                idle.push(job);
+            }
+        }
+        events.extend(self.remove(idle).await);
+        events
+    }
+
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
             let Some(t) = self.sim.next_event_time() else {

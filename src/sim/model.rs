@@ -350,6 +350,13 @@ impl SiteSim {
 
     /// Removes an attempt at `now` (call [`SiteSim::advance`] up to `now`
     /// first). Returns false if it is unknown or already ended.
+    /// Whether `attempt` is running at `now` (it may have started since the
+    /// site last reported).
+    pub fn has_started(&mut self, now: f64, attempt: AttemptId) -> bool {
+        self.move_clock(now);
+        matches!(self.attempts.get(&attempt).map(|a| &a.state), Some(AttemptState::Running { .. }))
+    }
+
     pub fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
         self.move_clock(now);
         let Some(a) = self.attempts.remove(&attempt) else { return false };
