@@ -766,6 +766,32 @@ impl Adaptive {
         self.sites[i].integrate_pace(now);
         let change = self.book.apply(site, event);
         self.sites[i].advance_integral(now);
+        match event {
+            super::SiteEvent::ResourceDown { .. } if self.sites[i].class != SiteClass::Unresponsive => {
+                // HTCondor itself says the site cannot be reached: no need to
+                // wait for the idle timeout. Jobs that started stay.
+                let jobs: Vec<JobId> = self.sites[i].idle.iter().map(|&(_, j)| j).collect();
+                let s = &mut self.sites[i];
+                s.class = SiteClass::Unresponsive;
+                s.unresponsive_until = Some(f64::INFINITY);
+                let jobs = self.book.mark_withdrawing(site, &jobs);
+                for &job in &jobs {
+                    self.sites[i].drop_job(job);
+                }
+                if !jobs.is_empty() {
+                    let why = "adaptive: HTCondor reports the grid resource down (026)".to_string();
+                    actions.push(Action::Withdraw { site, jobs, why });
+                }
+            }
+            super::SiteEvent::ResourceUp { .. } if self.sites[i].unresponsive_until.is_some() => {
+                // 027: reachable again; probe it with one job.
+                let s = &mut self.sites[i];
+                s.unresponsive_until = None;
+                s.class = SiteClass::Unknown;
+                s.target = 1.0;
+            }
+            _ => {}
+        }
         match change {
             Change::None => {}
             Change::Submitted { jobs } => {
@@ -1536,6 +1562,37 @@ mod tests {
         assert!(sent.iter().all(|(s, _)| *s == SiteId(0)), "{sent:?}");
         assert!(sent.iter().any(|(_, jobs)| jobs.iter().any(|j| dead_jobs.contains(j))), "{sent:?}");
         assert!(p.learned()["s1"].unresponsive);
+    }
+
+    #[test]
+    fn a_grid_resource_down_moves_idle_jobs_at_once_and_up_probes_again() {
+        let mut p = Adaptive::new(&spec(100, &[400, 400]), &Params::default());
+        let start = p.handle(0.0, &Input::Start);
+        let sent = confirm(&mut p, 0.0, &start);
+        let down_jobs = sent.iter().find(|(s, _)| *s == SiteId(1)).expect("site 1 got jobs").1.clone();
+        let acts = p.handle(17.0, &at(1, SiteEvent::ResourceDown { job: down_jobs[0], at: 17.0 }));
+        let withdrawn: Vec<JobId> = acts
+            .iter()
+            .flat_map(|a| match a {
+                Action::Withdraw { site, jobs, .. } if *site == SiteId(1) => jobs.clone(),
+                _ => Vec::new(),
+            })
+            .collect();
+        assert_eq!(withdrawn, down_jobs, "{acts:?}");
+        assert_eq!(p.site_view(SiteId(1)).class, SiteClass::Unresponsive);
+        for &j in &down_jobs {
+            let acts = p.handle(18.0, &at(1, SiteEvent::Removed { job: j, at: 18.0 }));
+            assert!(acts.iter().all(|a| !matches!(a, Action::Submit { site, .. } if *site == SiteId(1))));
+        }
+        let acts = p.handle(60.0, &at(1, SiteEvent::ResourceUp { job: down_jobs[0], at: 60.0 }));
+        let probes: usize = acts
+            .iter()
+            .map(|a| match a {
+                Action::Submit { site, jobs, .. } if *site == SiteId(1) => jobs.len(),
+                _ => 0,
+            })
+            .sum();
+        assert_eq!(probes, 1, "{acts:?}");
     }
 
     #[test]
