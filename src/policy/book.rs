@@ -10,6 +10,20 @@
 use super::{Action, JobId, Outcome, SiteEvent, SiteId, Time};
 use std::collections::BTreeSet;
 
+/// A time as an ordered key: the bits of a non-negative f64 order like the
+/// number (times before 0, which only a clock skew could give, count as 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct TimeKey(u64);
+
+impl TimeKey {
+    pub fn of(t: Time) -> Self {
+        TimeKey(if t > 0.0 { t.to_bits() } else { 0 })
+    }
+    pub fn time(self) -> Time {
+        f64::from_bits(self.0)
+    }
+}
+
 /// The life of one job, as far as cosched knows it.
 #[derive(Clone, Debug, PartialEq)]
 pub enum JobState {
@@ -129,6 +143,11 @@ pub struct JobBook {
     attempts: Vec<u32>,
     pool: BTreeSet<JobId>,
     counts: Vec<SiteCounts>,
+    /// Per site, the jobs idle there (in index order, which is submission
+    /// order within a batch): what a policy may withdraw.
+    idle: Vec<BTreeSet<JobId>>,
+    /// Per site, the jobs running there by start time (oldest first).
+    running: Vec<BTreeSet<(TimeKey, JobId)>>,
     max_attempts: u32,
     done: u64,
     given_up: u64,
@@ -141,6 +160,8 @@ impl JobBook {
             attempts: vec![0; n_jobs as usize],
             pool: (0..n_jobs).map(JobId).collect(),
             counts: vec![SiteCounts::default(); n_sites],
+            idle: vec![BTreeSet::new(); n_sites],
+            running: vec![BTreeSet::new(); n_sites],
             max_attempts: max_attempts.max(1),
             done: 0,
             given_up: 0,
@@ -171,6 +192,14 @@ impl JobBook {
     }
     pub fn counts(&self, site: SiteId) -> SiteCounts {
         self.counts[site.index()]
+    }
+    /// The jobs idle at `site`, in index order.
+    pub fn idle_at(&self, site: SiteId) -> &BTreeSet<JobId> {
+        &self.idle[site.index()]
+    }
+    /// The jobs running at `site` with their start times, oldest first.
+    pub fn running_at(&self, site: SiteId) -> impl DoubleEndedIterator<Item = (Time, JobId)> + '_ {
+        self.running[site.index()].iter().map(|&(t, j)| (t.time(), j))
     }
     /// Jobs out at any site.
     pub fn out_total(&self) -> u64 {
@@ -389,13 +418,40 @@ impl JobBook {
 
     fn set(&mut self, job: JobId, new: JobState) {
         let i = job.0 as usize;
-        if let Some(c) = self.site_counter(&self.states[i].clone()) {
+        let old = std::mem::replace(&mut self.states[i], JobState::Pool);
+        if let Some(c) = self.site_counter(&old) {
             *c -= 1;
         }
+        self.index(&old, job, false);
         if let Some(c) = self.site_counter(&new) {
             *c += 1;
         }
+        self.index(&new, job, true);
         self.states[i] = new;
+    }
+
+    /// Keeps the per-site idle and running indexes in step with `state`.
+    fn index(&mut self, state: &JobState, job: JobId, add: bool) {
+        match *state {
+            JobState::Idle { site, .. } => {
+                let set = &mut self.idle[site.index()];
+                if add {
+                    set.insert(job);
+                } else {
+                    set.remove(&job);
+                }
+            }
+            JobState::Running { site, started, .. } => {
+                let set = &mut self.running[site.index()];
+                let key = (TimeKey::of(started), job);
+                if add {
+                    set.insert(key);
+                } else {
+                    set.remove(&key);
+                }
+            }
+            _ => {}
+        }
     }
 
     fn site_counter(&mut self, state: &JobState) -> Option<&mut u32> {

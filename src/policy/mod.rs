@@ -24,13 +24,16 @@ pub mod book;
 pub mod bulk;
 pub mod jobrouter;
 pub mod oracle;
+pub mod plan;
 pub mod thesis;
+pub mod truth;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
 
 pub use book::{JobBook, JobState};
+pub use truth::SiteTruth;
 
 /// Seconds since the start of the run. Real runs map wall-clock log timestamps
 /// onto this axis; simulated runs use tokio's paused clock.
@@ -295,7 +298,7 @@ impl PolicyConfig {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Truth {
     /// In site order.
-    pub sites: Vec<crate::sim::SiteParams>,
+    pub sites: Vec<SiteTruth>,
     /// Mean work of a job, seconds at speed 1.
     pub base_runtime: f64,
 }

@@ -130,7 +130,7 @@ pub fn measure(
             peak_concurrency: peak,
             jobs_done: jobs.iter().filter(|j| j.site == i as u32).count() as u64,
             converged_capacity: capacities.get(i).copied().flatten(),
-            true_knee: params.knee_at(f64::NEG_INFINITY),
+            true_knee: params.truth().knee_at(f64::NEG_INFINITY),
         });
     }
     let turnarounds: Vec<f64> = jobs.iter().map(|j| j.ended - j.submitted).collect();

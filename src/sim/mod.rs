@@ -84,7 +84,10 @@ pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
 
 /// What only the oracle may know of a scenario.
 pub fn truth(scenario: &Scenario) -> Truth {
-    Truth { sites: scenario.sites.clone(), base_runtime: scenario.base_runtime }
+    Truth {
+        sites: scenario.sites.iter().map(SiteParams::truth).collect(),
+        base_runtime: scenario.base_runtime,
+    }
 }
 
 /// Runs one (scenario, policy, seed) to the end in virtual time, on a fresh

@@ -9,6 +9,7 @@
 //! (job sizes; per site: waits, failures), so a seed means the same job sizes
 //! for every policy and the same numbers across crate upgrades.
 
+use crate::policy::SiteTruth;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
@@ -100,38 +101,17 @@ pub struct Scenario {
 }
 
 impl SiteParams {
-    /// The capacity C in force at `t` (the base capacity times every window
-    /// factor covering `t`).
-    pub fn capacity_at(&self, t: f64) -> f64 {
-        let mut c = self.capacity.value();
-        for &[t1, t2, factor] in &self.cap_windows {
-            if t1 <= t && t < t2 {
-                c *= factor;
-            }
-        }
-        c
-    }
-
-    /// The throughput-optimal concurrency at `t`: `min(slots, floor(C(t)))`.
-    pub fn knee_at(&self, t: f64) -> u32 {
-        let c = self.capacity_at(t);
-        if c.is_finite() {
-            (c.floor().max(0.0) as u32).min(self.slots)
-        } else {
-            self.slots
-        }
-    }
-
-    /// Progress rate of each of `n` running jobs under capacity `c`, in work
-    /// seconds per second (the README's `rate(n)`).
-    pub fn rate(&self, n: u32, c: f64) -> f64 {
-        let n = f64::from(n);
-        if n <= c {
-            self.speed
-        } else if c <= 0.0 {
-            0.0
-        } else {
-            self.speed * (c / n) / (1.0 + self.beta * (n - c) / c)
+    /// The site as the oracle may know it (the model's equations live there).
+    pub fn truth(&self) -> SiteTruth {
+        SiteTruth {
+            slots: self.slots,
+            wait_mean: self.wait_mean,
+            capacity: self.capacity.value(),
+            beta: self.beta,
+            speed: self.speed,
+            p_fail: self.p_fail,
+            cap_windows: self.cap_windows.clone(),
+            dead: self.dead,
         }
     }
 }
@@ -264,7 +244,7 @@ struct Attempt {
 /// rate, not the stored targets, so every change costs O(log running).
 #[derive(Clone, Debug)]
 pub struct SiteSim {
-    params: SiteParams,
+    params: SiteTruth,
     waits: Rng,
     failures: Rng,
     attempts: BTreeMap<AttemptId, Attempt>,
@@ -297,7 +277,7 @@ impl SiteSim {
         boundaries.sort_by(f64::total_cmp);
         boundaries.dedup();
         SiteSim {
-            params: params.clone(),
+            params: params.truth(),
             waits: Rng::stream(seed, STREAM_WAITS),
             failures: Rng::stream(seed, STREAM_FAILURES),
             attempts: BTreeMap::new(),
@@ -312,10 +292,6 @@ impl SiteSim {
             boundaries,
             fill_due: None,
         }
-    }
-
-    pub fn params(&self) -> &SiteParams {
-        &self.params
     }
 
     /// The model's time: everything up to here has happened.
@@ -564,8 +540,8 @@ mod tests {
     fn thrash_lowers_throughput_by_the_formula() {
         // n = 20, C = 10, beta = 0.5: rate = (10/20) / (1 + 0.5·10/10) = 1/3.
         let p = site(100, Capacity::Finite(10.0), 0.5);
-        assert!(close(p.rate(20, 10.0), 1.0 / 3.0));
-        assert!(close(p.rate(10, 10.0), 1.0));
+        assert!(close(p.truth().rate(20, 10.0), 1.0 / 3.0));
+        assert!(close(p.truth().rate(10, 10.0), 1.0));
         let ends = run_all(&p, 20, 100.0);
         assert!(ends.iter().all(|&t| close(t, 300.0)), "{ends:?}");
     }
@@ -576,9 +552,9 @@ mod tests {
         // rate 0.5 → 25 done by 50; rate 0.25 → 50 by 150; rate 0.5 → 100 at 250.
         let mut p = site(100, Capacity::Finite(10.0), 0.0);
         p.cap_windows = vec![[50.0, 150.0, 0.5]];
-        assert_eq!(p.knee_at(49.0), 10);
-        assert_eq!(p.knee_at(50.0), 5);
-        assert_eq!(p.knee_at(150.0), 10);
+        assert_eq!(p.truth().knee_at(49.0), 10);
+        assert_eq!(p.truth().knee_at(50.0), 5);
+        assert_eq!(p.truth().knee_at(150.0), 10);
         let ends = run_all(&p, 20, 100.0);
         assert!(ends.iter().all(|&t| close(t, 250.0)), "{ends:?}");
     }

@@ -7,6 +7,8 @@
 //! only the bench itself reads the wall clock, to report simulator speed.
 //! A run that breaks a conservation rule is reported as an error (exit 1).
 
+mod family;
+
 use crate::policy::{CapacityMemory, PolicyConfig, POLICY_NAMES};
 use crate::sim::{self, Scenario, SimOptions, SimResult};
 use crate::{CmdResult, Exit, Failure};
@@ -46,11 +48,14 @@ pub struct BenchArgs {
     /// Worker threads (default: number of cores).
     #[arg(long)]
     pub jobs: Option<usize>,
+    /// Print only the family summary, not a line per scenario and policy.
+    #[arg(long)]
+    pub summary_only: bool,
 }
 
 /// One run to do.
 #[derive(Clone, Debug)]
-struct Task {
+pub(crate) struct Task {
     scenario: usize,
     policy: String,
     seed: u64,
@@ -178,7 +183,12 @@ pub fn command(args: BenchArgs) -> CmdResult {
             println!("{}", serde_json::to_string(&line).expect("run lines serialise"));
         }
     } else {
-        print!("{}", table(&scenarios, &policies, &tasks, &results, args.warm));
+        if !args.summary_only {
+            print!("{}", table(&scenarios, &policies, &tasks, &results, args.warm));
+        }
+        if scenarios.len() > 1 {
+            print!("{}", family::summary(&scenarios, &policies, &tasks, &results));
+        }
     }
     let events: u64 = results.iter().map(|r| r.events).sum();
     let runs = results.len() * if args.warm { 2 } else { 1 };
@@ -253,7 +263,7 @@ fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm: bool)
 
 /// The median makespan of a policy on a scenario; a hang counts as infinite,
 /// so a policy that hangs on most seeds has an infinite median.
-fn median_makespan(runs: &[&SimResult]) -> f64 {
+pub(crate) fn median_makespan(runs: &[&SimResult]) -> f64 {
     let mut v: Vec<f64> = runs.iter().map(|r| r.metrics.makespan.unwrap_or(f64::INFINITY)).collect();
     v.sort_by(f64::total_cmp);
     if v.is_empty() {
@@ -267,7 +277,7 @@ fn median_makespan(runs: &[&SimResult]) -> f64 {
     }
 }
 
-fn runs_of<'a>(
+pub(crate) fn runs_of<'a>(
     tasks: &[Task],
     results: &'a [SimResult],
     scenario: usize,

@@ -1,0 +1,367 @@
+//! The planner: from one model per site (how many jobs it should run, how
+//! long they run and wait, how often they fail) to submissions and moves.
+//! The oracle fills the models with the truth, `adaptive` with its estimates;
+//! everything after that is the same code, so the two differ only in what
+//! they know.
+//!
+//! Per site, with window `w` (jobs to keep running), mean run time `R`, mean
+//! queue wait `W` and success probability `q`:
+//! - attempts end at `a = w / (R (1 − (1 − q)/2))` per second (a failed
+//!   attempt runs half its work on average) and jobs succeed at `μ = q a`;
+//! - **Little's law**: keeping `w` running through an exponential wait of
+//!   mean `W` needs `a W` jobs waiting, plus the running deficit
+//!   `w − running` (less the excess, when more run): the site's target of
+//!   jobs out is `max(running, w + a W)`;
+//! - a job sent now would succeed after its **marginal latency**
+//!   `λ = max(W + R, out / μ)`: the pipeline's own length, or the backlog
+//!   already queued there.
+//!
+//! The pool is water-filled over the sites by finish time: the horizon `T*`
+//! is the earliest time by which the open sites together could finish the
+//! pool, `Σ μ (T* − now − λ)⁺ = pool`, and a site is given a job only while
+//! that job would finish by `T*` and the site is below its target. Near the
+//! end this is the tail rule: a slow site gets nothing when the fast ones
+//! will finish the rest sooner. Once the pool is empty, jobs idle at a site
+//! whose `W + R` is well above what a site with room offers are withdrawn
+//! (the wait is memoryless: a job that has waited long is no closer to its
+//! start) and go there instead.
+//!
+//! Cost: the horizon is recomputed in O(sites log sites) only when the pool
+//! or a model changed materially; between recomputations an event touches
+//! only its own site (O(log sites)).
+
+use super::book::TimeKey;
+use super::{Action, JobBook, JobId, SiteId, Time};
+use std::collections::BTreeSet;
+
+/// What the planner knows of one site.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SiteModel {
+    /// Whether the site may be given jobs at all now.
+    pub open: bool,
+    /// Jobs to keep running there.
+    pub window: f64,
+    /// Mean run time of a job there at the window, seconds.
+    pub run: f64,
+    /// Mean queue wait of a new submission there, seconds.
+    pub wait: f64,
+    /// Probability that an attempt succeeds.
+    pub success: f64,
+}
+
+impl SiteModel {
+    /// A site that gets nothing.
+    pub const CLOSED: SiteModel = SiteModel { open: false, window: 0.0, run: 1.0, wait: 0.0, success: 1.0 };
+
+    /// Attempts ending per second with the window full.
+    pub fn attempt_rate(&self) -> f64 {
+        let q = self.success.clamp(1e-3, 1.0);
+        self.window.max(0.0) / (self.run.max(1e-3) * (1.0 - (1.0 - q) / 2.0))
+    }
+
+    /// Jobs succeeding per second with the window full.
+    pub fn rate(&self) -> f64 {
+        self.attempt_rate() * self.success.clamp(1e-3, 1.0)
+    }
+
+    /// Seconds until a job sent now to an uncrowded site succeeds, on
+    /// average, retried there after failures.
+    pub fn latency(&self) -> f64 {
+        let q = self.success.clamp(1e-3, 1.0);
+        (self.wait + self.run) + (1.0 / q - 1.0) * (self.wait + self.run / 2.0)
+    }
+
+    /// Jobs to have out there (idle and running) with `running` running.
+    pub fn out_target(&self, running: u32) -> f64 {
+        if !self.open {
+            return 0.0;
+        }
+        f64::from(running).max(self.window + self.attempt_rate() * self.wait)
+    }
+
+    /// Marginal latency with `out` jobs out: when a job sent now would succeed.
+    pub fn marginal_latency(&self, out: u32) -> f64 {
+        let mu = self.rate();
+        if mu <= 0.0 {
+            return f64::INFINITY;
+        }
+        self.latency().max(f64::from(out) / mu)
+    }
+}
+
+/// The pool's finish horizon, cached between material changes.
+#[derive(Clone, Copy, Debug)]
+struct Horizon {
+    /// When the open sites could finish the pool (absolute time).
+    at: Time,
+    /// When it was computed, and the pool then.
+    computed: Time,
+    pool: u64,
+}
+
+/// Submissions and moves from per-site models (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Planner {
+    models: Vec<SiteModel>,
+    /// Each open site's key in `candidates`, if it has room.
+    keys: Vec<Option<TimeKey>>,
+    /// Open sites below their target, by marginal latency.
+    candidates: BTreeSet<(TimeKey, u32)>,
+    horizon: Option<Horizon>,
+    /// A model changed since the horizon was computed.
+    stale: bool,
+}
+
+/// Relative improvement of a job's expected finish that justifies moving it.
+const MOVE_GAIN: f64 = 0.1;
+
+impl Planner {
+    pub fn new(n_sites: usize) -> Self {
+        Planner {
+            models: vec![SiteModel::CLOSED; n_sites],
+            keys: vec![None; n_sites],
+            candidates: BTreeSet::new(),
+            horizon: None,
+            stale: true,
+        }
+    }
+
+    pub fn model(&self, site: SiteId) -> &SiteModel {
+        &self.models[site.index()]
+    }
+
+    /// Sets a site's model and refreshes its standing.
+    pub fn set_model(&mut self, site: SiteId, model: SiteModel, book: &JobBook) {
+        let old = self.models[site.index()];
+        if old != model {
+            let material = old.open != model.open
+                || (old.rate() - model.rate()).abs() > 0.05 * old.rate().max(model.rate())
+                || (old.latency() - model.latency()).abs() > 0.05 * old.latency().max(model.latency());
+            self.stale |= material;
+            self.models[site.index()] = model;
+        }
+        self.refresh(site, book);
+    }
+
+    /// Jobs `site` may still be given before it reaches its target.
+    pub fn room(&self, site: SiteId, book: &JobBook) -> u64 {
+        let c = book.counts(site);
+        let target = self.models[site.index()].out_target(c.running);
+        (target.floor() - f64::from(c.out())).max(0.0) as u64
+    }
+
+    /// Idle jobs above the site's target by more than the target's own
+    /// fluctuation (√target): they would start and run past the window.
+    pub fn surplus(&self, site: SiteId, book: &JobBook) -> u64 {
+        let c = book.counts(site);
+        let target = self.models[site.index()].out_target(c.running);
+        let excess = f64::from(c.out()) - target;
+        let slack = if self.models[site.index()].open { target.sqrt().max(1.0) } else { 0.0 };
+        if excess > slack {
+            (excess.ceil() as u64).min(u64::from(c.idle))
+        } else {
+            0
+        }
+    }
+
+    /// Re-files `site` after its counts changed.
+    pub fn refresh(&mut self, site: SiteId, book: &JobBook) {
+        let i = site.index();
+        if let Some(key) = self.keys[i].take() {
+            self.candidates.remove(&(key, i as u32));
+        }
+        let model = &self.models[i];
+        if model.open && self.room(site, book) > 0 {
+            let key = TimeKey::of(model.marginal_latency(book.counts(site).out()));
+            self.keys[i] = Some(key);
+            self.candidates.insert((key, i as u32));
+        }
+    }
+
+    /// The pool's finish horizon at `now`, recomputed when stale.
+    fn horizon(&mut self, now: Time, book: &JobBook) -> Time {
+        let pool = book.pool_len();
+        if let Some(h) = self.horizon {
+            let drift = pool.abs_diff(h.pool) > (h.pool / 20).max(1);
+            let aged = now - h.computed > 0.05 * (h.at - h.computed).max(0.0);
+            if !self.stale && !drift && !aged {
+                return h.at;
+            }
+        }
+        let mut lines: Vec<(f64, f64)> = self
+            .models
+            .iter()
+            .enumerate()
+            .filter(|(_, m)| m.open && m.rate() > 0.0)
+            .map(|(i, m)| (m.marginal_latency(book.counts(SiteId(i as u32)).out()), m.rate()))
+            .filter(|(l, _)| l.is_finite())
+            .collect();
+        lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+        let need = pool as f64;
+        let (mut sum_mu, mut sum_mu_l) = (0.0, 0.0);
+        let mut tau = f64::INFINITY;
+        for (k, &(l, mu)) in lines.iter().enumerate() {
+            sum_mu += mu;
+            sum_mu_l += mu * l;
+            let t = (need + sum_mu_l) / sum_mu;
+            let next = lines.get(k + 1).map_or(f64::INFINITY, |x| x.0);
+            if t <= next {
+                tau = t;
+                break;
+            }
+        }
+        let at = now + tau;
+        self.horizon = Some(Horizon { at, computed: now, pool });
+        self.stale = false;
+        at
+    }
+
+    /// Hands pool jobs to sites with room whose jobs would finish by the
+    /// horizon, lowest marginal latency first. `why` explains a submission.
+    pub fn dispatch(
+        &mut self,
+        now: Time,
+        book: &mut JobBook,
+        mut why: impl FnMut(SiteId, &SiteModel) -> String,
+    ) -> Vec<Action> {
+        let mut actions = Vec::new();
+        if book.pool_len() == 0 || self.candidates.is_empty() {
+            return actions;
+        }
+        let horizon = self.horizon(now, book);
+        let mut passed = Vec::new();
+        while book.pool_len() > 0 {
+            let Some(&(key, i)) = self.candidates.iter().find(|c| !passed.contains(&c.1)) else { break };
+            let site = SiteId(i);
+            let model = self.models[i as usize];
+            let slack = horizon - now - key.time();
+            if slack < 0.0 {
+                break;
+            }
+            let allowed = ((model.rate() * slack).ceil() as u64).max(1);
+            let k = self.room(site, book).min(allowed).min(book.pool_len());
+            passed.push(i);
+            if k == 0 {
+                continue;
+            }
+            let jobs = book.take(site, k);
+            actions.push(Action::Submit { site, jobs, why: why(site, &model) });
+            self.refresh(site, book);
+        }
+        for i in passed {
+            self.refresh(SiteId(i), book);
+        }
+        actions
+    }
+
+    /// With the pool empty: idle jobs at sites where they would succeed
+    /// late, to be withdrawn because a site with room would finish them
+    /// sooner. Returns (site, jobs) pairs; the caller withdraws them and the
+    /// next dispatch sends them on. O(sites): call it from a timer.
+    pub fn tail_moves(&self, book: &JobBook) -> Vec<(SiteId, Vec<JobId>)> {
+        if book.pool_len() > 0 {
+            return Vec::new();
+        }
+        let mut takers: Vec<(f64, u64)> = self
+            .candidates
+            .iter()
+            .map(|&(key, i)| (key.time(), self.room(SiteId(i), book)))
+            .filter(|&(_, r)| r > 0)
+            .collect();
+        if takers.is_empty() {
+            return Vec::new();
+        }
+        let mut givers: Vec<(f64, usize)> = self
+            .models
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !book.idle_at(SiteId(*i as u32)).is_empty())
+            .map(|(i, m)| (if m.open { m.latency() } else { f64::INFINITY }, i))
+            .collect();
+        givers.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let mut moves = Vec::new();
+        for (latency, i) in givers {
+            let site = SiteId(i as u32);
+            let idle = book.idle_at(site);
+            let mut count = 0u64;
+            for taker in takers.iter_mut() {
+                if taker.0 * (1.0 + MOVE_GAIN) >= latency || taker.1 == 0 {
+                    continue;
+                }
+                let k = taker.1.min(idle.len() as u64 - count);
+                taker.1 -= k;
+                count += k;
+            }
+            if count > 0 {
+                // The youngest go: in a real queue the oldest are nearest the front.
+                moves.push((site, idle.iter().rev().take(count as usize).copied().collect()));
+            }
+        }
+        moves
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::SiteEvent;
+
+    fn model(window: f64, run: f64, wait: f64) -> SiteModel {
+        SiteModel { open: true, window, run, wait, success: 1.0 }
+    }
+
+    #[test]
+    fn littles_law_keeps_the_wait_filled() {
+        // 10 running jobs of 100 s end one every 10 s; a 300 s wait needs 30 in the queue.
+        let m = model(10.0, 100.0, 300.0);
+        assert!((m.attempt_rate() - 0.1).abs() < 1e-12);
+        assert!((m.out_target(10) - 40.0).abs() < 1e-9);
+        // Four short of the window: those four more too; four above it: four fewer waiting.
+        assert!((m.out_target(6) - 40.0).abs() < 1e-9);
+        assert!((m.out_target(14) - 40.0).abs() < 1e-9);
+        assert!((m.out_target(45) - 45.0).abs() < 1e-9);
+        // Failures: half the work lost per failed attempt, retried.
+        let f = SiteModel { success: 0.5, ..model(10.0, 100.0, 0.0) };
+        assert!((f.attempt_rate() - 10.0 / 75.0).abs() < 1e-12);
+        assert!((f.latency() - (100.0 + 50.0)).abs() < 1e-9);
+    }
+
+    #[test]
+    fn the_pool_goes_where_it_finishes_first_and_never_to_a_site_that_would_finish_last() {
+        // 100 jobs; a fast site (10 running, 100 s) and a slow one (10 running, 1000 s).
+        let mut book = JobBook::new(100, 2, 3);
+        let mut planner = Planner::new(2);
+        planner.set_model(SiteId(0), model(10.0, 100.0, 0.0), &book);
+        planner.set_model(SiteId(1), model(10.0, 1000.0, 0.0), &book);
+        let acts = planner.dispatch(0.0, &mut book, |_, _| String::new());
+        let to = |s: u32| -> usize {
+            acts.iter()
+                .map(|a| match a {
+                    Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
+                    _ => 0,
+                })
+                .sum()
+        };
+        // The fast site alone finishes 100 jobs by t = 1000, when the slow
+        // one's first would just end: the slow site would still help a little
+        // (Σ μ (T − λ) = 100 gives T ≈ 1000), but never by much.
+        assert_eq!(to(0), 10);
+        assert!(to(1) <= 1, "{acts:?}");
+    }
+
+    #[test]
+    fn with_the_pool_empty_idle_jobs_move_to_a_faster_site_with_room() {
+        let mut book = JobBook::new(20, 2, 3);
+        let mut planner = Planner::new(2);
+        let slow = SiteModel { wait: 5000.0, ..model(10.0, 100.0, 0.0) };
+        planner.set_model(SiteId(1), slow, &book);
+        let jobs = book.take(SiteId(1), 20);
+        book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
+        planner.set_model(SiteId(0), model(10.0, 100.0, 0.0), &book);
+        let moves = planner.tail_moves(&book);
+        assert_eq!(moves.len(), 1);
+        assert_eq!(moves[0].0, SiteId(1));
+        assert_eq!(moves[0].1.len(), 10, "the fast site has room for its window");
+        assert!(moves[0].1.contains(&JobId(19)), "the youngest go first");
+    }
+}
