@@ -164,7 +164,7 @@ pub fn command(args: BenchArgs) -> CmdResult {
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     #[allow(clippy::disallowed_methods)] // wall time of the simulator itself, for runs/s
     let started = std::time::Instant::now();
-    let results = run_all(&scenarios, &tasks, &opts, args.warm, threads);
+    let (results, walls) = run_all(&scenarios, &tasks, &opts, args.warm, threads);
     let wall = started.elapsed().as_secs_f64();
 
     let mut errors = 0;
@@ -197,6 +197,20 @@ pub fn command(args: BenchArgs) -> CmdResult {
         runs as f64 / wall.max(1e-9),
         events as f64 * if args.warm { 2.0 } else { 1.0 } / wall.max(1e-9)
     );
+    let mut slowest: Vec<usize> = (0..tasks.len()).collect();
+    slowest.sort_by(|&a, &b| walls[b].total_cmp(&walls[a]));
+    let slowest: Vec<String> = slowest
+        .iter()
+        .take(3)
+        .filter(|&&i| walls[i] >= 1.0)
+        .map(|&i| {
+            let t = &tasks[i];
+            format!("{} {} seed {} {:.1} s", scenarios[t.scenario].0, t.policy, t.seed, walls[i])
+        })
+        .collect();
+    if !slowest.is_empty() {
+        eprintln!("slowest runs: {}", slowest.join(", "));
+    }
     if let Some(path) = &args.chart {
         let rows = chart_rows(&scenarios, &policies, &tasks, &results);
         std::fs::write(path, crate::report::bench_chart(&rows))
@@ -217,9 +231,9 @@ fn run_all(
     opts: &SimOptions,
     warm: bool,
     threads: usize,
-) -> Vec<SimResult> {
+) -> (Vec<SimResult>, Vec<f64>) {
     let next = AtomicUsize::new(0);
-    let slots: Mutex<Vec<Option<SimResult>>> = Mutex::new(vec![None; tasks.len()]);
+    let slots: Mutex<Vec<Option<(SimResult, f64)>>> = Mutex::new(vec![None; tasks.len()]);
     std::thread::scope(|scope| {
         for _ in 0..threads.min(tasks.len()) {
             scope.spawn(|| loop {
@@ -227,17 +241,20 @@ fn run_all(
                 let Some(task) = tasks.get(i) else { break };
                 let scenario = &scenarios[task.scenario].1;
                 let config = PolicyConfig::named(&task.policy).expect("policy names were checked");
+                #[allow(clippy::disallowed_methods)] // wall time of one simulated run
+                let started = std::time::Instant::now();
                 let mut result = sim::run(scenario, &config, task.seed, opts);
                 if warm {
                     let memory: CapacityMemory = result.learned.clone();
                     let warm_opts = SimOptions { memory, ..opts.clone() };
                     result = sim::run(scenario, &config, task.seed, &warm_opts);
                 }
-                slots.lock().expect("results lock")[i] = Some(result);
+                let wall = started.elapsed().as_secs_f64();
+                slots.lock().expect("results lock")[i] = Some((result, wall));
             });
         }
     });
-    slots.into_inner().expect("results lock").into_iter().map(|r| r.expect("every task ran")).collect()
+    slots.into_inner().expect("results lock").into_iter().map(|r| r.expect("every task ran")).unzip()
 }
 
 fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm: bool) -> RunLine<'a> {

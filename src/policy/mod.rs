@@ -99,6 +99,13 @@ pub struct SiteMemory {
     /// stall and pace tests judge by, which the mean alone cannot give.
     #[serde(default)]
     pub runtime_range: Option<(f64, f64)>,
+    /// Healthy run-time quantiles at probabilities 0, 1/16, …, 1: the
+    /// distribution degradation is judged against from the first job on.
+    #[serde(default)]
+    pub runtime_quantiles: Option<Vec<f64>>,
+    /// Lowest concurrency seen degraded, if any (the search resumes below it).
+    #[serde(default)]
+    pub ceiling: Option<f64>,
     /// Mean queue wait seen there, seconds.
     pub mean_wait: Option<f64>,
     /// Whether the site started nothing at all last time.

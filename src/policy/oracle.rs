@@ -67,6 +67,7 @@ impl Oracle {
             window: f64::from(window),
             run: self.base_runtime / p.rate(window, c),
             wait: p.wait_mean,
+            ahead: p.wait_mean,
             success: 1.0 - p.p_fail,
         }
     }
@@ -169,7 +170,7 @@ impl Policy for Oracle {
             }
         }
         actions.extend(self.planner.dispatch(now, &mut self.book, |_, m| {
-            format!("window {:.0}, {:.0} waiting ahead", m.window, m.attempt_rate() * m.wait)
+            format!("window {:.0}, {:.0} waiting ahead", m.window, m.attempt_rate() * m.ahead)
         }));
         if self.book.pool_len() == 0 && self.book.out_total() > 0 && self.next_tail.is_none() {
             let tick = TAIL_TICK * self.shortest_run();

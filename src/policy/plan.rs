@@ -43,15 +43,19 @@ pub struct SiteModel {
     pub window: f64,
     /// Mean run time of a job there at the window, seconds.
     pub run: f64,
-    /// Mean queue wait of a new submission there, seconds.
+    /// Mean queue wait of a new submission there, seconds (for routing).
     pub wait: f64,
+    /// The wait Little's law queues jobs ahead for: the mean wait where it
+    /// is known, 0 where it is not (a guess must not fill a queue).
+    pub ahead: f64,
     /// Probability that an attempt succeeds.
     pub success: f64,
 }
 
 impl SiteModel {
     /// A site that gets nothing.
-    pub const CLOSED: SiteModel = SiteModel { open: false, window: 0.0, run: 1.0, wait: 0.0, success: 1.0 };
+    pub const CLOSED: SiteModel =
+        SiteModel { open: false, window: 0.0, run: 1.0, wait: 0.0, ahead: 0.0, success: 1.0 };
 
     /// Attempts ending per second with the window full.
     pub fn attempt_rate(&self) -> f64 {
@@ -76,7 +80,7 @@ impl SiteModel {
         if !self.open {
             return 0.0;
         }
-        f64::from(running).max(self.window + self.attempt_rate() * self.wait)
+        f64::from(running).max(self.window + self.attempt_rate() * self.ahead)
     }
 
     /// Marginal latency with `out` jobs out: when a job sent now would succeed.
@@ -307,7 +311,7 @@ mod tests {
     use crate::policy::SiteEvent;
 
     fn model(window: f64, run: f64, wait: f64) -> SiteModel {
-        SiteModel { open: true, window, run, wait, success: 1.0 }
+        SiteModel { open: true, window, run, wait, ahead: wait, success: 1.0 }
     }
 
     #[test]
@@ -353,7 +357,7 @@ mod tests {
     fn with_the_pool_empty_idle_jobs_move_to_a_faster_site_with_room() {
         let mut book = JobBook::new(20, 2, 3);
         let mut planner = Planner::new(2);
-        let slow = SiteModel { wait: 5000.0, ..model(10.0, 100.0, 0.0) };
+        let slow = SiteModel { wait: 5000.0, ahead: 5000.0, ..model(10.0, 100.0, 0.0) };
         planner.set_model(SiteId(1), slow, &book);
         let jobs = book.take(SiteId(1), 20);
         book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });

@@ -1,0 +1,396 @@
+//! `adaptive`: the default policy — an estimator per site and a controller,
+//! from nothing but what HTCondor tells a user (the user log, our jobs'
+//! counts, slot counts).
+//!
+//! **The model.** A site runs our jobs on `slots` slots after a queue wait
+//! (other users) that we take as exponential. All our jobs share a resource
+//! we cannot see; past some concurrency (the knee) every running job slows
+//! at once, and throughput stays flat or falls. A job's healthy run time is
+//! its own work at the site's speed, spread by the jobs' sizes (±50% is
+//! ordinary). Attempts fail at some rate.
+//!
+//! **What is estimated, per site.**
+//! - *Healthy run times*: the Kaplan–Meier distribution ([`runtime`]) of jobs
+//!   that only ever ran at levels known healthy (running jobs are censored
+//!   observations, so a cohort's short jobs ending first do not bias it).
+//! - *Queue wait*: the exponential's MLE with censoring — all waiting done
+//!   (started jobs and those still idle) over the starts. A site that starts
+//!   nothing looks slower the longer it does so.
+//! - *Failure rate*: successes and failures (Laplace's rule).
+//! - *The knee*: a floor (highest level known healthy) and a ceiling (lowest
+//!   level seen degraded), from sequential tests.
+//!
+//! **Degraded or not: a sequential test.** While more than the floor run,
+//! Wald's SPRT weighs "jobs run `degradation_factor` (κ) times slower
+//! whenever more than the floor run" against "they run healthy", with the
+//! likelihood of every job's run under each: a job that ended contributes the
+//! density of its run time, a job still running the probability of running
+//! that long, each job's time above the floor counted κ times slower under
+//! the first hypothesis. Processor sharing slows every running job at once,
+//! so old jobs testify as soon as the level rises — no need to wait a run
+//! time for jobs started there. The thresholds `ln((1 − β)/α)` and
+//! `ln(β/(1 − α))` bound the false alarm rate by `false_alarm` (α) and the
+//! miss rate by `missed_alarm` (β) whatever the spread of run times, since
+//! the spread is in the likelihoods; no single job can decide, since every
+//! likelihood is floored by a 1% share of outliers.
+//!
+//! **The controller.** A site starts at `initial_window` jobs, taken as
+//! healthy: their runs are the distribution. Then:
+//! - *healthy*: the floor rises to the level that ran; the window goes to
+//!   `probe_gain` × the floor (no ceiling known: an overshoot is at most that
+//!   factor past the knee) or to the geometric middle of floor and ceiling
+//!   (bisection, as the thesis's binary search);
+//! - *degraded at level n with slowdown s* (s estimated by maximum
+//!   likelihood): the site delivered what `n / s` jobs at full speed would —
+//!   its knee if the resource only shares, a lower bound if it thrashes — so
+//!   the window goes there (never below the floor) and the ceiling to n.
+//!   Running jobs are never removed for it: the site drains by getting
+//!   nothing, and the next test starts once it has;
+//! - *converged* (ceiling within 1 + `precision` of the floor): the level is
+//!   held and watched by the same test against "everything runs κ slower
+//!   now" (a capacity drop cuts to the delivered level), and after
+//!   `reprobe_after` run times the level above is tried (a capacity that
+//!   dropped may have come back).
+//!
+//! **Routing and queueing** are the [`Planner`]'s, shared with the oracle:
+//! Little's law keeps `rate × wait` jobs waiting ahead where waits are known,
+//! the pool is water-filled by expected finish time so that a slow site gets
+//! no job the fast ones would finish sooner, and once the pool is empty idle
+//! jobs move to a site that would finish them sooner. Sites without their own
+//! run times yet are planned with the other sites' median.
+//!
+//! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
+//! site at once (its idle jobs are withdrawn, running ones stay) until 027
+//! says it is back. A site that starts nothing within `idle_timeout` is given
+//! up for twice that, then tried with one job.
+//!
+//! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
+//! run-time quantiles and mean wait; a warm run starts there and tests from
+//! its first job.
+//!
+//! Cost per input: O(log) in jobs and sites, plus a test over at most 256
+//! running jobs of the site concerned; sites that did not change are not
+//! visited.
+
+mod runtime;
+mod site;
+
+use super::book::{Change, TimeKey};
+use super::plan::Planner;
+use super::{
+    Action, CapacityMemory, Input, JobBook, JobId, Policy, RunSpec, SiteClass, SiteEvent, SiteId, SiteView,
+    Time,
+};
+use serde::{Deserialize, Serialize};
+use site::{End, Rules, Site};
+use std::collections::BTreeSet;
+
+/// Parameters from the `[policy]` table of sites.toml (`name = "adaptive"`,
+/// the default). Each has a physical meaning; none is fitted to a scenario.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct Params {
+    /// Jobs a site starts with when nothing is known about it: a level
+    /// taken as below any site's knee (their runs are its healthy baseline).
+    pub initial_window: u32,
+    /// C2 of the thesis: a site is degraded when its jobs run this many times
+    /// slower than healthy.
+    pub degradation_factor: f64,
+    /// Probability that a test calls a healthy level degraded.
+    pub false_alarm: f64,
+    /// Probability that a test calls a degraded level healthy.
+    pub missed_alarm: f64,
+    /// A window may go this many times past the highest level known healthy
+    /// (the largest overshoot risked while no ceiling is known).
+    pub probe_gain: f64,
+    /// The capacity search stops when the lowest degraded level is within
+    /// this fraction of the highest healthy one.
+    pub precision: f64,
+    /// Mean run times a converged level is held before the level above is
+    /// tried again.
+    pub reprobe_after: f64,
+    /// Seconds a site may leave every job idle before it is given up (its
+    /// jobs go elsewhere). A site's own `idle_timeout` takes precedence.
+    pub idle_timeout: f64,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params {
+            initial_window: 16,
+            degradation_factor: 1.25,
+            false_alarm: 0.001,
+            missed_alarm: 0.05,
+            probe_gain: 2.0,
+            precision: 0.1,
+            reprobe_after: 10.0,
+            idle_timeout: 1200.0,
+        }
+    }
+}
+
+impl Params {
+    fn rules(&self) -> Rules {
+        let alpha = self.false_alarm.clamp(1e-9, 0.5);
+        let beta = self.missed_alarm.clamp(1e-9, 0.5);
+        Rules {
+            kappa: self.degradation_factor.max(1.01),
+            upper: ((1.0 - beta) / alpha).ln(),
+            lower: (beta / (1.0 - alpha)).ln(),
+            gain: self.probe_gain.max(1.1),
+            precision: self.precision.max(0.01),
+            reprobe_after: self.reprobe_after.max(1.0),
+        }
+    }
+}
+
+/// How often the tail is looked at once the pool is empty, as a fraction of
+/// the shortest run time.
+const TAIL_TICK: f64 = 0.05;
+
+pub struct Adaptive {
+    book: JobBook,
+    sites: Vec<Site>,
+    planner: Planner,
+    /// Each site's next check, and the set of them in time order.
+    due_at: Vec<Option<TimeKey>>,
+    due: BTreeSet<(TimeKey, u32)>,
+    next_tail: Option<Time>,
+    /// The median healthy run time of the sites that know theirs, and which
+    /// sites those were at their last review.
+    fallback_run: Option<f64>,
+    ready: Vec<bool>,
+    /// The latest time seen (for what is learned at the end).
+    now: Time,
+}
+
+impl Adaptive {
+    pub fn new(spec: &RunSpec, params: &Params) -> Self {
+        let rules = params.rules();
+        let sites: Vec<Site> = spec
+            .sites
+            .iter()
+            .map(|info| {
+                let cap =
+                    f64::from(info.slots.unwrap_or(u32::MAX).min(info.max_jobs.unwrap_or(u32::MAX)).max(1));
+                let cap = cap.min(1e6);
+                Site::new(
+                    info.name.clone(),
+                    cap,
+                    info.idle_timeout.unwrap_or(params.idle_timeout),
+                    f64::from(params.initial_window),
+                    rules,
+                    spec.memory.get(&info.name),
+                )
+            })
+            .collect();
+        let n = sites.len();
+        let mut policy = Adaptive {
+            book: JobBook::new(spec.n_jobs, n, spec.max_attempts),
+            sites,
+            planner: Planner::new(n),
+            due_at: vec![None; n],
+            due: BTreeSet::new(),
+            next_tail: None,
+            fallback_run: None,
+            ready: vec![false; n],
+            now: 0.0,
+        };
+        policy.ready = policy.sites.iter().map(Site::ready).collect();
+        policy.fallback_run = policy.median_run();
+        policy
+    }
+
+    fn median_run(&self) -> Option<f64> {
+        let mut runs: Vec<f64> = self
+            .sites
+            .iter()
+            .filter(|s| s.ready())
+            .filter_map(|s| s.dist.as_ref())
+            .map(|d| d.mean())
+            .collect();
+        runs.sort_by(f64::total_cmp);
+        runs.get(runs.len() / 2).copied()
+    }
+
+    /// Feeds a site event to the site's estimator.
+    fn observe(&mut self, i: usize, event: &SiteEvent, change: &Change, now: Time) {
+        let at = event.at().unwrap_or(now);
+        let s = &mut self.sites[i];
+        match change {
+            Change::Submitted { jobs } => s.submitted(jobs, at),
+            Change::Started { job, .. } => s.started(*job, at),
+            Change::Succeeded { job, ended, .. } => s.ended(*job, *ended, End::Success),
+            Change::Failed { job, .. } => s.ended(*job, at, End::Failure),
+            Change::Removed { job } => s.ended(*job, at, End::Removed),
+            Change::Returned { .. } => {}
+            Change::None => match event {
+                SiteEvent::ResourceDown { .. } => s.down = true,
+                SiteEvent::ResourceUp { .. } => s.down = false,
+                _ => {}
+            },
+        }
+    }
+
+    /// Looks at site `i` after something happened there or its time came:
+    /// timeouts, tests, re-probes; then hands the planner its model and
+    /// withdraws what its target no longer covers.
+    fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
+        let site = SiteId(i as u32);
+        self.sites[i].time_out(now);
+        self.sites[i].check(now);
+        if self.book.pool_len() > 0 {
+            self.sites[i].maybe_reprobe(now);
+        }
+        if self.sites[i].ready() != self.ready[i] {
+            self.ready[i] = self.sites[i].ready();
+            let fallback = self.median_run();
+            if fallback != self.fallback_run {
+                self.fallback_run = fallback;
+                for j in (0..self.sites.len()).filter(|&j| j != i && !self.sites[j].ready()) {
+                    let model = self.sites[j].model(now, self.fallback_run);
+                    self.planner.set_model(SiteId(j as u32), model, &self.book);
+                }
+            }
+        }
+        let model = self.sites[i].model(now, self.fallback_run);
+        self.planner.set_model(site, model, &self.book);
+        let surplus = self.planner.surplus(site, &self.book);
+        if surplus > 0 {
+            let jobs: Vec<JobId> =
+                self.book.idle_at(site).iter().rev().take(surplus as usize).copied().collect();
+            let why = if self.sites[i].closed(now) {
+                "adaptive: site closed (unresponsive or reported down); idle jobs go elsewhere".to_string()
+            } else {
+                format!("adaptive: idle beyond window {:.0} and the wait ahead", model.window)
+            };
+            self.withdraw(site, &jobs, why, actions);
+        }
+        self.schedule(i, now);
+    }
+
+    fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
+        let jobs = self.book.mark_withdrawing(site, jobs);
+        if !jobs.is_empty() {
+            actions.push(Action::Withdraw { site, jobs, why });
+            self.planner.refresh(site, &self.book);
+        }
+    }
+
+    fn schedule(&mut self, i: usize, now: Time) {
+        if let Some(key) = self.due_at[i].take() {
+            self.due.remove(&(key, i as u32));
+        }
+        if let Some(t) = self.sites[i].next_check(now) {
+            let key = TimeKey::of(t);
+            self.due_at[i] = Some(key);
+            self.due.insert((key, i as u32));
+        }
+    }
+}
+
+impl Policy for Adaptive {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
+        self.now = self.now.max(now);
+        let mut actions = Vec::new();
+        let mut touched: Vec<usize> = Vec::new();
+        match input {
+            Input::Start => touched.extend(0..self.sites.len()),
+            Input::Site { site, event } => {
+                let change = self.book.apply(*site, event);
+                self.observe(site.index(), event, &change, now);
+                actions.extend(self.book.after_failure(*site, &change));
+                touched.push(site.index());
+            }
+            Input::Tick => {
+                while let Some(&(key, i)) = self.due.first() {
+                    if key.time() > now {
+                        break;
+                    }
+                    self.due.pop_first();
+                    self.due_at[i as usize] = None;
+                    touched.push(i as usize);
+                }
+                if self.next_tail.is_some_and(|t| t <= now) {
+                    self.next_tail = None;
+                    for (site, jobs) in self.planner.tail_moves(&self.book) {
+                        let why = "adaptive: tail: a site with room would finish these sooner".to_string();
+                        self.withdraw(site, &jobs, why, &mut actions);
+                    }
+                }
+            }
+        }
+        for i in touched {
+            self.review(i, now, &mut actions);
+        }
+        let sites = &self.sites;
+        actions.extend(self.planner.dispatch(now, &mut self.book, |site, m| {
+            let s = &sites[site.index()];
+            format!(
+                "adaptive: window {:.0} (healthy ≤ {:.0}{}), {:.0} waiting ahead",
+                m.window,
+                s.floor,
+                if s.ceiling < s.cap { format!(", degraded ≥ {:.0}", s.ceiling) } else { String::new() },
+                m.attempt_rate() * m.ahead
+            )
+        }));
+        if self.book.pool_len() == 0 && self.book.out_total() > 0 && self.next_tail.is_none() {
+            let tick = TAIL_TICK * self.fallback_run.unwrap_or(60.0);
+            self.next_tail = Some(now + tick.max(1.0));
+        }
+        actions
+    }
+
+    fn next_deadline(&self) -> Option<Time> {
+        let due = self.due.first().map(|(k, _)| k.time());
+        match (due, self.next_tail) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    fn book(&self) -> &JobBook {
+        &self.book
+    }
+
+    fn site_view(&self, site: SiteId) -> SiteView {
+        let s = &self.sites[site.index()];
+        let model = self.planner.model(site);
+        let class = if s.closed(self.now) {
+            SiteClass::Unresponsive
+        } else if !s.ready() {
+            SiteClass::Unknown
+        } else {
+            // Fast: no slower than the median open site.
+            let mut latencies: Vec<f64> = (0..self.sites.len())
+                .map(|j| self.planner.model(SiteId(j as u32)))
+                .filter(|m| m.open)
+                .map(|m| m.latency())
+                .collect();
+            latencies.sort_by(f64::total_cmp);
+            let median = latencies.get(latencies.len() / 2).copied().unwrap_or(f64::INFINITY);
+            if model.latency() <= median {
+                SiteClass::Fast
+            } else {
+                SiteClass::Slow
+            }
+        };
+        SiteView {
+            window: s.window.round() as u32,
+            capacity: s.searched.then_some(s.floor),
+            class,
+            agtime: s.ready().then(|| model.wait + model.run),
+        }
+    }
+
+    fn learned(&self) -> CapacityMemory {
+        self.sites.iter().map(|s| (s.name.clone(), s.memory(self.now))).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,365 @@
+//! The healthy run-time distribution of one site, and the likelihood of a
+//! job's run under "healthy" and "slowed by κ".
+//!
+//! Healthy run times are learned from jobs that ran only at levels already
+//! known healthy. Jobs still running are right-censored observations, so the
+//! distribution is the Kaplan–Meier estimate: an early look at a cohort
+//! started together sees its short jobs end first, and a plain mean of the
+//! ended ones would call every site fast and then every later job slow.
+//!
+//! The KM steps are smoothed with a Gaussian kernel (Silverman's bandwidth,
+//! at least 1% of the mean): the longest of m healthy runs is not the longest
+//! possible one, and a distribution that stopped dead at the sample's maximum
+//! would take every job a little longer for proof of slowdown. What the KM
+//! leaves unseen (jobs still running past the longest ended one) goes into an
+//! exponential tail as long as half a run — heavy on purpose, so that jobs
+//! in it testify little. Likelihoods also mix in `OUTLIERS`: one job in a
+//! hundred may be slow for reasons of its own (a bad node, a slow file).
+
+/// Share of jobs that may run outside the learned distribution for reasons
+/// unrelated to load.
+pub const OUTLIERS: f64 = 0.01;
+
+/// Healthy run times stop being collected after this many ended jobs: the
+/// jobs' own work does not change during a run, and a closed sample cannot be
+/// drifted by jobs slowed by a later capacity drop.
+pub const SAMPLE: usize = 64;
+
+/// Points of the density and survival table.
+const TABLE: usize = 1024;
+
+/// One observation: a run time, ended (`true`) or still running/cut short by
+/// a failure (`false`, censored).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Observation {
+    pub time: f64,
+    pub ended: bool,
+}
+
+/// The learned distribution (see the module docs), tabulated.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Distribution {
+    /// The table covers [start, start + step × TABLE).
+    start: f64,
+    step: f64,
+    density: Vec<f64>,
+    survival: Vec<f64>,
+    /// Mass left unseen by the KM, spread from `tail_from` with this scale.
+    unseen_mass: f64,
+    tail_from: f64,
+    tail_scale: f64,
+    mean: f64,
+    /// Ended observations it was built from.
+    pub ended: usize,
+    /// KM survival past the longest ended run (0: every job seen ended).
+    pub unseen: f64,
+}
+
+fn normal_pdf(z: f64) -> f64 {
+    (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
+}
+
+/// Upper tail of the standard normal (Abramowitz & Stegun 26.2.17, error < 1e-7).
+fn normal_upper(z: f64) -> f64 {
+    if z < 0.0 {
+        return 1.0 - normal_upper(-z);
+    }
+    let t = 1.0 / (1.0 + 0.231_641_9 * z);
+    let poly = t
+        * (0.319_381_53
+            + t * (-0.356_563_782 + t * (1.781_477_937 + t * (-1.821_255_978 + t * 1.330_274_429))));
+    normal_pdf(z) * poly
+}
+
+impl Distribution {
+    /// The smoothed Kaplan–Meier estimate from `obs`; `None` until at least
+    /// two runs ended.
+    pub fn estimate(obs: &[Observation]) -> Option<Distribution> {
+        let mut sorted: Vec<Observation> = obs.iter().copied().filter(|o| o.time > 0.0).collect();
+        // Ended before censored at equal times (the KM convention).
+        sorted.sort_by(|a, b| a.time.total_cmp(&b.time).then(b.ended.cmp(&a.ended)));
+        let ended = sorted.iter().filter(|o| o.ended).count();
+        if ended < 2 {
+            return None;
+        }
+        let mut at_risk = sorted.len() as f64;
+        let mut survival = 1.0;
+        let mut steps: Vec<(f64, f64)> = Vec::new(); // (time, mass)
+        let mut i = 0;
+        while i < sorted.len() {
+            let t = sorted[i].time;
+            let (mut d, mut c) = (0.0, 0.0);
+            while i < sorted.len() && sorted[i].time == t {
+                if sorted[i].ended {
+                    d += 1.0;
+                } else {
+                    c += 1.0;
+                }
+                i += 1;
+            }
+            if d > 0.0 {
+                let after = survival * (1.0 - d / at_risk);
+                steps.push((t, survival - after));
+                survival = after;
+            }
+            at_risk -= d + c;
+        }
+        Some(Self::smoothed(&steps, survival, ended))
+    }
+
+    /// From remembered quantiles (probabilities 0, 1/n, …, 1), e.g. of an
+    /// earlier run: each quantile stands for an equal share of the runs.
+    pub fn from_quantiles(q: &[f64]) -> Option<Distribution> {
+        if q.len() < 3
+            || q.windows(2).any(|w| w[1] < w[0])
+            || !(q[0] > 0.0)
+            || q.iter().any(|x| !x.is_finite())
+        {
+            return None;
+        }
+        let share = 1.0 / q.len() as f64;
+        let steps: Vec<(f64, f64)> = q.iter().map(|&t| (t, share)).collect();
+        Some(Self::smoothed(&steps, 0.0, SAMPLE))
+    }
+
+    fn smoothed(steps: &[(f64, f64)], unseen: f64, ended: usize) -> Distribution {
+        let seen = 1.0 - unseen;
+        let mean_seen = steps.iter().map(|(t, m)| t * m).sum::<f64>() / seen.max(1e-12);
+        let var = steps.iter().map(|(t, m)| m * (t - mean_seen).powi(2)).sum::<f64>() / seen.max(1e-12);
+        let n = ended.max(2) as f64;
+        let bandwidth = (1.06 * var.sqrt() * n.powf(-0.2)).max(0.01 * mean_seen).max(1.0);
+        let first = steps[0].0;
+        let last = steps[steps.len() - 1].0;
+        let tail_scale = (0.5 * last).max(2.0 * bandwidth);
+        let start = (first - 4.0 * bandwidth).max(0.0);
+        let step = (last + 4.0 * bandwidth - start) / TABLE as f64;
+        let mut density = Vec::with_capacity(TABLE);
+        let mut survival = Vec::with_capacity(TABLE);
+        for k in 0..TABLE {
+            let t = start + step * k as f64;
+            let (mut f, mut s) = (0.0, 0.0);
+            for &(tk, m) in steps {
+                let z = (t - tk) / bandwidth;
+                f += m * normal_pdf(z) / bandwidth;
+                s += m * normal_upper(z);
+            }
+            // The unseen mass waits past the last ended run.
+            let dt = (t - last).max(0.0);
+            f += if t >= last { unseen / tail_scale * (-dt / tail_scale).exp() } else { 0.0 };
+            s += unseen * (-dt / tail_scale).exp();
+            density.push(f);
+            survival.push(s.min(1.0));
+        }
+        let mean = mean_seen * seen + unseen * (last + tail_scale);
+        Distribution {
+            start,
+            step,
+            density,
+            survival,
+            unseen_mass: unseen,
+            tail_from: last,
+            tail_scale,
+            mean,
+            ended,
+            unseen,
+        }
+    }
+
+    /// `n + 1` quantiles at probabilities 0, 1/n, …, 1 (to remember).
+    pub fn quantiles(&self, n: usize) -> Vec<f64> {
+        (0..=n)
+            .map(|i| {
+                let p = (i as f64 / n as f64).clamp(0.005, 0.995);
+                // The first table point whose survival falls to 1 − p.
+                let k = self.survival.partition_point(|&s| s > 1.0 - p);
+                self.start + self.step * k.min(TABLE - 1) as f64
+            })
+            .collect()
+    }
+
+    pub fn mean(&self) -> f64 {
+        self.mean
+    }
+
+    /// The shortest run time the distribution allows (its lower end).
+    pub fn lowest(&self) -> f64 {
+        self.start
+    }
+
+    /// The outliers' density: uniform over twenty times the span.
+    pub fn outlier_density(&self) -> f64 {
+        1.0 / self.outlier_span()
+    }
+
+    /// The outliers' survival at `t`.
+    pub fn outlier_survival(&self, t: f64) -> f64 {
+        (1.0 - t / self.outlier_span()).max(0.0)
+    }
+
+    fn outlier_span(&self) -> f64 {
+        20.0 * (self.start + self.step * TABLE as f64 + self.tail_scale)
+    }
+
+    /// Interpolates `table` at `t`; `None` past its end.
+    fn lookup(&self, table: &[f64], t: f64) -> Option<f64> {
+        let x = (t - self.start) / self.step;
+        if x <= 0.0 {
+            return Some(table[0]);
+        }
+        let k = x.floor() as usize;
+        if k + 1 >= TABLE {
+            return None;
+        }
+        let frac = x - k as f64;
+        Some(table[k] * (1.0 - frac) + table[k + 1] * frac)
+    }
+
+    /// P(run time > t).
+    pub fn survival(&self, t: f64) -> f64 {
+        self.lookup(&self.survival, t)
+            .unwrap_or_else(|| self.unseen_mass * (-(t - self.tail_from).max(0.0) / self.tail_scale).exp())
+    }
+
+    /// Density of run times at t.
+    pub fn density(&self, t: f64) -> f64 {
+        self.lookup(&self.density, t).unwrap_or_else(|| {
+            self.unseen_mass / self.tail_scale * (-(t - self.tail_from).max(0.0) / self.tail_scale).exp()
+        })
+    }
+}
+
+/// How a job's run counts in a test of "run time past level L is slowed by
+/// κ": `age` seconds since its start, `before` of them before the test began,
+/// `above` of them (since) with more than L jobs running. Under the slowdown
+/// the job has done `age − above (1 − 1/κ)` seconds of healthy work.
+///
+/// Both hypotheses allow the same 1% of outliers, whose run times have
+/// nothing to do with load (uniform over twenty times the distribution's
+/// span): a job far slower than either hypothesis says little about which
+/// one holds.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Exposure {
+    pub age: f64,
+    pub before: f64,
+    pub above: f64,
+}
+
+impl Exposure {
+    fn healthy_work(&self, kappa: f64) -> f64 {
+        (self.age - self.above * (1.0 - 1.0 / kappa)).max(0.0)
+    }
+
+    /// Log-likelihood ratio (slowed by κ ÷ healthy) of the job ending now;
+    /// `slowed_now` says whether it ended while more than L ran.
+    pub fn ended_llr(&self, d: &Distribution, kappa: f64, slowed_now: bool) -> f64 {
+        let rate = if slowed_now { 1.0 / kappa } else { 1.0 };
+        let outlier = OUTLIERS * d.outlier_density();
+        let slowed = (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa)) * rate + outlier;
+        let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
+        slowed.ln() - healthy.ln()
+    }
+
+    /// Log-likelihood ratio of the job having run this long without ending
+    /// (still running, or cut short by a failure unrelated to load).
+    pub fn running_llr(&self, d: &Distribution, kappa: f64) -> f64 {
+        let outlier = OUTLIERS * d.outlier_survival(self.age);
+        let slowed = (1.0 - OUTLIERS) * d.survival(self.healthy_work(kappa)) + outlier;
+        let healthy = (1.0 - OUTLIERS) * d.survival(self.age) + outlier;
+        slowed.ln() - healthy.ln()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A small deterministic generator for the tests (xorshift64*).
+    struct Rng(u64);
+    impl Rng {
+        fn stream(seed: u64, stream: u64) -> Self {
+            Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) ^ stream.wrapping_add(0xD1B5_4A32_D192_ED03) | 1)
+        }
+        fn uniform(&mut self) -> f64 {
+            self.0 ^= self.0 >> 12;
+            self.0 ^= self.0 << 25;
+            self.0 ^= self.0 >> 27;
+            (self.0.wrapping_mul(0x2545_F491_4F6C_DD1D) >> 11) as f64 / (1u64 << 53) as f64
+        }
+    }
+
+    fn ended(times: &[f64]) -> Vec<Observation> {
+        times.iter().map(|&time| Observation { time, ended: true }).collect()
+    }
+
+    #[test]
+    fn kaplan_meier_is_not_fooled_by_a_cohort_half_ended() {
+        // Ten jobs of 100..=190 s started together; at t = 145 the five
+        // shortest ended and five are still running. The median of what
+        // ended (120) is short; the KM median is where half of all ten end.
+        let mut obs = ended(&[100.0, 110.0, 120.0, 130.0, 140.0]);
+        obs.extend((0..5).map(|_| Observation { time: 145.0, ended: false }));
+        let d = Distribution::estimate(&obs).unwrap();
+        let median = d.quantiles(2)[1];
+        assert!(median >= 140.0, "KM median {median}");
+        assert!((d.unseen - 0.5).abs() < 1e-12);
+        // Nothing is known past 145, so a survival there is the tail's, not zero.
+        assert!(d.survival(160.0) > 0.1);
+    }
+
+    #[test]
+    fn densities_and_survivals_are_floored_and_consistent() {
+        let d = Distribution::estimate(&ended(&[90.0, 100.0, 110.0, 120.0])).unwrap();
+        assert!((d.survival(0.0) - 1.0).abs() < 1e-3 && d.survival(1e9) < 1e-12);
+        assert!(d.density(1e9) < 1e-12 && d.density(0.0) < 1e-3 * d.density(105.0));
+        // A job far slower than healthy is not evidence for "25% slower" alone.
+        let late = Exposure { age: 1000.0, before: 0.0, above: 1000.0 };
+        assert!(late.ended_llr(&d, 1.25, true).abs() < 0.3, "{}", late.ended_llr(&d, 1.25, true));
+        // The mean is the knots' own (a symmetric sample, centred on 105).
+        assert!((d.mean() - 105.0).abs() < 1.0, "{}", d.mean());
+        let q = d.quantiles(4);
+        assert_eq!(q.len(), 5);
+        let back = Distribution::from_quantiles(&q).unwrap();
+        assert!((back.mean() - d.mean()).abs() < 2.0);
+    }
+
+    /// The test's false alarms: healthy runs (uniform jitter from none to
+    /// ±50%) judged against a distribution learned from 32 other healthy
+    /// runs. Of 200 healthy cohorts of 40 jobs, none may reach the verdict
+    /// threshold for "25% slower" (ln 950 at α = 0.001, β = 0.05) and nearly
+    /// all must lean healthy, whatever the spread.
+    #[test]
+    fn healthy_runs_do_not_look_slowed_whatever_the_jitter() {
+        for (jitter, seed) in [(0.0, 1), (0.05, 2), (0.2, 3), (0.5, 4)] {
+            let mut rng = Rng::stream(seed, 9);
+            let mut draw = || 400.0 * (1.0 + jitter * (2.0 * rng.uniform() - 1.0));
+            let base: Vec<f64> = (0..32).map(|_| draw()).collect();
+            let d = Distribution::estimate(&ended(&base)).unwrap();
+            let (mut alarms, mut leaning) = (0, 0);
+            for _ in 0..200 {
+                let llr: f64 = (0..40)
+                    .map(|_| draw())
+                    .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, true))
+                    .sum();
+                alarms += usize::from(llr >= (0.95f64 / 0.001).ln());
+                leaning += usize::from(llr > 0.0);
+            }
+            assert_eq!(alarms, 0, "jitter {jitter}: {alarms} of 200 healthy cohorts called slowed");
+            assert!(leaning <= 10, "jitter {jitter}: {leaning} of 200 healthy cohorts leaned slowed");
+        }
+    }
+
+    #[test]
+    fn slowed_runs_are_told_apart_from_healthy_ones() {
+        for (jitter, seed) in [(0.05, 5), (0.5, 6)] {
+            let mut rng = Rng::stream(seed, 9);
+            let mut draw = || 400.0 * (1.0 + jitter * (2.0 * rng.uniform() - 1.0));
+            let base: Vec<f64> = (0..32).map(|_| draw()).collect();
+            let d = Distribution::estimate(&ended(&base)).unwrap();
+            let llr: f64 = (0..40)
+                .map(|_| 1.3 * draw())
+                .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, true))
+                .sum();
+            assert!(llr > 6.9, "jitter {jitter}: 40 jobs 30% slow give only {llr}");
+        }
+    }
+}

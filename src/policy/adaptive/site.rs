@@ -1,0 +1,626 @@
+//! One site's estimator and controller: the bookkeeping behind the rules of
+//! the parent module's docs.
+
+use super::runtime::{Distribution, Exposure, Observation, SAMPLE};
+use crate::policy::book::TimeKey;
+use crate::policy::plan::SiteModel;
+use crate::policy::{JobId, SiteMemory, Time};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The controller's constants, derived once from the parameters.
+#[derive(Clone, Copy, Debug)]
+pub struct Rules {
+    /// The slowdown a test looks for (the thesis's 25%).
+    pub kappa: f64,
+    /// Log-likelihood ratio above which a level is degraded: ln((1 − β)/α).
+    pub upper: f64,
+    /// Log-likelihood ratio below which a level is healthy: ln(β/(1 − α)).
+    pub lower: f64,
+    /// How far past the highest healthy level the window may go.
+    pub gain: f64,
+    /// The search stops when ceiling ÷ floor is within 1 + this.
+    pub precision: f64,
+    /// Mean run times a converged level is held before the one above is tried.
+    pub reprobe_after: f64,
+}
+
+/// Queue waits as an exponential with right-censoring: the MLE of the mean
+/// is all the time jobs spent waiting (started or not) over the starts.
+#[derive(Clone, Debug, Default)]
+pub struct Waits {
+    /// Σ waits of jobs that left the queue (started or not).
+    closed: f64,
+    /// Jobs idle now, and the sum of their submission times.
+    idle: u64,
+    idle_since_sum: f64,
+    pub starts: u64,
+}
+
+impl Waits {
+    fn submitted(&mut self, at: Time) {
+        self.idle += 1;
+        self.idle_since_sum += at;
+    }
+    fn left(&mut self, submitted: Time, at: Time, started: bool) {
+        self.idle = self.idle.saturating_sub(1);
+        self.idle_since_sum -= submitted;
+        self.closed += (at - submitted).max(0.0);
+        self.starts += u64::from(started);
+    }
+    /// All the waiting done so far, seconds.
+    pub fn exposure(&self, now: Time) -> f64 {
+        self.closed + (self.idle as f64 * now - self.idle_since_sum).max(0.0)
+    }
+    /// The mean wait, once three jobs started (before that it is too noisy
+    /// to queue jobs ahead by).
+    pub fn mean(&self, now: Time) -> Option<f64> {
+        (self.starts >= 3).then(|| self.exposure(now) / self.starts as f64)
+    }
+    /// A wait for routing at any time: the waiting so far over the starts,
+    /// or over one before the first (a site that starts nothing looks slower
+    /// the longer it does so).
+    pub fn pessimistic(&self, now: Time) -> f64 {
+        self.exposure(now) / self.starts.max(1) as f64
+    }
+}
+
+/// What a test concluded, for people (the report, `--trace`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Verdict {
+    /// Jobs ran healthy with `level` running (on average while above the floor).
+    Healthy { level: f64 },
+    /// Jobs ran `slowdown` times slower with `level` running.
+    Degraded { level: f64, slowdown: f64 },
+}
+
+/// How a running job's attempt ended, for the site's statistics.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum End {
+    Success,
+    Failure,
+    /// Removed by us (site given up, cancelled): says nothing about the site.
+    Removed,
+}
+
+/// Wald's sequential test of "jobs run at least κ times slower whenever more
+/// than `level` run here" against "they run healthy". The alternative is
+/// composite, so the statistic is the likelihood ratio of the best of a few
+/// slowdowns from κ up (a generalized likelihood ratio): a level far past the
+/// knee is told at once, not only when it happens to look 25% slow.
+#[derive(Clone, Debug)]
+struct Test {
+    id: u64,
+    level: f64,
+    started: Time,
+    /// Θ: seconds with more than `level` running since the test began, and
+    /// ∫ running dt over those seconds.
+    above: f64,
+    above_jobs: f64,
+    /// Σ log-likelihood ratios of the attempts that ended, per slowdown.
+    ended_llr: [f64; STRETCH.len()],
+}
+
+/// The slowdowns weighed, as multiples of κ.
+const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
+
+/// One running job, as the tests need it.
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    start: Time,
+    /// The test running at its start and Θ then.
+    test: u64,
+    theta: f64,
+    /// It ran through an overload (it was running at a degraded verdict or
+    /// started while the site drained): how far it got is unknown, so no
+    /// later test may judge by it.
+    overloaded: bool,
+}
+
+/// Running jobs a test looks at, oldest first: beyond these the young ones
+/// carry little information and the cost would grow with the site.
+const TEST_JOBS: usize = 256;
+
+/// Healthy runs to have ended (and half the distribution seen) before a
+/// test may judge anything against them.
+const READY_ENDED: usize = 8;
+
+/// A test is evaluated at most this many times per mean run time: often
+/// enough to react within a few percent of a run, cheap on a busy site.
+const EVALS: f64 = 40.0;
+
+#[derive(Clone, Debug)]
+pub struct Site {
+    pub name: String,
+    /// Most jobs that may be out here (slots, operator cap).
+    pub cap: f64,
+    pub idle_timeout: f64,
+    rules: Rules,
+    pub waits: Waits,
+    /// Idle jobs and their submission times.
+    idle: BTreeMap<JobId, Time>,
+    pub successes: u64,
+    pub failures: u64,
+    /// Healthy observations (ended, and censored) until the sample closes.
+    observations: Vec<Observation>,
+    /// Running jobs that have seen no more than `floor` running.
+    clean: BTreeSet<JobId>,
+    pub dist: Option<Distribution>,
+    /// Jobs to keep running.
+    pub window: f64,
+    /// Highest level known healthy.
+    pub floor: f64,
+    /// Lowest level seen degraded (`cap` while none).
+    pub ceiling: f64,
+    /// A test reached a verdict here (or memory said so): the floor is
+    /// knowledge, not the initial guess.
+    pub searched: bool,
+    test: Test,
+    /// After a cut: no test until the jobs drained to the window.
+    draining: bool,
+    /// The search converged at `floor`; since when.
+    pub holding_since: Option<Time>,
+    runs: BTreeMap<JobId, Run>,
+    by_start: BTreeSet<(TimeKey, JobId)>,
+    pub running: u32,
+    /// When Θ was last brought up to date.
+    last: Time,
+    pub first_submit: Option<Time>,
+    pub any_started: bool,
+    /// HTCondor reports the grid resource down (026, no 027 yet).
+    pub down: bool,
+    /// Given up as unresponsive until then (then one probe job).
+    pub closed_until: Option<Time>,
+    /// The test is evaluated no more often than every `EVALS` of a run time.
+    next_eval: Time,
+    /// Every verdict: when, what, and the window it left.
+    pub verdicts: Vec<(Time, Verdict, f64)>,
+}
+
+impl Site {
+    pub fn new(
+        name: String,
+        cap: f64,
+        idle_timeout: f64,
+        initial: f64,
+        rules: Rules,
+        memory: Option<&SiteMemory>,
+    ) -> Self {
+        let initial = initial.max(1.0).min(cap);
+        let mut site = Site {
+            name,
+            cap,
+            idle_timeout,
+            rules,
+            waits: Waits::default(),
+            idle: BTreeMap::new(),
+            successes: 0,
+            failures: 0,
+            observations: Vec::new(),
+            clean: BTreeSet::new(),
+            dist: None,
+            window: initial,
+            floor: initial,
+            ceiling: cap,
+            searched: false,
+            test: Test {
+                id: 0,
+                level: initial,
+                started: 0.0,
+                above: 0.0,
+                above_jobs: 0.0,
+                ended_llr: [0.0; STRETCH.len()],
+            },
+            draining: false,
+            holding_since: None,
+            runs: BTreeMap::new(),
+            by_start: BTreeSet::new(),
+            running: 0,
+            last: 0.0,
+            first_submit: None,
+            any_started: false,
+            down: false,
+            closed_until: None,
+            next_eval: 0.0,
+            verdicts: Vec::new(),
+        };
+        if let Some(m) = memory {
+            site.remember(m);
+        }
+        site
+    }
+
+    /// Warm start: the remembered capacity is the floor and the window; the
+    /// remembered run times are the healthy distribution from the first job.
+    fn remember(&mut self, m: &SiteMemory) {
+        if let Some(d) = m.runtime_quantiles.as_deref().and_then(Distribution::from_quantiles) {
+            self.dist = Some(d);
+        }
+        if let Some(c) = m.capacity.filter(|c| *c >= 1.0) {
+            let c = c.min(self.cap);
+            self.floor = c;
+            self.window = c;
+            self.searched = true;
+            if let Some(u) = m.ceiling.filter(|&u| u > c) {
+                self.ceiling = u.min(self.cap);
+            }
+            if self.converged() {
+                self.holding_since = Some(0.0);
+            }
+            self.new_test(0.0);
+        }
+        if m.unresponsive {
+            self.window = 1.0;
+        }
+        if let Some(w) = m.mean_wait {
+            // As if three jobs had waited that long.
+            self.waits.closed = 3.0 * w;
+            self.waits.starts = 3;
+        }
+    }
+
+    fn converged(&self) -> bool {
+        self.ceiling <= self.floor * (1.0 + self.rules.precision) || self.floor >= self.cap
+    }
+
+    pub fn closed(&self, now: Time) -> bool {
+        self.down || self.closed_until.is_some_and(|t| now < t)
+    }
+
+    /// The site as the planner should see it. `fallback_run` stands in for
+    /// the run time until the site has its own (`None`: nothing known
+    /// anywhere yet, so nothing is queued ahead on a guess).
+    pub fn model(&self, now: Time, fallback_run: Option<f64>) -> SiteModel {
+        if self.closed(now) {
+            return SiteModel::CLOSED;
+        }
+        let own = self.dist.as_ref().map(Distribution::mean);
+        let run = own.or(fallback_run);
+        let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
+        SiteModel {
+            open: true,
+            window: self.window,
+            run: run.unwrap_or(1.0),
+            wait: self.waits.pessimistic(now),
+            ahead: if run.is_some() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
+            success,
+        }
+    }
+
+    /// Brings Θ up to `now`; call before the running count changes.
+    fn advance(&mut self, now: Time) {
+        let dt = (now - self.last).max(0.0);
+        if f64::from(self.running) > self.test.level {
+            self.test.above += dt;
+            self.test.above_jobs += dt * f64::from(self.running);
+        }
+        self.last = self.last.max(now);
+    }
+
+    fn exposure(&self, run: &Run, now: Time) -> Exposure {
+        let theta = if run.test == self.test.id { run.theta } else { 0.0 };
+        Exposure {
+            age: (now - run.start).max(0.0),
+            before: (self.test.started - run.start).max(0.0),
+            above: (self.test.above - theta).max(0.0),
+        }
+    }
+
+    fn collecting(&self) -> bool {
+        self.dist.as_ref().is_none_or(|d| d.ended < SAMPLE)
+    }
+
+    /// The running jobs have now seen more than `floor` running: the clean
+    /// ones are healthy observations censored at their present age.
+    fn taint(&mut self, now: Time) {
+        let clean = std::mem::take(&mut self.clean);
+        if self.collecting() {
+            for job in clean {
+                if let Some(r) = self.runs.get(&job) {
+                    self.observations.push(Observation { time: now - r.start, ended: false });
+                }
+            }
+        }
+    }
+
+    pub fn submitted(&mut self, jobs: &[JobId], at: Time) {
+        self.first_submit.get_or_insert(at);
+        for &job in jobs {
+            self.waits.submitted(at);
+            self.idle.insert(job, at);
+        }
+    }
+
+    /// A job left the queue without (known) start: withdrawn, removed,
+    /// held, or finished between two polls of a grid job.
+    pub fn left_idle(&mut self, job: JobId, at: Time) {
+        if let Some(submitted) = self.idle.remove(&job) {
+            self.waits.left(submitted, at, false);
+        }
+    }
+
+    pub fn started(&mut self, job: JobId, at: Time) {
+        let Some(submitted) = self.idle.remove(&job) else { return };
+        self.advance(at);
+        self.waits.left(submitted, at, true);
+        self.any_started = true;
+        self.closed_until = None;
+        self.running += 1;
+        self.runs.insert(
+            job,
+            Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining },
+        );
+        self.by_start.insert((TimeKey::of(at), job));
+        if f64::from(self.running) <= self.floor {
+            self.clean.insert(job);
+        } else if f64::from(self.running) - 1.0 <= self.floor {
+            self.taint(at);
+        }
+    }
+
+    /// A running job's attempt ended.
+    pub fn ended(&mut self, job: JobId, at: Time, end: End) {
+        let Some(run) = self.runs.remove(&job) else {
+            // Never seen running (a grid job can start and end between polls).
+            self.left_idle(job, at);
+            match end {
+                End::Success => self.successes += 1,
+                End::Failure => self.failures += 1,
+                End::Removed => {}
+            }
+            return;
+        };
+        self.advance(at);
+        self.by_start.remove(&(TimeKey::of(run.start), job));
+        let was_clean = self.clean.remove(&job);
+        let exposure = self.exposure(&run, at);
+        let above_now = f64::from(self.running) > self.test.level;
+        self.running = self.running.saturating_sub(1);
+        match end {
+            End::Success => self.successes += 1,
+            End::Failure => self.failures += 1,
+            End::Removed => return,
+        }
+        let ok = end == End::Success;
+        if was_clean && self.collecting() {
+            self.observations.push(Observation { time: exposure.age, ended: ok });
+            if ok {
+                self.estimate(at);
+            }
+        }
+        if let (Some(d), false) = (&self.dist, run.overloaded) {
+            for (k, stretch) in STRETCH.iter().enumerate() {
+                let kappa = self.rules.kappa * stretch;
+                self.test.ended_llr[k] +=
+                    if ok { exposure.ended_llr(d, kappa, above_now) } else { exposure.running_llr(d, kappa) };
+            }
+        }
+    }
+
+    /// Re-estimates the healthy distribution (while the sample is open).
+    fn estimate(&mut self, now: Time) {
+        let mut obs = self.observations.clone();
+        obs.extend(
+            self.clean
+                .iter()
+                .filter_map(|job| self.runs.get(job))
+                .map(|r| Observation { time: now - r.start, ended: false }),
+        );
+        if let Some(d) = Distribution::estimate(&obs) {
+            if std::env::var_os("COSCHED_DEBUG_VERDICTS").is_some() {
+                eprintln!(
+                    "{now:9.1} {} dist ended {} unseen {:.2} mean {:.1} obs {}",
+                    self.name,
+                    d.ended,
+                    d.unseen,
+                    d.mean(),
+                    obs.len()
+                );
+            }
+            self.dist = Some(d);
+        }
+    }
+
+    /// Whether the healthy distribution is known well enough to test by.
+    pub fn ready(&self) -> bool {
+        self.dist.as_ref().is_some_and(|d| d.ended >= READY_ENDED && d.unseen <= 0.5)
+    }
+
+    /// The test's log-likelihood ratios at `now`, one per slowdown weighed.
+    fn llrs(&self, d: &Distribution, now: Time) -> [f64; STRETCH.len()] {
+        let mut llr = self.test.ended_llr;
+        let lowest = d.lowest();
+        let running = self
+            .by_start
+            .iter()
+            .take(TEST_JOBS)
+            .take_while(|(start, _)| now - start.time() > lowest)
+            .filter_map(|(_, job)| self.runs.get(job))
+            .filter(|r| !r.overloaded)
+            .map(|r| self.exposure(r, now));
+        for e in running {
+            for (k, stretch) in STRETCH.iter().enumerate() {
+                llr[k] += e.running_llr(d, self.rules.kappa * stretch);
+            }
+        }
+        llr
+    }
+
+    fn new_test(&mut self, now: Time) {
+        // With the window above the floor, the test is about the levels in
+        // between; with the window at the floor (held, or cut back to it), it
+        // is about the level itself: every job's whole run counts.
+        let level =
+            if self.holding_since.is_some() || self.window < self.floor + 1.0 { 0.0 } else { self.floor };
+        self.test = Test {
+            id: self.test.id + 1,
+            level,
+            started: now,
+            above: 0.0,
+            above_jobs: 0.0,
+            ended_llr: [0.0; STRETCH.len()],
+        };
+        self.last = now;
+    }
+
+    /// Runs the test at `now`; on a verdict, applies it (see the parent
+    /// module's docs) and returns it.
+    pub fn check(&mut self, now: Time) -> Option<Verdict> {
+        if self.draining {
+            if f64::from(self.running) > self.window {
+                return None;
+            }
+            self.draining = false;
+            self.new_test(now);
+        }
+        if !self.ready() || now < self.next_eval {
+            return None;
+        }
+        let mean = self.dist.as_ref().map_or(1.0, Distribution::mean);
+        self.next_eval = now + (mean / EVALS).max(1.0);
+        if !self.searched && self.window <= self.floor && self.floor < self.cap {
+            // The first cohort's runs are the baseline, healthy by assumption:
+            // that is the first verdict, and probing starts above it.
+            let level = self.floor;
+            self.healthy(now, level);
+            self.searched = true;
+            let verdict = Verdict::Healthy { level };
+            self.verdicts.push((now, verdict, self.window));
+            self.new_test(now);
+            return Some(verdict);
+        }
+        self.advance(now);
+        if self.test.above <= 0.0 {
+            return None;
+        }
+        let d = self.dist.clone()?;
+        let llrs = self.llrs(&d, now);
+        let llr = llrs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let level = self.test.above_jobs / self.test.above;
+        let verdict = if llr >= self.rules.upper {
+            // The slowdown the evidence proves: the least one past the threshold.
+            let k = llrs.iter().position(|&l| l >= self.rules.upper).unwrap_or(0);
+            let slowdown = self.rules.kappa * STRETCH[k];
+            self.degraded(level, slowdown);
+            Verdict::Degraded { level, slowdown }
+        } else if llr <= self.rules.lower {
+            self.healthy(now, level);
+            Verdict::Healthy { level }
+        } else {
+            return None;
+        };
+        self.searched = true;
+        self.verdicts.push((now, verdict, self.window));
+        if std::env::var_os("COSCHED_DEBUG_VERDICTS").is_some() {
+            eprintln!("{now:9.1} {} {verdict:?} llr {llr:.2} above {:.0}s test.level {:.1} running {} -> window {:.1} floor {:.1} ceiling {:.1} ", self.name, self.test.above, self.test.level, self.running, self.window, self.floor, self.ceiling);
+        }
+        self.new_test(now);
+        Some(verdict)
+    }
+
+    fn healthy(&mut self, now: Time, level: f64) {
+        if self.holding_since.is_some() {
+            return;
+        }
+        self.floor = self.floor.max(level.min(self.window));
+        if self.converged() {
+            self.window = self.floor;
+            self.holding_since = Some(now);
+        } else if self.ceiling < self.cap {
+            self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
+        } else {
+            self.window = (self.rules.gain * self.floor).max(self.floor + 1.0).min(self.cap);
+        }
+    }
+
+    /// Jobs ran `slowdown` times slower at `level`: the site delivered what
+    /// `level / slowdown` jobs at full speed would (its knee if the resource
+    /// only shares, less if it thrashes), so that is where the window goes.
+    fn degraded(&mut self, level: f64, slowdown: f64) {
+        let delivered = (level / slowdown).max(1.0);
+        self.holding_since = None;
+        for run in self.runs.values_mut() {
+            run.overloaded = true;
+        }
+        if self.test.level == 0.0 {
+            // The floor itself ran degraded: the capacity dropped, or the
+            // floor was a miss of an earlier test.
+            self.floor = delivered.min(self.floor);
+            self.ceiling = level.max(self.floor + 1.0);
+        } else {
+            self.ceiling = self.ceiling.min(level.max(self.floor + 1.0));
+        }
+        self.window = delivered.max(self.floor).min(self.ceiling);
+        if self.converged() {
+            self.window = self.floor;
+        }
+        self.draining = true;
+    }
+
+    /// After holding a converged level for a while, tries the one above (a
+    /// capacity that dropped may have come back).
+    pub fn maybe_reprobe(&mut self, now: Time) -> bool {
+        let Some(since) = self.holding_since else { return false };
+        let Some(run) = self.dist.as_ref().map(Distribution::mean) else { return false };
+        if now < since + self.rules.reprobe_after * run || self.floor >= self.cap {
+            return false;
+        }
+        self.holding_since = None;
+        self.ceiling = (self.ceiling.max(self.floor) * self.rules.gain).min(self.cap);
+        self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.cap);
+        self.new_test(now);
+        true
+    }
+
+    /// When this site next needs looking at.
+    pub fn next_check(&self, now: Time) -> Option<Time> {
+        let mut next: Option<Time> = None;
+        let mut at = |t: Time| next = Some(next.map_or(t, |n: Time| n.min(t)));
+        if let Some(d) = &self.dist {
+            // A draining site is looked at again when a job ends there.
+            if self.running > 0 && self.ready() && !self.draining {
+                at(self.next_eval.max(now + (d.mean() / EVALS).max(1.0) * 0.1));
+            }
+            if let Some(since) = self.holding_since {
+                at((since + self.rules.reprobe_after * d.mean()).max(now + 1.0));
+            }
+        }
+        if let (Some(first), false) = (self.first_submit, self.any_started) {
+            if !self.idle.is_empty() {
+                at((first + self.idle_timeout).max(now + 1e-3));
+            }
+        }
+        if let Some(t) = self.closed_until.filter(|&t| t > now) {
+            at(t);
+        }
+        next
+    }
+
+    /// Nothing started within the idle timeout: give the site up for twice
+    /// the timeout, then try one job. Returns whether that happened now.
+    pub fn time_out(&mut self, now: Time) -> bool {
+        let timed_out = !self.any_started
+            && !self.idle.is_empty()
+            && self.closed_until.is_none()
+            && self.first_submit.is_some_and(|f| now >= f + self.idle_timeout);
+        if timed_out {
+            self.closed_until = Some(now + 2.0 * self.idle_timeout);
+            self.first_submit = None;
+            self.window = 1.0;
+        }
+        timed_out
+    }
+
+    /// What the next run should start from.
+    pub fn memory(&self, now: Time) -> SiteMemory {
+        let quantiles = self.dist.as_ref().filter(|_| self.ready()).map(|d| d.quantiles(16));
+        SiteMemory {
+            capacity: (self.searched && self.any_started).then_some(self.floor),
+            ceiling: (self.ceiling < self.cap).then_some(self.ceiling),
+            baseline_runtime: self.dist.as_ref().map(Distribution::mean),
+            runtime_range: quantiles.as_ref().map(|q| (q[0], q[q.len() - 1])),
+            runtime_quantiles: quantiles,
+            mean_wait: self.waits.mean(now),
+            unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
+        }
+    }
+}

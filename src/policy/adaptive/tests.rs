@@ -1,0 +1,39 @@
+use super::*;
+use crate::policy::{Outcome, SiteInfo};
+
+fn spec(n: u64, slots: &[u32]) -> RunSpec {
+    RunSpec {
+        n_jobs: n,
+        sites: slots
+            .iter()
+            .enumerate()
+            .map(|(i, &s)| SiteInfo { slots: Some(s), ..SiteInfo::named(format!("s{i}")) })
+            .collect(),
+        memory: CapacityMemory::new(),
+        max_attempts: 3,
+    }
+}
+
+#[test]
+fn params_reject_unknown_keys_and_default_missing_ones() {
+    let p: Params = toml::from_str("initial_window = 8").unwrap();
+    assert_eq!(p, Params { initial_window: 8, ..Params::default() });
+    assert!(toml::from_str::<Params>("window = 8").is_err());
+}
+
+#[test]
+fn a_start_sends_the_initial_window_to_every_site() {
+    let mut p = Adaptive::new(&spec(1000, &[400, 5]), &Params::default());
+    let acts = p.handle(0.0, &Input::Start);
+    let sent = |s: u32| -> usize {
+        acts.iter()
+            .map(|a| match a {
+                Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(sent(0), 16);
+    assert_eq!(sent(1), 5, "capped by the slots");
+    let _ = Outcome::Success;
+}
