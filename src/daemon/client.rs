@@ -175,6 +175,19 @@ pub fn render_status(r: &RunStatus) -> String {
     s
 }
 
+/// One line per run for `watch` into a file or pipe: what changes as it goes.
+pub fn status_line(r: &RunStatus) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!("run {}: {}, {}/{} done, {} given up, {} out", r.id, r.state, r.done, r.n_jobs, r.given_up, r.out);
+    for site in &r.sites {
+        let _ = write!(s, "; {} {}q/{}r/{}d", site.name, site.queued + site.held_back, site.running, site.done);
+    }
+    if let Some(m) = &r.message {
+        let _ = write!(s, " — {m}");
+    }
+    s
+}
+
 /// `cosched status [RUN] [--json]`.
 pub fn status(args: StatusArgs) -> CmdResult {
     let mut conn = connect(&args.client)?;
@@ -208,6 +221,7 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
     let mut conn = connect(&args.client)?;
     conn.send(Request::Watch { run: args.run })?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut last_line = String::new();
     loop {
         let response = conn.receive()?;
         let Some(run) = response.runs.and_then(|mut r| r.pop()) else { continue };
@@ -217,7 +231,12 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
             // Redraw in place: clear the screen, home the cursor.
             print!("\x1b[2J\x1b[H{}", render_status(&run));
         } else {
-            print!("{}", render_status(&run));
+            // A file or a pipe gets one line per change of what it shows.
+            let line = status_line(&run);
+            if line != last_line {
+                println!("{line}");
+                last_line = line;
+            }
         }
         let _ = std::io::stdout().flush();
         match run.state.as_str() {
@@ -237,6 +256,15 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
     if args.resume.is_some() {
         return Err(Failure::usage(
             "--daemon and --resume do not go together: the daemon resumes its runs itself",
+        ));
+    }
+    if args.simulate {
+        // The daemon would run it on the real grid, or (config `simulate =
+        // true`) simulate every run: the flag cannot be honoured per run.
+        return Err(Failure::usage(
+            "--daemon and --simulate do not go together: a daemon simulates every run when its config sets \
+             `simulate = true` (then hand it runs without --simulate), and none otherwise; for one simulated \
+             run, drop --daemon",
         ));
     }
     let n_jobs =

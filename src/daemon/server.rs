@@ -56,6 +56,10 @@ pub struct StoredRun {
     /// Site names, in the run's site order.
     pub sites: Vec<String>,
     pub message: Option<String>,
+    /// Jobs done and given up as the run's records say (its user logs): what
+    /// a restarted daemon shows for a run that ended before it.
+    pub done: u64,
+    pub given_up: u64,
 }
 
 impl StoredRun {
@@ -69,6 +73,8 @@ impl StoredRun {
             policy: policy.name().to_string(),
             sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
             message: None,
+            done: 0,
+            given_up: 0,
         }
     }
 }
@@ -341,6 +347,8 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         state: stored.state.as_str().to_string(),
         policy: stored.policy.clone(),
         n_jobs: stored.n_jobs,
+        done: stored.done,
+        given_up: stored.given_up,
         message: stored.message.clone(),
         sites: stored.sites.iter().map(|s| SiteStatus { name: s.clone(), ..SiteStatus::default() }).collect(),
         ..RunStatus::default()
