@@ -720,7 +720,8 @@ pub fn check_submit_key(key: &str) -> Result<(), (String, Option<String>)> {
 /// The keys each table of a sites file may have (`[policy]` is checked by
 /// its policy; `[site.submit]` holds submit commands, checked later).
 const TOP_KEYS: [&str; 5] = ["policy", "condor", "run", "simulate", "site"];
-const CONDOR_KEYS: [&str; 5] = ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
+const CONDOR_KEYS: [&str; 5] =
+    ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
 const RUN_KEYS: [&str; 1] = ["max_attempts"];
 const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
 const SITE_KEYS: [&str; 8] =
@@ -737,7 +738,9 @@ fn unknown_keys(root: &DeTable<'_>) -> Vec<(String, Range<usize>, &'static [&'st
         }
     };
     check(root, &TOP_KEYS);
-    for (name, known) in [("condor", &CONDOR_KEYS[..]), ("run", &RUN_KEYS[..]), ("simulate", &SIMULATE_KEYS[..])] {
+    for (name, known) in
+        [("condor", &CONDOR_KEYS[..]), ("run", &RUN_KEYS[..]), ("simulate", &SIMULATE_KEYS[..])]
+    {
         if let Some(DeValue::Table(t)) = root.get(name).map(Spanned::get_ref) {
             check(t, known);
         }

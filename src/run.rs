@@ -42,6 +42,13 @@
 //!    decide again, and the engine carries out replayed decisions that are
 //!    still pending (a second `condor_rm` of a gone job is harmless).
 //!
+//! A schedd that does not answer: `condor_submit` is retried with the same
+//! batch file (one intent, one file) and a back-off capped at a minute, the
+//! progress shows the site's schedd unreachable, and nothing is counted as
+//! queued until `condor_submit` answers. After `[condor] unreachable_timeout`
+//! the run stops (exit 1) with the batch still an intent; `--resume` settles
+//! it as in point 2.
+//!
 //! Rebuilding the policy: each site's user log is re-read from byte 0 and
 //! turned into events (submit events become `Submitted` for the recorded
 //! clusters; the rest mean what they mean live, through the one translation
@@ -724,7 +731,9 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
 fn write_run_report(run_dir: &Path, site_names: &[String]) {
     match run_report(run_dir, site_names) {
         Some(Ok(html)) => eprintln!("cosched: report: {}", html.display()),
-        Some(Err(e)) => eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display()),
+        Some(Err(e)) => {
+            eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display())
+        }
         None => {}
     }
 }
@@ -736,7 +745,11 @@ fn run_report(run_dir: &Path, site_names: &[String]) -> Option<Result<PathBuf, S
     if logs.is_empty() {
         return None;
     }
-    Some(crate::report::write_report(&logs, &run_dir.join("report")).map(|r| r.html).map_err(|e| e.to_string()))
+    Some(
+        crate::report::write_report(&logs, &run_dir.join("report"))
+            .map(|r| r.html)
+            .map_err(|e| e.to_string()),
+    )
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.
@@ -823,7 +836,12 @@ pub async fn drive_recorded(
 /// Jobs of a recorded run that succeeded, counted from its user logs (each
 /// job once, by its first successful end): how a finished run is shown after
 /// a restart, from the same records its live count came from.
-pub fn settled_counts(db: &Db, run: &RunRecord, site_names: &[String], run_dir: &Path) -> Result<u64, Failure> {
+pub fn settled_counts(
+    db: &Db,
+    run: &RunRecord,
+    site_names: &[String],
+    run_dir: &Path,
+) -> Result<u64, Failure> {
     history::succeeded_jobs(db, &run.id, site_names, run_dir).map(|jobs| jobs.len() as u64)
 }
 
@@ -845,6 +863,7 @@ struct Engaged {
 /// unknown) and makes one [`CondorSite`] per site. The clock is started
 /// after the past is rebuilt, which can take a while (orphaned
 /// `condor_submit`s are waited for).
+#[allow(clippy::too_many_arguments)]
 async fn engage(
     db: &Arc<Mutex<Db>>,
     run: &RunRecord,

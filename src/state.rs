@@ -755,13 +755,14 @@ mod tests {
             .args(["sleep", "30"])
             .spawn()
             .expect("flock(1) runs");
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut tries = 0;
         let refusal = loop {
             match StateDir::open_patiently(dir.path(), std::time::Duration::ZERO) {
                 Err(StateError::Locked(_, holders)) => break holders,
                 Ok(state) => {
                     drop(state);
-                    assert!(std::time::Instant::now() < deadline, "flock never took the lock");
+                    tries += 1;
+                    assert!(tries < 200, "flock never took the lock");
                     std::thread::sleep(std::time::Duration::from_millis(50));
                 }
                 Err(e) => panic!("{e}"),

@@ -540,8 +540,14 @@ pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>
     if let Some(n) = n_jobs {
         if n <= 0 {
             problems.push(
-                Problem::error(cmdline, None, format!("the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"))
-                    .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
+                Problem::error(
+                    cmdline,
+                    None,
+                    format!(
+                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
+                    ),
+                )
+                .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
             );
         }
     }
@@ -671,7 +677,9 @@ fn replace_proc_macros(value: &str) -> String {
             out.replace_range(i..i + m.len(), "$(CoschedJob)");
         }
     }
-    for joined in [".$(CoschedJob).$(CoschedJob)", "_$(CoschedJob)_$(CoschedJob)", "-$(CoschedJob)-$(CoschedJob)"] {
+    for joined in
+        [".$(CoschedJob).$(CoschedJob)", "_$(CoschedJob)_$(CoschedJob)", "-$(CoschedJob)-$(CoschedJob)"]
+    {
         let single = &joined[..joined.len() / 2];
         out = out.replace(joined, single);
     }
@@ -804,7 +812,9 @@ pub fn check_problems(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -
                 problems.push(Problem::error(
                     Path::new("command line"),
                     None,
-                    format!("the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"),
+                    format!(
+                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
+                    ),
                 ));
             }
             (problems, String::new())

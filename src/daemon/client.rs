@@ -178,9 +178,13 @@ pub fn render_status(r: &RunStatus) -> String {
 /// One line per run for `watch` into a file or pipe: what changes as it goes.
 pub fn status_line(r: &RunStatus) -> String {
     use std::fmt::Write as _;
-    let mut s = format!("run {}: {}, {}/{} done, {} given up, {} out", r.id, r.state, r.done, r.n_jobs, r.given_up, r.out);
+    let mut s = format!(
+        "run {}: {}, {}/{} done, {} given up, {} out",
+        r.id, r.state, r.done, r.n_jobs, r.given_up, r.out
+    );
     for site in &r.sites {
-        let _ = write!(s, "; {} {}q/{}r/{}d", site.name, site.queued + site.held_back, site.running, site.done);
+        let _ =
+            write!(s, "; {} {}q/{}r/{}d", site.name, site.queued + site.held_back, site.running, site.done);
     }
     if let Some(m) = &r.message {
         let _ = write!(s, " — {m}");

@@ -185,7 +185,8 @@ impl Machinery for DbMachinery {
             let (done, given_up) = if state.finished() {
                 let counts = crate::run::settled_counts(&db, &record, &sites, &self.state.run_dir(&run))
                     .map_err(|e| e.to_string())?;
-                let given_up = if state == RunState::Cancelled { 0 } else { record.n_jobs - counts.min(record.n_jobs) };
+                let given_up =
+                    if state == RunState::Cancelled { 0 } else { record.n_jobs - counts.min(record.n_jobs) };
                 (counts, given_up)
             } else {
                 (0, 0)

@@ -392,7 +392,8 @@ impl Progress {
             Display::Quiet => return,
         };
         let notes = std::mem::take(&mut self.notes);
-        if !force && notes.is_empty() && self.last_draw.is_some_and(|last| (now - last) / self.rate < period) {
+        if !force && notes.is_empty() && self.last_draw.is_some_and(|last| (now - last) / self.rate < period)
+        {
             return;
         }
         self.last_draw = Some(now);
@@ -589,11 +590,16 @@ pub fn render_summary(s: &Summary) -> String {
             secs(site.mean_turnaround),
             site.capacity.map_or("-".to_string(), |c| format!("{c:.1}")),
             site.peak_running.map_or("-".to_string(), |p| p.to_string()),
-            if site.grid_resource_down { format!("{} (grid resource down)", site.class) } else { site.class.clone() }
+            if site.grid_resource_down {
+                format!("{} (grid resource down)", site.class)
+            } else {
+                site.class.clone()
+            }
         );
     }
     for site in s.sites.iter().filter(|x| x.last_hold_reason.is_some()) {
-        let _ = writeln!(out, "  {} last hold: {}", site.name, site.last_hold_reason.as_deref().unwrap_or(""));
+        let _ =
+            writeln!(out, "  {} last hold: {}", site.name, site.last_hold_reason.as_deref().unwrap_or(""));
     }
     if !s.failed_jobs.is_empty() {
         let _ = writeln!(out, "Failed for good:");
