@@ -94,6 +94,10 @@ pub struct CondorSite {
     resource_down: bool,
 }
 
+/// Of some Condor-C jobs: (finished remotely, running remotely unknown to
+/// the local copy with when that was seen, being forwarded).
+type RemoteProgress = (Vec<(i64, i64)>, Vec<((i64, i64), Time)>, Vec<(i64, i64)>);
+
 /// A removal waiting to be tried again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Later {
@@ -325,7 +329,27 @@ impl CondorSite {
     /// first, so that the execution cut short is counted.
     async fn remove_now(&mut self, jobs: &[JobId]) -> Vec<SiteEvent> {
         let mut procs: Vec<(i64, i64)> = jobs.iter().filter_map(|j| self.out.get(j)).copied().collect();
-        let (finished, running) = self.remote_progress(&procs).await;
+        let (finished, running, forwarding) = self.remote_progress(&procs).await;
+        // Being forwarded: removing it now would leave its remote copy held
+        // at the remote schedd; wait for its remote id (not forever).
+        let now = self.now();
+        let mut wait = Vec::new();
+        for &job in jobs {
+            let Some(proc) = self.out.get(&job).copied() else { continue };
+            let first = self.later.get(&job).map_or(now, |l| l.1);
+            if forwarding.contains(&proc) && now - first < FORWARD_PATIENCE {
+                wait.push((job, first));
+                procs.retain(|p| *p != proc);
+            }
+        }
+        for &job in jobs {
+            if !wait.iter().any(|w| w.0 == job) {
+                self.later.remove(&job);
+            }
+        }
+        for (job, first) in wait {
+            self.later.insert(job, (Later::Remove, first));
+        }
         if !finished.is_empty() {
             tracing::info!(
                 site = %self.config.name,
@@ -422,22 +446,26 @@ impl CondorSite {
     /// Of `procs` (Condor-C jobs only): those whose remote copy has finished
     /// or is sending its output back, and those whose remote copy runs while
     /// the local copy still says idle (with when it started, run time).
-    async fn remote_progress(&mut self, procs: &[(i64, i64)]) -> (Vec<(i64, i64)>, Vec<((i64, i64), Time)>) {
+    async fn remote_progress(&mut self, procs: &[(i64, i64)]) -> RemoteProgress {
         let condor_c =
             self.config.grid_resource.as_ref().is_some_and(|g| g.raw.trim_start().starts_with("condor "));
         if !condor_c || procs.is_empty() {
-            return (Vec::new(), Vec::new());
+            return Default::default();
         }
         let attributes = ["ClusterId", "ProcId", "JobStatus", "GridJobId", "GridJobStatus", "Managed"];
         let Ok(ads) = self.condor.query(&procs_constraint(procs), &attributes).await else {
-            return (Vec::new(), Vec::new());
+            return Default::default();
         };
         let local: Vec<LocalAd> = ads.iter().filter_map(LocalAd::read).map(|(_, ad)| ad).collect();
         let remote = remote_states(&self.condor, &self.config.name, local.iter()).await;
         let now = self.now();
         let mut finished = Vec::new();
         let mut running = Vec::new();
+        let mut forwarding = Vec::new();
         for ad in &local {
+            if ad.status == 1 && ad.managed && ad.grid_job_id.is_none() && !self.resource_down {
+                forwarding.push(ad.proc);
+            }
             let grid_done =
                 ad.grid_job_status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("COMPLETED"));
             match remote.get(&ad.proc) {
@@ -447,7 +475,7 @@ impl CondorSite {
                 _ => {}
             }
         }
-        (finished, running)
+        (finished, running, forwarding)
     }
 
     /// Retries the removals and withdrawals kept for later.
@@ -456,9 +484,6 @@ impl CondorSite {
             self.later.iter().filter(|(_, l)| l.0 == Later::Remove).map(|(j, _)| *j).collect();
         let withdrawals: Vec<JobId> =
             self.later.iter().filter(|(_, l)| l.0 == Later::Withdraw).map(|(j, _)| *j).collect();
-        for job in &removals {
-            self.later.remove(job);
-        }
         let mut events = self.remove_now(&removals).await;
         events.extend(self.withdraw_now(&withdrawals).await);
         events
