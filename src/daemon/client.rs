@@ -297,3 +297,29 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
     }
     Ok(Exit::Ok)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::protocol::SiteStatus;
+
+    #[test]
+    fn watch_lines_show_what_changes() {
+        let run = RunStatus {
+            id: 7,
+            state: "running".into(),
+            n_jobs: 10,
+            done: 4,
+            out: 6,
+            sites: vec![SiteStatus {
+                name: "ce".into(),
+                queued: 2,
+                running: 3,
+                done: 4,
+                ..SiteStatus::default()
+            }],
+            ..RunStatus::default()
+        };
+        assert_eq!(status_line(&run), "run 7: running, 4/10 done, 0 given up, 6 out; ce 2q/3r/4d");
+    }
+}

@@ -674,6 +674,45 @@ mod tests {
     }
 
     #[test]
+    fn executions_cut_short_and_peaks_come_from_the_events_even_replayed() {
+        let mut p = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet);
+        let a = SiteId(0);
+        // The history of a resumed run: two jobs ran at once before the restart.
+        p.replay(&[
+            (a, SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 }),
+            (a, SiteEvent::Started { job: JobId(0), at: 5.0 }),
+            (a, SiteEvent::Started { job: JobId(1), at: 6.0 }),
+            (a, SiteEvent::Ended { job: JobId(0), at: 20.0, outcome: Outcome::Success }),
+        ]);
+        // Live: job 1 is removed while it runs; job 2 never started.
+        p.record(a, &SiteEvent::Removed { job: JobId(1), at: 16.0 });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 16.0 });
+        assert_eq!((p.sites[0].cut_short, p.sites[0].cut_short_seconds), (1, 10.0));
+        assert_eq!(p.peaks[0], 2, "the peak covers the replayed past");
+        assert_eq!(p.running[0], 0);
+        // A held job stops running without being cut short later.
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 30.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(2), at: 31.0 });
+        p.record(a, &SiteEvent::Held { job: JobId(2), at: 33.0, reason: "input\nmissing".into() });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 34.0 });
+        assert_eq!(p.sites[0].cut_short, 1);
+        assert_eq!(p.sites[0].last_hold_reason.as_deref(), Some("input missing"));
+        assert!(p.notes.iter().any(|n| n.contains("job 2 held: input missing")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn a_grid_resource_down_is_shown_until_it_is_back() {
+        let mut p = Progress::new("r", vec!["ce".into()], 1, 1.0, Display::Quiet);
+        let ce = SiteId(0);
+        p.record(ce, &SiteEvent::ResourceDown { job: JobId(0), at: 17.0 });
+        assert_eq!(p.site_state(ce, 77.0), " grid resource down for 1m00s");
+        p.record(ce, &SiteEvent::ResourceUp { job: JobId(0), at: 90.0 });
+        assert_eq!(p.site_state(ce, 95.0), "");
+        p.set_unreachable(ce, Some((100.0, "ERROR: Failed to connect".into())));
+        assert_eq!(p.site_state(ce, 130.0), " schedd unreachable for 30s");
+    }
+
+    #[test]
     fn durations_read_naturally() {
         assert_eq!(format_duration(12.4), "12s");
         assert_eq!(format_duration(245.0), "4m05s");

@@ -121,6 +121,74 @@ mod check {
         );
     }
 
+    /// Every unknown key in one pass, each with its file:line, not just the first.
+    #[test]
+    fn every_unknown_key_is_reported_at_once() {
+        let sites = "[condor]\nretrys = 2\n[[site]]\nname = \"a\"\ngrid_resourse = \"condor a b\"\n\
+                     [[site]]\nname = \"b\"\nslot = 4\n";
+        assert_bad(
+            &check(sites, GOOD_JOB, &[]),
+            &[
+                "sites.toml:2:1",
+                "retrys",
+                "sites.toml:5:1",
+                "grid_resourse",
+                "sites.toml:8:1",
+                "slot",
+                "expected one of",
+            ],
+        );
+    }
+
+    /// Negative numbers reach cosched's own check, which names the flag.
+    #[test]
+    fn negative_numbers_get_cosched_s_message_not_clap_s() {
+        let out = check(GOOD_SITES, GOOD_JOB, &["--n-jobs", "-3"]);
+        assert_bad(&out, &["--n-jobs", "at least 1, got -3"]);
+        assert!(!stderr(&out).contains("unexpected argument"), "{}", stderr(&out));
+        let dir = util::tempdir();
+        let out = util::cosched(dir.path(), &["submit", "-3", "sites.toml", "job.sub", "--simulate"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("at least 1, got -3") && !err.contains("unexpected argument"), "{err}");
+    }
+
+    /// `$(Process)` in a file name repeats across batches and sites.
+    #[test]
+    fn process_in_an_output_name_gets_a_warning_with_the_fix() {
+        let job =
+            "executable = run.sh\noutput = out.$(Cluster).$(Process)\nerror = err.$(CoschedJob)\nqueue\n";
+        let out = check(GOOD_SITES, job, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "a warning, not an error: {err}");
+        assert!(err.contains("job.sub:2:1: warning") && err.contains("output = out.$(CoschedJob)"), "{err}");
+        assert!(!err.contains("job.sub:3:1"), "$(CoschedJob) is fine: {err}");
+    }
+
+    /// `--daemon --simulate` cannot be honoured per run: refused, saying why.
+    #[test]
+    fn daemon_and_simulate_are_refused_together() {
+        let dir = util::tempdir();
+        std::fs::write(dir.path().join("sites.toml"), GOOD_SITES).unwrap();
+        std::fs::write(dir.path().join("job.sub"), GOOD_JOB).unwrap();
+        let out = util::cosched(
+            dir.path(),
+            &[
+                "submit",
+                "5",
+                "sites.toml",
+                "job.sub",
+                "--daemon",
+                "--simulate",
+                "--socket",
+                "/nonexistent.sock",
+            ],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("simulate = true"), "says what to set: {err}");
+    }
+
     #[test]
     fn no_sites() {
         assert_bad(&check("[run]\nmax_attempts = 2\n", GOOD_JOB, &[]), &["sites.toml", "[[site]]"]);
