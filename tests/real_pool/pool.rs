@@ -113,7 +113,8 @@ impl Pool {
 
     /// `condor_q -all -json -constraint EXPR -attributes A…` as root.
     pub fn query(&self, constraint: &str, attributes: &str) -> Vec<serde_json::Value> {
-        let out = self.condor("condor_q", &["-all", "-json", "-constraint", constraint, "-attributes", attributes]);
+        let out =
+            self.condor("condor_q", &["-all", "-json", "-constraint", constraint, "-attributes", attributes]);
         assert!(out.status.success(), "condor_q: {}", String::from_utf8_lossy(&out.stderr));
         let text = String::from_utf8_lossy(&out.stdout);
         if text.trim().is_empty() {
@@ -145,7 +146,8 @@ impl Pool {
 
 impl Drop for Pool {
     fn drop(&mut self) {
-        let out = Command::new("bash").arg(pool_sh()).arg("stop").arg(&self.dir).stdin(Stdio::null()).output();
+        let out =
+            Command::new("bash").arg(pool_sh()).arg("stop").arg(&self.dir).stdin(Stdio::null()).output();
         match out {
             Ok(o) if o.status.success() => {
                 let _ = std::fs::remove_dir_all(&self.dir);
@@ -298,11 +300,16 @@ impl<'a> Case<'a> {
     /// the clusters its state database recorded), and any held copy at all
     /// left behind by Condor-C for them.
     pub fn assert_nothing_left(&self, run: &str) {
-        let left = self.pool.query(
+        let left = self.left(run);
+        assert!(left.is_empty(), "{}: jobs of run {run} left in the queue: {left:?}", self.name);
+    }
+
+    /// The run's jobs, local or forwarded copies, neither completed nor removed.
+    pub fn left(&self, run: &str) -> Vec<serde_json::Value> {
+        self.pool.query(
             &format!("CoschedRun == \"{run}\" && JobStatus != 4 && JobStatus != 3"),
             "ClusterId,ProcId,JobStatus,HoldReason,SubmitterGlobalJobId",
-        );
-        assert!(left.is_empty(), "{}: jobs of run {run} left in the queue: {left:?}", self.name);
+        )
     }
 }
 
@@ -362,6 +369,10 @@ pub fn text(bytes: &[u8]) -> String {
 /// The `--json` summary cosched printed on stdout.
 pub fn summary(out: &Output, context: &str) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
-        panic!("{context}: no JSON summary ({e}); stdout:\n{}\nstderr:\n{}", text(&out.stdout), text(&out.stderr))
+        panic!(
+            "{context}: no JSON summary ({e}); stdout:\n{}\nstderr:\n{}",
+            text(&out.stdout),
+            text(&out.stderr)
+        )
     })
 }
