@@ -818,6 +818,11 @@ pub async fn drive_recorded(
         .unwrap_or_else(|p| p.into_inner())
         .set_status(&run.id, RunStatus::Running)
         .map_err(state_failure)?;
+    // The observer hears the past too, so that what it tallies covers the
+    // whole run, as `cosched submit`'s summary does after `--resume`.
+    for (site, event) in &history {
+        observer.event(event.at().unwrap_or(0.0), *site, event);
+    }
     let options = EngineOptions { history, ..EngineOptions::default() };
     let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;

@@ -138,7 +138,7 @@ pub fn render_status(r: &RunStatus) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "run {} ({}): {}, policy {}, {}/{} done, {} given up, {} out, t = {:.0} s{}",
+        "run {} ({}): {}, policy {}, {}/{} done, {} given up, {} out, t = {:.0} s{}{}",
         r.id,
         owner(r),
         r.state,
@@ -148,6 +148,11 @@ pub fn render_status(r: &RunStatus) -> String {
         r.given_up,
         r.out,
         r.time,
+        if r.cut_short > 0 {
+            format!(", {} execution(s) cut short ({:.0} slot-s)", r.cut_short, r.cut_short_seconds)
+        } else {
+            String::new()
+        },
         r.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()
     );
     let _ = writeln!(

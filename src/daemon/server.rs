@@ -395,7 +395,16 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             // Look at caps and cancellation ten times a second of real time.
             Box::new(FairShare::new(policy, board, 0.1 * rate))
         });
-        let observer = Box::new(StatusObserver { entry: entry.clone() });
+        let names = entry.sites.clone();
+        let n_jobs = entry.snapshot().n_jobs;
+        let tally = crate::run::progress::Progress::new(
+            &entry.id.to_string(),
+            names,
+            n_jobs,
+            1.0,
+            crate::run::progress::Display::Quiet,
+        );
+        let observer = Box::new(StatusObserver { entry: entry.clone(), tally });
         let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;
         let (cancel, drained) = {
             let b = share::lock(&entry.board);
@@ -437,10 +446,18 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
 /// Keeps a run's status current for `status` and `watch`.
 struct StatusObserver {
     entry: Arc<RunEntry>,
+    /// The same tally of events as `cosched submit`'s summary (executions
+    /// cut short), so both say the same.
+    tally: crate::run::progress::Progress,
 }
 
 impl Observer for StatusObserver {
+    fn event(&mut self, now: Time, site: SiteId, event: &crate::policy::SiteEvent) {
+        self.tally.event(now, site, event);
+    }
+
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        let (cut_short, cut_short_seconds) = self.tally.cut_short();
         let (caps, held) = {
             let b = share::lock(&self.entry.board);
             (b.caps.clone(), b.held_back.clone())
@@ -474,6 +491,8 @@ impl Observer for StatusObserver {
         let held_total: u64 = held.iter().sum();
         self.entry.update(|s| {
             s.time = now;
+            s.cut_short = cut_short;
+            s.cut_short_seconds = cut_short_seconds;
             s.done = book.done();
             s.given_up = book.given_up();
             s.out = book.out_total().saturating_sub(held_total);

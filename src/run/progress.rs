@@ -172,6 +172,11 @@ impl Progress {
         self.summary.take()
     }
 
+    /// Executions cut short so far, over all sites, and their slot-seconds.
+    pub fn cut_short(&self) -> (u64, f64) {
+        (self.sites.iter().map(|t| t.cut_short).sum(), self.sites.iter().map(|t| t.cut_short_seconds).sum())
+    }
+
     /// Tells the display that a site's schedd has not answered since
     /// `since` (run time), or (`None`) that it answers again.
     pub fn set_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
