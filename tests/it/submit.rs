@@ -510,6 +510,42 @@ mod e2e {
         assert!(s.submit_calls() > 1);
     }
 
+    /// A schedd that never answers: the same batch file is retried (one file
+    /// and one recorded intent per batch, nothing counted as queued), and
+    /// after `unreachable_timeout` the run stops with exit 1 and the resume
+    /// hint; the intents stay unknown for `--resume` to settle.
+    #[test]
+    fn a_schedd_that_never_answers_stops_the_run_resumably_with_one_file_per_batch() {
+        let s = Setup::new(|c| c.submit_transient_fail = 1.0);
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        let sites = sites.replace("[condor]\n", "[condor]\nunreachable_timeout = 4\n");
+        std::fs::write(s.path("sites.toml"), sites).unwrap();
+        let out = s.submit(12, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+        assert!(err.contains("does not answer") && err.contains("unreachable_timeout"), "{err}");
+        assert!(err.contains("cosched submit --resume"), "{err}");
+        assert!(s.submit_calls() >= 2, "retried: {}", s.submit_calls());
+        let run_dir = std::fs::read_dir(s.path("state/runs")).unwrap().next().unwrap().unwrap().path();
+        let files: Vec<String> = std::fs::read_dir(&run_dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sub"))
+            .collect();
+        let db = rusqlite::Connection::open(s.path("state/state.db")).unwrap();
+        let intents: usize = db
+            .query_row("SELECT COUNT(*) FROM submissions WHERE state = 'intent'", [], |r| r.get(0))
+            .unwrap();
+        let all: usize = db.query_row("SELECT COUNT(*) FROM submissions", [], |r| r.get(0)).unwrap();
+        assert_eq!(files.len(), all, "one submit file per batch: {files:?}");
+        assert!(
+            all <= 3 && intents == all,
+            "one pending batch per site, still unknown: {all} batches, {intents} intents"
+        );
+        assert!(fake_condor::history(&s.pool).is_empty(), "nothing was queued");
+    }
+
     #[test]
     fn a_permanent_submit_failure_stops_the_run_and_shows_condor_submit_s_stderr() {
         let reason = "Can't access executable job.sh: permission denied (test)";
