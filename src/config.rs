@@ -463,27 +463,23 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
         Err(e) => return fail(vec![toml_problem(e)]),
     };
     let policy_table = root.get_mut().remove("policy");
-    // Every unknown key at once, each with its line (deserializing stops at
-    // the first).
-    let unknown = unknown_keys(root.get_ref());
-    if !unknown.is_empty() {
-        return fail(
-            unknown
-                .into_iter()
-                .map(|(key, span, known)| {
-                    Problem::error(path, at(span), format!("unknown key `{key}`"))
-                        .with_hint(format!("expected one of: {}", known.join(", ")))
-                })
-                .collect(),
-        );
-    }
+    // Every unknown key at once, each with its line: they are taken out so
+    // that deserializing (which would stop at the first) checks the rest, and
+    // the run reports them with everything else.
+    let unknown: Vec<Problem> = take_unknown_keys(root.get_mut())
+        .into_iter()
+        .map(|(key, span, known)| {
+            Problem::error(path, at(span), format!("unknown key `{key}`"))
+                .with_hint(format!("expected one of: {}", known.join(", ")))
+        })
+        .collect();
     fill_simulate_slots(root.get_mut());
     let raw: RawFile = match RawFile::deserialize(toml::de::Deserializer::from(root)) {
         Ok(raw) => raw,
         Err(e) => return fail(vec![toml_problem(e)]),
     };
 
-    let mut problems = Vec::new();
+    let mut problems = unknown;
     let policy = match policy_table {
         None => PolicyConfig::named("adaptive").expect("adaptive is a policy"),
         Some(table) => match read_policy(table) {
@@ -727,31 +723,38 @@ const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
 const SITE_KEYS: [&str; 8] =
     ["name", "grid_resource", "max_jobs", "max_idle", "idle_timeout", "slots", "submit", "simulate"];
 
-/// Keys no table of the sites file knows: (key, its span, the known keys).
-fn unknown_keys(root: &DeTable<'_>) -> Vec<(String, Range<usize>, &'static [&'static str])> {
-    let mut out = Vec::new();
-    let mut check = |table: &DeTable<'_>, known: &'static [&'static str]| {
-        for key in table.keys() {
-            if !known.contains(&key.get_ref().as_ref()) {
-                out.push((key.get_ref().to_string(), key.span(), known));
-            }
+/// Removes the keys no table of the sites file knows; returns each as (key,
+/// its span, the keys that table knows).
+fn take_unknown_keys(root: &mut DeTable<'_>) -> Vec<(String, Range<usize>, &'static [&'static str])> {
+    fn take(
+        table: &mut DeTable<'_>,
+        known: &'static [&'static str],
+        out: &mut Vec<(String, Range<usize>, &'static [&'static str])>,
+    ) {
+        let unknown: Vec<_> =
+            table.keys().filter(|k| !known.contains(&k.get_ref().as_ref())).cloned().collect();
+        for key in unknown {
+            out.push((key.get_ref().to_string(), key.span(), known));
+            table.remove(key.get_ref().as_ref());
         }
-    };
-    check(root, &TOP_KEYS);
+    }
+    let mut out = Vec::new();
+    take(root, &TOP_KEYS, &mut out);
     for (name, known) in
         [("condor", &CONDOR_KEYS[..]), ("run", &RUN_KEYS[..]), ("simulate", &SIMULATE_KEYS[..])]
     {
-        if let Some(DeValue::Table(t)) = root.get(name).map(Spanned::get_ref) {
-            check(t, known);
+        if let Some(DeValue::Table(t)) = root.get_mut(name).map(Spanned::get_mut) {
+            take(t, known, &mut out);
         }
     }
-    if let Some(DeValue::Array(sites)) = root.get("site").map(Spanned::get_ref) {
-        for site in sites {
-            if let DeValue::Table(t) = site.get_ref() {
-                check(t, &SITE_KEYS);
+    if let Some(DeValue::Array(sites)) = root.get_mut("site").map(Spanned::get_mut) {
+        for site in sites.iter_mut() {
+            if let DeValue::Table(t) = site.get_mut() {
+                take(t, &SITE_KEYS, &mut out);
             }
         }
     }
+    out.sort_by_key(|u| u.1.start);
     out
 }
 
