@@ -55,8 +55,13 @@ pub struct CondorSettings {
     /// Seconds a single HTCondor command may take before it is killed (and, for
     /// `condor_submit`, counted as a transient failure).
     pub submit_timeout: f64,
-    /// How many times a transiently failing `condor_submit` is retried.
+    /// How many times a transiently failing `condor_rm` is retried at once
+    /// (after that it is tried again every few seconds).
     pub retries: u32,
+    /// Seconds the schedd may stay unreachable (every `condor_submit`
+    /// failing transiently, retried with the same batch file) before the run
+    /// stops with exit 1, resumable.
+    pub unreachable_timeout: f64,
     /// Seconds between reads of a user log when no file notification arrives
     /// (NFS, where inotify is blind).
     pub poll_interval: f64,
@@ -64,7 +69,13 @@ pub struct CondorSettings {
 
 impl Default for CondorSettings {
     fn default() -> Self {
-        CondorSettings { bin_dir: None, submit_timeout: 120.0, retries: 3, poll_interval: 5.0 }
+        CondorSettings {
+            bin_dir: None,
+            submit_timeout: 120.0,
+            retries: 3,
+            unreachable_timeout: 1800.0,
+            poll_interval: 5.0,
+        }
     }
 }
 
@@ -374,6 +385,7 @@ struct RawCondor {
     bin_dir: Option<Spanned<String>>,
     submit_timeout: Option<Spanned<f64>>,
     retries: Option<u32>,
+    unreachable_timeout: Option<Spanned<f64>>,
     poll_interval: Option<Spanned<f64>>,
 }
 
@@ -451,13 +463,23 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
         Err(e) => return fail(vec![toml_problem(e)]),
     };
     let policy_table = root.get_mut().remove("policy");
+    // Every unknown key at once, each with its line: they are taken out so
+    // that deserializing (which would stop at the first) checks the rest, and
+    // the run reports them with everything else.
+    let unknown: Vec<Problem> = take_unknown_keys(root.get_mut())
+        .into_iter()
+        .map(|(key, span, known)| {
+            Problem::error(path, at(span), format!("unknown key `{key}`"))
+                .with_hint(format!("expected one of: {}", known.join(", ")))
+        })
+        .collect();
     fill_simulate_slots(root.get_mut());
     let raw: RawFile = match RawFile::deserialize(toml::de::Deserializer::from(root)) {
         Ok(raw) => raw,
         Err(e) => return fail(vec![toml_problem(e)]),
     };
 
-    let mut problems = Vec::new();
+    let mut problems = unknown;
     let policy = match policy_table {
         None => PolicyConfig::named("adaptive").expect("adaptive is a policy"),
         Some(table) => match read_policy(table) {
@@ -487,6 +509,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
     if let Some(c) = raw.condor {
         positive(&mut problems, &c.submit_timeout, "submit_timeout");
         positive(&mut problems, &c.poll_interval, "poll_interval");
+        positive(&mut problems, &c.unreachable_timeout, "unreachable_timeout");
         if let Some(dir) = c.bin_dir {
             let dir_path = PathBuf::from(dir.get_ref());
             if dir.get_ref().trim().is_empty() {
@@ -501,6 +524,8 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
         }
         condor.submit_timeout = c.submit_timeout.map_or(condor.submit_timeout, |v| v.into_inner());
         condor.retries = c.retries.unwrap_or(condor.retries);
+        condor.unreachable_timeout =
+            c.unreachable_timeout.map_or(condor.unreachable_timeout, |v| v.into_inner());
         condor.poll_interval = c.poll_interval.map_or(condor.poll_interval, |v| v.into_inner());
     }
 
@@ -688,6 +713,51 @@ pub fn check_submit_key(key: &str) -> Result<(), (String, Option<String>)> {
 
 /// `[site.simulate]` needs `slots`; a site's own `slots` fills it in, so it
 /// need not be written twice.
+/// The keys each table of a sites file may have (`[policy]` is checked by
+/// its policy; `[site.submit]` holds submit commands, checked later).
+const TOP_KEYS: [&str; 5] = ["policy", "condor", "run", "simulate", "site"];
+const CONDOR_KEYS: [&str; 5] =
+    ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
+const RUN_KEYS: [&str; 1] = ["max_attempts"];
+const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
+const SITE_KEYS: [&str; 8] =
+    ["name", "grid_resource", "max_jobs", "max_idle", "idle_timeout", "slots", "submit", "simulate"];
+
+/// Removes the keys no table of the sites file knows; returns each as (key,
+/// its span, the keys that table knows).
+fn take_unknown_keys(root: &mut DeTable<'_>) -> Vec<(String, Range<usize>, &'static [&'static str])> {
+    fn take(
+        table: &mut DeTable<'_>,
+        known: &'static [&'static str],
+        out: &mut Vec<(String, Range<usize>, &'static [&'static str])>,
+    ) {
+        let unknown: Vec<_> =
+            table.keys().filter(|k| !known.contains(&k.get_ref().as_ref())).cloned().collect();
+        for key in unknown {
+            out.push((key.get_ref().to_string(), key.span(), known));
+            table.remove(key.get_ref().as_ref());
+        }
+    }
+    let mut out = Vec::new();
+    take(root, &TOP_KEYS, &mut out);
+    for (name, known) in
+        [("condor", &CONDOR_KEYS[..]), ("run", &RUN_KEYS[..]), ("simulate", &SIMULATE_KEYS[..])]
+    {
+        if let Some(DeValue::Table(t)) = root.get_mut(name).map(Spanned::get_mut) {
+            take(t, known, &mut out);
+        }
+    }
+    if let Some(DeValue::Array(sites)) = root.get_mut("site").map(Spanned::get_mut) {
+        for site in sites.iter_mut() {
+            if let DeValue::Table(t) = site.get_mut() {
+                take(t, &SITE_KEYS, &mut out);
+            }
+        }
+    }
+    out.sort_by_key(|u| u.1.start);
+    out
+}
+
 fn fill_simulate_slots(root: &mut DeTable<'_>) {
     let Some(sites) = root.get_mut("site") else { return };
     let DeValue::Array(sites) = sites.get_mut() else { return };

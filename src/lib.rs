@@ -57,12 +57,20 @@
 //! - Parsers never panic and never abort a tail: bad bytes become diagnostics.
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`).
+//! - A job is taken back to go elsewhere only if HTCondor says it has not
+//!   started (`condor::CondorSite` asks `condor_q`, for Condor-C the remote
+//!   schedd too, and removes with `JobStatus == 1` in the constraint); a
+//!   Condor-C job whose remote copy finished is never removed.
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
 //!
 //! What cosched deliberately does not do: it never talks to a schedd except
 //! through the three documented commands (no Python bindings, no
 //! `condor_history`), never edits a user log, and never removes a job it did
-//! not submit (every `condor_rm` names our own cluster.proc or our run's tag).
+//! not submit (every `condor_rm` names our own clusters and procs, never an
+//! attribute that Condor-C's forwarded copies carry too).
+//!
+//! Tests: `tests/it` drives the fake HTCondor; `tests/real_pool` drives a real
+//! HTCondor 25 pool (`../shared/htcondor`, root) and counts executions.
 
 pub mod bench;
 pub mod cli;

@@ -42,6 +42,13 @@
 //!    decide again, and the engine carries out replayed decisions that are
 //!    still pending (a second `condor_rm` of a gone job is harmless).
 //!
+//! A schedd that does not answer: `condor_submit` is retried with the same
+//! batch file (one intent, one file) and a back-off capped at a minute, the
+//! progress shows the site's schedd unreachable, and nothing is counted as
+//! queued until `condor_submit` answers. After `[condor] unreachable_timeout`
+//! the run stops (exit 1) with the batch still an intent; `--resume` settles
+//! it as in point 2.
+//!
 //! Rebuilding the policy: each site's user log is re-read from byte 0 and
 //! turned into events (submit events become `Submitted` for the recorded
 //! clusters; the rest mean what they mean live, through the one translation
@@ -67,7 +74,7 @@
 mod history;
 pub mod progress;
 
-use crate::condor::{Condor, CondorSite, SubmitJournal};
+use crate::condor::{Condor, CondorSite, Reachability, SubmitJournal};
 use crate::config::{Problem, SitesFile};
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
 use crate::fake_condor::{self, FakeSite, PoolConfig};
@@ -85,7 +92,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Args, Debug)]
 pub struct SubmitArgs {
     /// Number of jobs to run (each gets a stable index 0..N-1, $(CoschedJob)).
-    #[arg(required_unless_present = "resume")]
+    #[arg(required_unless_present = "resume", allow_negative_numbers = true)]
     pub n_jobs: Option<i64>,
     /// The sites file (see sites.example.toml).
     #[arg(required_unless_present = "resume")]
@@ -125,7 +132,7 @@ pub struct CheckArgs {
     pub sites: PathBuf,
     pub job: PathBuf,
     /// Also check N (as `cosched submit N …` would).
-    #[arg(long)]
+    #[arg(long, allow_negative_numbers = true)]
     pub n_jobs: Option<i64>,
 }
 
@@ -514,6 +521,10 @@ struct Watch {
     stop: CancellationToken,
     permanent: Option<(String, String)>,
     names: Vec<String>,
+    /// Each site's schedd reachability, shown in the progress.
+    reachability: Vec<Arc<Reachability>>,
+    epoch_unix: f64,
+    rate: f64,
 }
 
 impl Observer for Watch {
@@ -531,11 +542,77 @@ impl Observer for Watch {
         self.progress.event(now, site, event);
     }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        for (i, r) in self.reachability.iter().enumerate() {
+            let down = r.unreachable().map(|(since, e)| ((since - self.epoch_unix) * self.rate, e));
+            self.progress.set_unreachable(SiteId(i as u32), down);
+        }
         self.progress.progress(now, policy);
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.progress.finished(now, policy, ending);
     }
+}
+
+/// Says when a site's schedd stops answering and when it answers again, and
+/// stops the run (recording which site and why in `stopped`) once one has
+/// been silent for `patience` seconds. The batch being retried stays
+/// recorded as an intent, and `--resume` settles it.
+async fn watch_schedd(
+    names: Vec<String>,
+    reachability: Vec<Arc<Reachability>>,
+    patience: f64,
+    shutdown: CancellationToken,
+    stopped: Arc<Mutex<Option<(String, String)>>>,
+) {
+    let mut told = vec![false; names.len()];
+    let mut every = tokio::time::interval(std::time::Duration::from_secs(1));
+    loop {
+        every.tick().await;
+        let now = crate::engine::wall_clock_unix();
+        for (i, r) in reachability.iter().enumerate() {
+            let name = names.get(i).map_or("?", String::as_str);
+            match r.unreachable() {
+                Some((since, error)) => {
+                    if !told[i] {
+                        told[i] = true;
+                        eprintln!(
+                            "cosched: site {name}: the schedd does not answer ({}); retrying the same batch, \
+                             for at most {patience:.0} s ([condor] unreachable_timeout)",
+                            error.lines().next().unwrap_or("")
+                        );
+                    }
+                    if now - since >= patience {
+                        *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some((name.to_string(), error));
+                        shutdown.cancel();
+                        return;
+                    }
+                }
+                None if told[i] => {
+                    told[i] = false;
+                    eprintln!("cosched: site {name}: the schedd answers again");
+                }
+                None => {}
+            }
+        }
+    }
+}
+
+/// `condor_rm C1 C2 …` for the clusters the run submitted: its own jobs by
+/// their ids, never by an attribute that Condor-C's forwarded copies carry.
+fn removal_hint(db: &Arc<Mutex<Db>>, run: &str) -> String {
+    let subs = db.lock().unwrap_or_else(|p| p.into_inner()).submissions(run).unwrap_or_default();
+    let clusters: std::collections::BTreeSet<i64> = subs
+        .iter()
+        .filter_map(|s| match s.state {
+            crate::state::SubmissionState::Submitted { cluster } => Some(cluster),
+            _ => None,
+        })
+        .collect();
+    if clusters.is_empty() {
+        return "nothing was submitted".to_string();
+    }
+    let list: Vec<String> = clusters.iter().map(i64::to_string).collect();
+    format!("condor_rm {}", list.join(" "))
 }
 
 async fn execute(plan: Plan, json: bool) -> CmdResult {
@@ -547,8 +624,9 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     }
     let run_dir = state.run_dir(&run.id);
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let Engaged { history, reconciled, backends, clock } =
-        engage(&db, &run, &run_dir, &sites, desc, rate, resumed).await?;
+    let shutdown = CancellationToken::new();
+    let Engaged { history, reconciled, backends, clock, reachability } =
+        engage(&db, &run, &run_dir, &sites, desc, rate, resumed, shutdown.clone()).await?;
     for (batch, what) in &reconciled {
         eprintln!("cosched: batch {batch}: {what}");
     }
@@ -563,12 +641,14 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     } else {
         Display::Lines
     };
-    let shutdown = CancellationToken::new();
     let mut watch = Watch {
         progress: Progress::new(&run.id, names.clone(), run.n_jobs, rate, display),
         stop: shutdown.clone(),
         permanent: None,
         names: names.clone(),
+        reachability: reachability.clone(),
+        epoch_unix: run.epoch_unix,
+        rate,
     };
     watch.progress.replay(&history);
     if !json {
@@ -584,14 +664,22 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     }
     let interrupted = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let signals = tokio::spawn(watch_signals(shutdown.clone(), interrupted.clone()));
+    let unreachable = Arc::new(Mutex::new(None));
+    let schedd_watch = tokio::spawn(watch_schedd(
+        names.clone(),
+        reachability,
+        sites.condor.unreachable_timeout,
+        shutdown.clone(),
+        unreachable.clone(),
+    ));
     let options = EngineOptions { history, ..EngineOptions::default() };
     let report = engine::run(policy.as_mut(), backends, clock, options, &mut watch, shutdown.clone()).await;
     signals.abort();
+    schedd_watch.abort();
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     let book = policy.book();
-    let mut summary =
+    let summary =
         watch.progress.take_summary().ok_or_else(|| Failure::failed("the run ended without a summary"))?;
-    Progress::set_peaks(&mut summary, &report.peak_running);
     if json {
         println!("{}", serde_json::to_string_pretty(&summary).unwrap_or_default());
     } else {
@@ -600,8 +688,8 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     write_run_report(&run_dir, &names);
     let dir = state.root().display().to_string();
     let how_to_continue = format!(
-        "  continue: cosched submit --resume {dir}\n  or remove its jobs: condor_rm -constraint 'CoschedRun == \"{}\"'",
-        run.id
+        "  continue: cosched submit --resume {dir}\n  or remove its jobs: {}",
+        removal_hint(&db, &run.id)
     );
     match report.ending {
         Ending::Settled => {
@@ -613,6 +701,14 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
             Ok(if book.given_up() == 0 { Exit::Ok } else { Exit::Partial })
         }
         Ending::Interrupted => {
+            let silent = unreachable.lock().unwrap_or_else(|p| p.into_inner()).take();
+            if let Some((site, error)) = silent {
+                return Err(Failure::failed(format!(
+                    "the schedd of site {site} has not answered for {:.0} s ([condor] unreachable_timeout); \
+                     stopped (jobs already out are left alone):\n{error}\nOnce it answers again,\n{how_to_continue}",
+                    sites.condor.unreachable_timeout
+                )));
+            }
             if let Some((site, error)) = watch.permanent {
                 return Err(Failure::failed(format!(
                     "condor_submit rejected a batch at site {site}; stopped submitting (jobs already out are \
@@ -633,16 +729,27 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
 /// says where it is. A report that cannot be written costs the run nothing:
 /// the logs stay, and `cosched log report` can make it later.
 fn write_run_report(run_dir: &Path, site_names: &[String]) {
+    match run_report(run_dir, site_names) {
+        Some(Ok(html)) => eprintln!("cosched: report: {}", html.display()),
+        Some(Err(e)) => {
+            eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display())
+        }
+        None => {}
+    }
+}
+
+/// Writes `run_dir/report` from the run's user logs; `None` without logs.
+fn run_report(run_dir: &Path, site_names: &[String]) -> Option<Result<PathBuf, String>> {
     let logs: Vec<PathBuf> =
         site_names.iter().map(|name| run_dir.join(format!("{name}.log"))).filter(|p| p.exists()).collect();
     if logs.is_empty() {
-        return;
+        return None;
     }
-    let out = run_dir.join("report");
-    match crate::report::write_report(&logs, &out) {
-        Ok(report) => eprintln!("cosched: report: {}", report.html.display()),
-        Err(e) => eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display()),
-    }
+    Some(
+        crate::report::write_report(&logs, &run_dir.join("report"))
+            .map(|r| r.html)
+            .map_err(|e| e.to_string()),
+    )
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.
@@ -697,8 +804,8 @@ pub async fn drive_recorded(
     let rate = if run.speedup > 0.0 { run.speedup } else { 1.0 };
     let resumed =
         !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
-    let Engaged { history, reconciled, backends, clock } =
-        engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed).await?;
+    let Engaged { history, reconciled, backends, clock, .. } =
+        engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed, shutdown.clone()).await?;
     for (batch, what) in &reconciled {
         tracing::info!("run {}: batch {batch}: {what}", run.id);
     }
@@ -711,10 +818,36 @@ pub async fn drive_recorded(
         .unwrap_or_else(|p| p.into_inner())
         .set_status(&run.id, RunStatus::Running)
         .map_err(state_failure)?;
+    // The observer hears the past too, so that what it tallies covers the
+    // whole run, as `cosched submit`'s summary does after `--resume`.
+    for (site, event) in &history {
+        observer.event(event.at().unwrap_or(0.0), *site, event);
+    }
     let options = EngineOptions { history, ..EngineOptions::default() };
     let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
+    if report.ending == Ending::Settled {
+        // The same report a foreground run writes, beside its logs.
+        let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
+        match run_report(&run_dir, &names) {
+            Some(Ok(path)) => tracing::info!("run {}: report: {}", run.id, path.display()),
+            Some(Err(e)) => tracing::warn!("run {}: no report written ({e})", run.id),
+            None => {}
+        }
+    }
     Ok(report.ending)
+}
+
+/// Jobs of a recorded run that succeeded, counted from its user logs (each
+/// job once, by its first successful end): how a finished run is shown after
+/// a restart, from the same records its live count came from.
+pub fn settled_counts(
+    db: &Db,
+    run: &RunRecord,
+    site_names: &[String],
+    run_dir: &Path,
+) -> Result<u64, Failure> {
+    history::succeeded_jobs(db, &run.id, site_names, run_dir).map(|jobs| jobs.len() as u64)
 }
 
 /// A run made ready for the engine, the same way for `cosched submit` and
@@ -727,12 +860,15 @@ struct Engaged {
     /// One per site, in site order, continuing where the history stops.
     backends: Vec<CondorSite>,
     clock: RunClock,
+    /// Whether each site's schedd answers, in site order.
+    reachability: Vec<Arc<Reachability>>,
 }
 
 /// Rebuilds a resumed run's past (settling the submissions a crash left
 /// unknown) and makes one [`CondorSite`] per site. The clock is started
 /// after the past is rebuilt, which can take a while (orphaned
 /// `condor_submit`s are waited for).
+#[allow(clippy::too_many_arguments)]
 async fn engage(
     db: &Arc<Mutex<Db>>,
     run: &RunRecord,
@@ -741,6 +877,7 @@ async fn engage(
     desc: Arc<SubmitDescription>,
     rate: f64,
     resumed: bool,
+    stop: CancellationToken,
 ) -> Result<Engaged, Failure> {
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
     let condor = Arc::new(Condor::new(&sites.condor));
@@ -752,6 +889,7 @@ async fn engage(
     };
     let clock = RunClock::scaled((crate::engine::wall_clock_unix() - run.epoch_unix) * rate, rate);
     let site_names = Arc::new(names);
+    let reachability: Vec<Arc<Reachability>> = sites.sites.iter().map(|_| Arc::default()).collect();
     let backends = sites
         .sites
         .iter()
@@ -770,7 +908,8 @@ async fn engage(
                 Box::new(journal),
                 start.known,
                 start.log_offset,
-            );
+            )
+            .with_reachability(reachability[i].clone(), stop.clone());
             if rate == 1.0 {
                 backend
             } else {
@@ -778,7 +917,7 @@ async fn engage(
             }
         })
         .collect();
-    Ok(Engaged { history: past.history, reconciled: past.reconciled, backends, clock })
+    Ok(Engaged { history: past.history, reconciled: past.reconciled, backends, clock, reachability })
 }
 
 /// Stores what a finished (or stopped) run learned and its final status.

@@ -209,6 +209,10 @@ fn describe_holders(lock_path: &Path) -> String {
     if let Ok(procs) = std::fs::read_dir("/proc") {
         for entry in procs.filter_map(Result::ok) {
             let Some(pid) = entry.file_name().to_str().and_then(|p| p.parse::<u32>().ok()) else { continue };
+            // This process opened the lock file to ask: not a holder.
+            if pid == std::process::id() {
+                continue;
+            }
             let Ok(fds) = std::fs::read_dir(entry.path().join("fd")) else { continue };
             if fds
                 .filter_map(Result::ok)
@@ -733,17 +737,42 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let first = StateDir::open(dir.path()).unwrap();
         let second = StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(200));
-        match second {
-            Err(StateError::Locked(_, holders)) => {
-                assert!(
-                    holders.contains(&format!("pid {}:", std::process::id())),
-                    "names the holder: {holders}"
-                )
-            }
-            other => panic!("expected Locked, got {other:?}"),
-        }
+        assert!(matches!(second, Err(StateError::Locked(..))), "{second:?}");
         drop(first);
         StateDir::open(dir.path()).expect("lock is released on drop");
+    }
+
+    /// The refusal names the other process (pid and command), never the
+    /// one asking, which has the lock file open too.
+    #[test]
+    fn the_lock_refusal_names_the_other_holder() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join("runs")).unwrap();
+        let lock = dir.path().join("lock");
+        std::fs::write(&lock, "").unwrap();
+        let mut holder = std::process::Command::new("flock")
+            .arg(&lock)
+            .args(["sleep", "30"])
+            .spawn()
+            .expect("flock(1) runs");
+        let mut tries = 0;
+        let refusal = loop {
+            match StateDir::open_patiently(dir.path(), std::time::Duration::ZERO) {
+                Err(StateError::Locked(_, holders)) => break holders,
+                Ok(state) => {
+                    drop(state);
+                    tries += 1;
+                    assert!(tries < 200, "flock never took the lock");
+                    std::thread::sleep(std::time::Duration::from_millis(50));
+                }
+                Err(e) => panic!("{e}"),
+            }
+        };
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert!(refusal.contains(&format!("pid {}:", holder.id())), "names flock: {refusal}");
+        assert!(refusal.contains("sleep 30"), "with its command: {refusal}");
+        assert!(!refusal.contains(&format!("pid {}:", std::process::id())), "not itself: {refusal}");
     }
 
     /// What kill -9 relies on: a child started while cosched holds the lock

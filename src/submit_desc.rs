@@ -540,8 +540,14 @@ pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>
     if let Some(n) = n_jobs {
         if n <= 0 {
             problems.push(
-                Problem::error(cmdline, None, format!("the number of jobs must be at least 1, got {n}"))
-                    .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
+                Problem::error(
+                    cmdline,
+                    None,
+                    format!(
+                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
+                    ),
+                )
+                .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
             );
         }
     }
@@ -651,6 +657,35 @@ pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
     problems
 }
 
+/// Commands whose values name files, where per-batch macros collide.
+const FILE_NAME_KEYS: [&str; 5] =
+    ["output", "error", "transfer_output_files", "transfer_output_remaps", "initialdir"];
+
+/// The macros that number jobs within one cluster, or the cluster itself.
+const PROC_MACROS: [&str; 4] = ["$(process)", "$(procid)", "$(cluster)", "$(clusterid)"];
+
+fn names_by_proc(value: &str) -> bool {
+    let lower = value.to_ascii_lowercase();
+    PROC_MACROS.iter().any(|m| lower.contains(m))
+}
+
+/// `out.$(Cluster).$(Process)` → `out.$(CoschedJob)`.
+fn replace_proc_macros(value: &str) -> String {
+    let mut out = value.to_string();
+    for m in PROC_MACROS {
+        while let Some(i) = out.to_ascii_lowercase().find(m) {
+            out.replace_range(i..i + m.len(), "$(CoschedJob)");
+        }
+    }
+    for joined in
+        [".$(CoschedJob).$(CoschedJob)", "_$(CoschedJob)_$(CoschedJob)", "-$(CoschedJob)-$(CoschedJob)"]
+    {
+        let single = &joined[..joined.len() / 2];
+        out = out.replace(joined, single);
+    }
+    out
+}
+
 /// What a description says that cosched will not do as written: commands it
 /// owns, names it reserves, a queue statement it replaces.
 fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
@@ -671,6 +706,20 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
                 at,
                 format!("`{key}` is replaced by cosched (it writes one user log per site)"),
             ));
+        } else if FILE_NAME_KEYS.contains(&normalized.as_str()) && names_by_proc(&c.value) {
+            let fixed = replace_proc_macros(&c.value);
+            problems.push(
+                Problem::warning(
+                    path,
+                    at,
+                    format!(
+                        "`{key} = {}` names files by $(Process)/$(Cluster), which repeat across cosched's \
+                         batches and sites: jobs would overwrite each other's files",
+                        c.value
+                    ),
+                )
+                .with_hint(format!("use the job's stable index: `{key} = {fixed}`")),
+            );
         } else if normalized == "grid_resource" {
             problems.push(Problem::warning(
                 path,
@@ -763,7 +812,9 @@ pub fn check_problems(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -
                 problems.push(Problem::error(
                     Path::new("command line"),
                     None,
-                    format!("the number of jobs must be at least 1, got {n}"),
+                    format!(
+                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
+                    ),
                 ));
             }
             (problems, String::new())

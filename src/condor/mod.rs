@@ -18,7 +18,7 @@
 
 mod site;
 
-pub use site::{backoff, event_run_time, site_event, CondorSite, NoJournal, SubmitJournal};
+pub use site::{backoff, event_run_time, site_event, CondorSite, NoJournal, Reachability, SubmitJournal};
 
 use crate::config::CondorSettings;
 use std::fmt;
@@ -333,7 +333,31 @@ impl Condor {
         constraint: &str,
         attributes: &[&str],
     ) -> Result<Vec<serde_json::Value>, CondorError> {
-        let mut args = vec!["-json".to_string(), "-constraint".to_string(), constraint.to_string()];
+        self.query_with(&[], constraint, attributes).await
+    }
+
+    /// [`Condor::query`] at another schedd (`-name SCHEDD -pool POOL`): how
+    /// cosched sees the remote copy of a Condor-C job without waiting for
+    /// the gridmanager's next poll.
+    pub async fn query_remote(
+        &self,
+        schedd: &str,
+        pool: &str,
+        constraint: &str,
+        attributes: &[&str],
+    ) -> Result<Vec<serde_json::Value>, CondorError> {
+        let at = ["-name".to_string(), schedd.to_string(), "-pool".to_string(), pool.to_string()];
+        self.query_with(&at, constraint, attributes).await
+    }
+
+    async fn query_with(
+        &self,
+        first: &[String],
+        constraint: &str,
+        attributes: &[&str],
+    ) -> Result<Vec<serde_json::Value>, CondorError> {
+        let mut args = first.to_vec();
+        args.extend(["-json".to_string(), "-constraint".to_string(), constraint.to_string()]);
         if !attributes.is_empty() {
             args.push("-attributes".to_string());
             args.push(attributes.join(","));
@@ -354,7 +378,10 @@ impl Condor {
     /// The jobs of one cosched batch still in the queue, as
     /// (cluster, proc, `CoschedJob`) — how a submission whose outcome is
     /// unknown (timeout, crash between `condor_submit` and recording its
-    /// cluster) is found again.
+    /// cluster) is found again. The copies Condor-C forwards to a remote
+    /// schedd carry the same attributes (and on a pool that is its own
+    /// remote they are in this queue); they also carry
+    /// `SubmitterGlobalJobId`, which ours never do.
     pub async fn find_batch(
         &self,
         run: &str,
@@ -362,7 +389,9 @@ impl Condor {
     ) -> Result<Vec<(i64, i64, Option<u64>)>, CondorError> {
         let run = crate::submit_desc::plain_id(run);
         let batch = crate::submit_desc::plain_id(batch);
-        let constraint = format!("CoschedRun == \"{run}\" && CoschedBatch == \"{batch}\"");
+        let constraint = format!(
+            "CoschedRun == \"{run}\" && CoschedBatch == \"{batch}\" && SubmitterGlobalJobId =?= undefined"
+        );
         let ads = self.query(&constraint, &["ClusterId", "ProcId", "CoschedJob"]).await?;
         Ok(ads
             .iter()
@@ -593,7 +622,7 @@ mod tests {
             [
                 "-json",
                 "-constraint",
-                "CoschedRun == \"run_1\" && CoschedBatch == \"ce-b00002\"",
+                "CoschedRun == \"run_1\" && CoschedBatch == \"ce-b00002\" && SubmitterGlobalJobId =?= undefined",
                 "-attributes",
                 "ClusterId,ProcId,CoschedJob"
             ]

@@ -21,7 +21,8 @@ use crate::submit_desc::SubmitDescription;
 use crate::userlog::{Event, EventBody, Follower};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use tokio_util::sync::CancellationToken;
 
 /// Journal hooks the state database implements, so that "record intent, run
 /// condor_submit, record the cluster" is crash-safe. Called synchronously
@@ -78,7 +79,65 @@ pub struct CondorSite {
     now: Now,
     /// Multiplies retry back-off delays (1; tests shorten them).
     backoff_scale: f64,
+    /// Whether the schedd answers, shared with whoever shows or judges it.
+    reachability: Arc<Reachability>,
+    /// Stops a `condor_submit` retry loop when the run stops.
+    stop: CancellationToken,
+    /// Removals and withdrawals that must be tried again (the schedd did not
+    /// answer, or a Condor-C job was being forwarded), with when they were
+    /// first asked for.
+    later: BTreeMap<JobId, (Later, Time)>,
+    /// When `later` is next looked at.
+    later_due: Option<tokio::time::Instant>,
+    /// HTCondor reported this site's grid resource down (026) and not yet
+    /// back (025): nothing can be forwarded there, so idle jobs can go at once.
+    resource_down: bool,
 }
+
+/// Of some Condor-C jobs: (finished remotely, running remotely unknown to
+/// the local copy with when that was seen, being forwarded).
+type RemoteProgress = (Vec<(i64, i64)>, Vec<((i64, i64), Time)>, Vec<(i64, i64)>);
+
+/// A removal waiting to be tried again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Later {
+    /// `condor_rm`, whatever the job does.
+    Remove,
+    /// Only if it has not started (see [`SiteBackend::withdraw`]).
+    Withdraw,
+}
+
+/// Whether a site's schedd answers: set by [`CondorSite`] when `condor_submit`
+/// fails in a way that retrying can fix (schedd unreachable, timeouts) and
+/// cleared when it succeeds. The run's progress shows it and the run stops
+/// (exit 1, resumable) when it lasts longer than `[condor] unreachable_timeout`.
+#[derive(Debug, Default)]
+pub struct Reachability {
+    /// Since when (Unix seconds) the schedd has not answered, and its last error.
+    down: Mutex<Option<(f64, String)>>,
+}
+
+impl Reachability {
+    /// `Some((since_unix, last_error))` while the schedd does not answer.
+    pub fn unreachable(&self) -> Option<(f64, String)> {
+        self.down.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+    fn failed(&self, error: &str) {
+        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let since = down.as_ref().map_or_else(crate::engine::wall_clock_unix, |d| d.0);
+        *down = Some((since, error.to_string()));
+    }
+    fn answered(&self) {
+        *self.down.lock().unwrap_or_else(|p| p.into_inner()) = None;
+    }
+}
+
+/// How long a Condor-C job that the gridmanager may be forwarding (managed,
+/// no remote id yet) is left alone before it is removed anyway: removing it
+/// mid-forward would leave its remote copy held at the remote schedd.
+const FORWARD_PATIENCE: f64 = 120.0;
+/// How soon deferred removals are looked at again (real seconds).
+const LATER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 
 impl CondorSite {
     #[allow(clippy::too_many_arguments)]
@@ -120,7 +179,20 @@ impl CondorSite {
             next_batch,
             now: Now::Wall,
             backoff_scale: 1.0,
+            reachability: Arc::default(),
+            stop: CancellationToken::new(),
+            later: BTreeMap::new(),
+            later_due: None,
+            resource_down: false,
         }
+    }
+
+    /// Shares the schedd's reachability with the caller, and stops retrying
+    /// `condor_submit` when `stop` is cancelled (the run is stopping).
+    pub fn with_reachability(mut self, reachability: Arc<Reachability>, stop: CancellationToken) -> Self {
+        self.reachability = reachability;
+        self.stop = stop;
+        self
     }
 
     /// Reads "now" from the engine's clock instead of the wall clock (needed
@@ -157,21 +229,34 @@ impl CondorSite {
     /// Runs `condor_submit` with retries; returns the procs in job order and
     /// when the successful attempt began (the schedd queues the jobs during
     /// the call, so its start is the better submit time: with a scaled clock
-    /// the call itself can last many simulated seconds), or the last error.
+    /// the call itself can last many simulated seconds), or the error that
+    /// ended the attempts.
+    ///
+    /// A transient failure (schedd unreachable, timeout) is retried with the
+    /// same batch file and a growing back-off capped at a minute, for as long
+    /// as the run goes on: the site is "unreachable" meanwhile
+    /// ([`Reachability`]), and the run decides how long that may last. Before
+    /// each retry the schedd is asked whether the batch got in after all.
+    /// `Ok(None)` means the run stopped first: the outcome stays unknown and
+    /// is settled by `--resume`.
     async fn submit_with_retries(
         &mut self,
         batch: &str,
         file: &Path,
         jobs: &[JobId],
-    ) -> Result<(Vec<(i64, i64)>, Time), CondorError> {
+    ) -> Result<Option<(Vec<(i64, i64)>, Time)>, CondorError> {
         let mut attempt = 0u32;
         loop {
             let started = self.now();
             let error = match self.condor.submit(file).await {
-                Ok(range) => return Ok((procs_of(range, jobs.len()), started)),
+                Ok(range) => {
+                    self.reachability.answered();
+                    return Ok(Some((procs_of(range, jobs.len()), started)));
+                }
                 Err(e) => e,
             };
             if error.kind == ErrorKind::Permanent {
+                self.reachability.answered();
                 return Err(error);
             }
             // The jobs may have been queued anyway (a timeout after the
@@ -179,40 +264,229 @@ impl CondorSite {
             if let Ok(found) = self.condor.find_batch(&self.run_id, batch).await {
                 if let Some(procs) = match_found(&found, jobs) {
                     tracing::info!(site = %self.config.name, batch, "condor_submit failed but the batch is in the queue: {error}");
-                    return Ok((procs, started));
+                    self.reachability.answered();
+                    return Ok(Some((procs, started)));
                 }
             }
-            if attempt >= self.condor.retries() {
-                return Err(error);
-            }
+            self.reachability.failed(&error.to_string());
             let delay = backoff(batch, attempt) * self.backoff_scale;
-            tracing::warn!(site = %self.config.name, batch, "{error}; retrying in {delay:.1} s");
-            tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
+            tracing::warn!(site = %self.config.name, batch, "{error}; retrying the same batch in {delay:.0} s");
+            tokio::select! {
+                biased;
+                _ = self.stop.cancelled() => return Ok(None),
+                _ = tokio::time::sleep(std::time::Duration::from_secs_f64(delay)) => {}
+            }
             attempt += 1;
         }
     }
 
-    /// Runs `condor_rm` for `targets`, retrying transient failures like
-    /// `condor_submit`'s. A job whose removal is lost stays "being removed"
-    /// until its log says otherwise, and at a site that never starts it the
-    /// log never will: the run would wait for it forever.
-    async fn remove_with_retries(&mut self, targets: &[String]) {
+    /// Runs `condor_rm` for `targets`, retrying transient failures a few
+    /// times. `false` when it could not be done now: the caller tries again
+    /// later ([`Self::later`]), since a job whose removal is lost stays
+    /// "being removed" until its log says otherwise, and at a site that never
+    /// starts it the log never will.
+    async fn remove_with_retries(&mut self, targets: &[String]) -> bool {
         let key = format!("{}-rm-{}", self.config.name, targets.first().map_or("", String::as_str));
         let mut attempt = 0u32;
         loop {
             let error = match self.condor.remove(targets).await {
-                Ok(()) => return,
+                Ok(()) => return true,
                 Err(e) => e,
             };
-            if error.kind == ErrorKind::Permanent || attempt >= self.condor.retries() {
+            if error.kind == ErrorKind::Permanent {
                 tracing::warn!(site = %self.config.name, "removing {} job(s): {error}", targets.len());
-                return;
+                return true;
+            }
+            if attempt >= self.condor.retries() {
+                tracing::warn!(site = %self.config.name, "removing {} job(s): {error}; trying again later", targets.len());
+                return false;
             }
             let delay = backoff(&key, attempt) * self.backoff_scale;
             tracing::warn!(site = %self.config.name, "removing {} job(s): {error}; retrying in {delay:.1} s", targets.len());
             tokio::time::sleep(std::time::Duration::from_secs_f64(delay)).await;
             attempt += 1;
         }
+    }
+
+    /// `condor_rm -constraint` for our procs, in chunks; `idle_only` adds
+    /// `JobStatus == 1`, so that a job that started since it was looked at
+    /// is not cut short (the schedd evaluates the constraint atomically).
+    async fn remove_procs(&mut self, procs: &[(i64, i64)], idle_only: bool) -> bool {
+        let mut all = true;
+        for chunk in procs.chunks(200) {
+            let ids = procs_constraint(chunk);
+            let constraint = if idle_only { format!("({ids}) && JobStatus == 1") } else { ids };
+            all &= self.remove_with_retries(&["-constraint".to_string(), constraint]).await;
+        }
+        all
+    }
+
+    /// Removes `jobs`; those that could not be removed now are kept for later.
+    /// A Condor-C job whose remote copy has already finished is left alone:
+    /// its result is on its way (the local copy hears of it at the next
+    /// poll) and removing it now would throw a finished execution away. One
+    /// whose remote copy runs, unknown to the local copy, is reported started
+    /// first, so that the execution cut short is counted.
+    async fn remove_now(&mut self, jobs: &[JobId]) -> Vec<SiteEvent> {
+        let mut procs: Vec<(i64, i64)> = jobs.iter().filter_map(|j| self.out.get(j)).copied().collect();
+        let (finished, running, forwarding) = self.remote_progress(&procs).await;
+        // Being forwarded: removing it now would leave its remote copy held
+        // at the remote schedd; wait for its remote id (not forever).
+        let now = self.now();
+        let mut wait = Vec::new();
+        for &job in jobs {
+            let Some(proc) = self.out.get(&job).copied() else { continue };
+            let first = self.later.get(&job).map_or(now, |l| l.1);
+            if forwarding.contains(&proc) && now - first < FORWARD_PATIENCE {
+                wait.push((job, first));
+                procs.retain(|p| *p != proc);
+            }
+        }
+        for &job in jobs {
+            if !wait.iter().any(|w| w.0 == job) {
+                self.later.remove(&job);
+            }
+        }
+        for (job, first) in wait {
+            self.later.insert(job, (Later::Remove, first));
+        }
+        if !finished.is_empty() {
+            tracing::info!(
+                site = %self.config.name,
+                "not removing {} job(s) that finished at the remote schedd: their results are on the way",
+                finished.len()
+            );
+            procs.retain(|p| !finished.contains(p));
+        }
+        let events: Vec<SiteEvent> = running
+            .iter()
+            .filter_map(|(proc, at)| self.procs.get(proc).map(|&job| SiteEvent::Started { job, at: *at }))
+            .collect();
+        if !self.remove_procs(&procs, false).await {
+            let now = self.now();
+            for &job in jobs {
+                self.later.entry(job).or_insert((Later::Remove, now));
+            }
+        }
+        events
+    }
+
+    /// Takes back those of `jobs` that HTCondor says have not started;
+    /// returns [`SiteEvent::WithdrawDeclined`] for those that have. What
+    /// cannot be decided now (no answer from the schedd; a Condor-C job
+    /// being forwarded) is kept for later.
+    ///
+    /// For a grid job the local copy learns of its remote copy's start only
+    /// at the gridmanager's next poll (60 s by default), so for Condor-C the
+    /// remote schedd is asked directly (`condor_q -name -pool`), and the
+    /// local `GridJobStatus` is used only when it cannot be asked.
+    async fn withdraw_now(&mut self, jobs: &[JobId]) -> Vec<SiteEvent> {
+        let targets: Vec<(JobId, (i64, i64))> =
+            jobs.iter().filter_map(|j| self.out.get(j).map(|p| (*j, *p))).collect();
+        if targets.is_empty() {
+            return Vec::new();
+        }
+        let now = self.now();
+        let procs: Vec<(i64, i64)> = targets.iter().map(|t| t.1).collect();
+        let ads = match self
+            .condor
+            .query(
+                &procs_constraint(&procs),
+                &["ClusterId", "ProcId", "JobStatus", "GridJobId", "GridJobStatus", "Managed"],
+            )
+            .await
+        {
+            Ok(ads) => ads,
+            Err(e) => {
+                tracing::warn!(site = %self.config.name, "cannot see whether {} job(s) started: {e}; trying again later", targets.len());
+                for (job, _) in &targets {
+                    self.later.entry(*job).or_insert((Later::Withdraw, now));
+                }
+                return Vec::new();
+            }
+        };
+        let local: BTreeMap<(i64, i64), LocalAd> = ads.iter().filter_map(LocalAd::read).collect();
+        let remote = remote_states(&self.condor, &self.config.name, local.values()).await;
+        let mut events = Vec::new();
+        let mut idle = Vec::new();
+        for (job, proc) in targets {
+            let first = self.later.get(&job).map_or(now, |l| l.1);
+            let Some(ad) = local.get(&proc) else {
+                // Gone from the queue: its log says whether it ended or was removed.
+                self.later.remove(&job);
+                continue;
+            };
+            match ad.verdict(remote.get(&proc).copied(), self.resource_down, now - first) {
+                Verdict::Started => {
+                    self.later.remove(&job);
+                    events.push(SiteEvent::WithdrawDeclined { job, at: now });
+                }
+                Verdict::NotStarted => {
+                    self.later.remove(&job);
+                    idle.push(proc);
+                }
+                Verdict::Wait => {
+                    self.later.insert(job, (Later::Withdraw, first));
+                }
+                Verdict::LeftToLog => {
+                    self.later.remove(&job);
+                }
+            }
+        }
+        if !idle.is_empty() && !self.remove_procs(&idle, true).await {
+            for (job, proc) in &self.out {
+                if idle.contains(proc) {
+                    self.later.entry(*job).or_insert((Later::Withdraw, now));
+                }
+            }
+        }
+        events
+    }
+
+    /// Of `procs` (Condor-C jobs only): those whose remote copy has finished
+    /// or is sending its output back, and those whose remote copy runs while
+    /// the local copy still says idle (with when it started, run time).
+    async fn remote_progress(&mut self, procs: &[(i64, i64)]) -> RemoteProgress {
+        let condor_c =
+            self.config.grid_resource.as_ref().is_some_and(|g| g.raw.trim_start().starts_with("condor "));
+        if !condor_c || procs.is_empty() {
+            return Default::default();
+        }
+        let attributes = ["ClusterId", "ProcId", "JobStatus", "GridJobId", "GridJobStatus", "Managed"];
+        let Ok(ads) = self.condor.query(&procs_constraint(procs), &attributes).await else {
+            return Default::default();
+        };
+        let local: Vec<LocalAd> = ads.iter().filter_map(LocalAd::read).map(|(_, ad)| ad).collect();
+        let remote = remote_states(&self.condor, &self.config.name, local.iter()).await;
+        let now = self.now();
+        let mut finished = Vec::new();
+        let mut running = Vec::new();
+        let mut forwarding = Vec::new();
+        for ad in &local {
+            if ad.status == 1 && ad.managed && ad.grid_job_id.is_none() && !self.resource_down {
+                forwarding.push(ad.proc);
+            }
+            let grid_done =
+                ad.grid_job_status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("COMPLETED"));
+            match remote.get(&ad.proc) {
+                Some(4 | 6) => finished.push(ad.proc),
+                _ if grid_done => finished.push(ad.proc),
+                Some(2 | 7) if ad.status == 1 => running.push((ad.proc, now)),
+                _ => {}
+            }
+        }
+        (finished, running, forwarding)
+    }
+
+    /// Retries the removals and withdrawals kept for later.
+    async fn retry_later(&mut self) -> Vec<SiteEvent> {
+        let removals: Vec<JobId> =
+            self.later.iter().filter(|(_, l)| l.0 == Later::Remove).map(|(j, _)| *j).collect();
+        let withdrawals: Vec<JobId> =
+            self.later.iter().filter(|(_, l)| l.0 == Later::Withdraw).map(|(j, _)| *j).collect();
+        let mut events = self.remove_now(&removals).await;
+        events.extend(self.withdraw_now(&withdrawals).await);
+        events
     }
 
     fn translate(&mut self, events: Vec<Event>) -> Vec<SiteEvent> {
@@ -224,6 +498,11 @@ impl CondorSite {
             let Some(translated) = site_event(job, event_run_time(&event, self.epoch_unix), &event) else {
                 continue;
             };
+            match translated {
+                SiteEvent::ResourceDown { .. } => self.resource_down = true,
+                SiteEvent::ResourceUp { .. } => self.resource_down = false,
+                _ => {}
+            }
             if matches!(translated, SiteEvent::Ended { .. } | SiteEvent::Removed { .. })
                 && self.out.get(&job) == Some(&(event.cluster, event.proc))
             {
@@ -241,7 +520,9 @@ pub fn event_run_time(event: &Event, epoch_unix: f64) -> Time {
 }
 
 /// What a user-log event of `job`, stamped `at` in run time, tells a policy:
-/// 001 → started, 005 → ended (with its outcome), 012 → held, 009 → removed.
+/// 001 → started, 005 → ended (with its outcome), 012 → held, 009 → removed,
+/// 026/025 → the site's grid resource down/back up (the gridmanager writes
+/// them into the log of every job it holds for that resource).
 /// `None` for every other code. Submit events (000) are the caller's to
 /// translate: only it knows which batch, and so which jobs, a cluster holds.
 /// The live backend and `--resume`'s history both use this, so a resumed
@@ -271,6 +552,8 @@ pub fn site_event(job: JobId, at: Time, event: &Event) -> Option<SiteEvent> {
         }
         (12, other) => SiteEvent::Held { job, at, reason: other_text(other) },
         (9, _) => SiteEvent::Removed { job, at },
+        (25, _) => SiteEvent::ResourceUp { job, at },
+        (26, _) => SiteEvent::ResourceDown { job, at },
         _ => return None,
     })
 }
@@ -296,7 +579,7 @@ impl SiteBackend for CondorSite {
         }
         self.journal.intent(self.site, &batch, &jobs, &file);
         match self.submit_with_retries(&batch, &file, &jobs).await {
-            Ok((procs, at)) => {
+            Ok(Some((procs, at))) => {
                 let cluster = procs.first().map_or(-1, |p| p.0);
                 for ((c, p), job) in procs.iter().zip(&jobs) {
                     self.procs.insert((*c, *p), *job);
@@ -305,6 +588,10 @@ impl SiteBackend for CondorSite {
                 self.journal.submitted(&batch, cluster);
                 vec![SiteEvent::Submitted { jobs, at }]
             }
+            // The run is stopping with the schedd silent: whether the batch
+            // got in stays unknown (its intent is recorded) until `--resume`
+            // asks the schedd. The engine no longer listens.
+            Ok(None) => Vec::new(),
             Err(error) => {
                 let message = error.to_string();
                 self.journal.failed(&batch, &message);
@@ -318,23 +605,42 @@ impl SiteBackend for CondorSite {
     }
 
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
-        let targets: Vec<String> =
-            jobs.iter().filter_map(|job| self.out.get(job)).map(|(c, p)| format!("{c}.{p}")).collect();
-        // Long lists go in several calls to keep argument vectors reasonable.
-        for chunk in targets.chunks(500) {
-            self.remove_with_retries(chunk).await;
+        for job in &jobs {
+            self.later.remove(job);
         }
-        // The removals are reported by the log (009), like everything else.
-        Vec::new()
+        // The removals themselves are reported by the log (009), like
+        // everything else.
+        self.remove_now(&jobs).await
     }
 
     async fn withdraw(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
-        self.remove(jobs).await
+        self.withdraw_now(&jobs).await
     }
 
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
-            match self.follower.next().await {
+            if self.later.is_empty() {
+                self.later_due = None;
+            } else if self.later_due.is_none() {
+                self.later_due = Some(tokio::time::Instant::now() + LATER_EVERY);
+            }
+            let due = self.later_due;
+            let next = tokio::select! {
+                biased;
+                got = self.follower.next() => Some(got),
+                _ = async { tokio::time::sleep_until(due.expect("guarded")).await }, if due.is_some() => None,
+            };
+            let Some(got) = next else {
+                // Removals are idempotent, so being cancelled half-way
+                // through here only means asking again.
+                self.later_due = None;
+                let events = self.retry_later().await;
+                if !events.is_empty() {
+                    return events;
+                }
+                continue;
+            };
+            match got {
                 Ok(events) => {
                     for d in self.follower.take_diagnostics() {
                         tracing::warn!(site = %self.config.name, "user log at byte {}: {}", d.offset, d.message);
@@ -351,6 +657,153 @@ impl SiteBackend for CondorSite {
                 }
             }
         }
+    }
+}
+
+/// The remote schedd's `JobStatus` of each Condor-C job that has a remote
+/// copy, by local proc (-1: not in the remote queue). Empty when the remote
+/// schedd cannot be asked (another grid type, no credentials for it, down):
+/// callers then rely on the local copy.
+async fn remote_states<'a>(
+    condor: &Condor,
+    site: &str,
+    ads: impl Iterator<Item = &'a LocalAd>,
+) -> BTreeMap<(i64, i64), i64> {
+    // (schedd, pool) → [(local proc, remote proc)]
+    type Pairs = Vec<((i64, i64), (i64, i64))>;
+    let mut by_schedd: BTreeMap<(String, String), Pairs> = BTreeMap::new();
+    for ad in ads {
+        if let Some((schedd, pool, remote)) = ad.condor_c_remote() {
+            by_schedd.entry((schedd, pool)).or_default().push((ad.proc, remote));
+        }
+    }
+    let mut out = BTreeMap::new();
+    for ((schedd, pool), pairs) in by_schedd {
+        let remotes: Vec<(i64, i64)> = pairs.iter().map(|p| p.1).collect();
+        let asked = condor
+            .query_remote(&schedd, &pool, &procs_constraint(&remotes), &["ClusterId", "ProcId", "JobStatus"])
+            .await;
+        match asked {
+            Ok(ads) => {
+                let seen: BTreeMap<(i64, i64), i64> = ads
+                    .iter()
+                    .filter_map(|ad| {
+                        let id = (ad.get("ClusterId")?.as_i64()?, ad.get("ProcId")?.as_i64()?);
+                        Some((id, ad.get("JobStatus")?.as_i64()?))
+                    })
+                    .collect();
+                for (local, remote) in pairs {
+                    out.insert(local, seen.get(&remote).copied().unwrap_or(-1));
+                }
+            }
+            Err(e) => tracing::debug!(site, "asking the remote schedd {schedd}: {e}"),
+        }
+    }
+    out
+}
+
+/// `(ClusterId == C && ProcId == P) || …`: our own jobs by the ids HTCondor
+/// gave them (an attribute like `CoschedRun` would also match the copies
+/// Condor-C forwards to a remote schedd, and on a pool that is its own
+/// remote, those are in the same queue).
+fn procs_constraint(procs: &[(i64, i64)]) -> String {
+    let mut by_cluster: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+    for (c, p) in procs {
+        by_cluster.entry(*c).or_default().push(*p);
+    }
+    let terms: Vec<String> = by_cluster
+        .iter()
+        .flat_map(|(c, ps)| ps.iter().map(move |p| format!("(ClusterId == {c} && ProcId == {p})")))
+        .collect();
+    if terms.is_empty() {
+        "false".to_string()
+    } else {
+        terms.join(" || ")
+    }
+}
+
+/// What the local queue says about one of our jobs.
+#[derive(Clone, Debug, PartialEq)]
+struct LocalAd {
+    proc: (i64, i64),
+    status: i64,
+    grid_job_id: Option<String>,
+    grid_job_status: Option<String>,
+    managed: bool,
+}
+
+/// What to do with a job asked back.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Verdict {
+    /// It started (or finished): leave it, say so.
+    Started,
+    /// Not started: remove it (only if still idle then).
+    NotStarted,
+    /// Cannot tell yet, or cannot remove safely yet: ask again later.
+    Wait,
+    /// Held or being removed: its log events tell the policy.
+    LeftToLog,
+}
+
+impl LocalAd {
+    fn read(ad: &serde_json::Value) -> Option<((i64, i64), LocalAd)> {
+        let proc = (ad.get("ClusterId")?.as_i64()?, ad.get("ProcId")?.as_i64()?);
+        let text = |k: &str| ad.get(k).and_then(serde_json::Value::as_str).map(str::to_string);
+        Some((
+            proc,
+            LocalAd {
+                proc,
+                status: ad.get("JobStatus")?.as_i64()?,
+                grid_job_id: text("GridJobId"),
+                grid_job_status: text("GridJobStatus"),
+                managed: text("Managed").as_deref() == Some("External"),
+            },
+        ))
+    }
+
+    /// `(schedd, pool, remote proc)` of a Condor-C job's remote copy, from
+    /// `GridJobId = "condor SCHEDD POOL C.P"`.
+    fn condor_c_remote(&self) -> Option<(String, String, (i64, i64))> {
+        let words: Vec<&str> = self.grid_job_id.as_deref()?.split_whitespace().collect();
+        let ["condor", schedd, pool, id] = words[..] else { return None };
+        let (c, p) = id.split_once('.')?;
+        Some((schedd.to_string(), pool.to_string(), (c.parse().ok()?, p.parse().ok()?)))
+    }
+
+    /// `remote`: the remote copy's JobStatus when the remote schedd answered
+    /// (-1: not in its queue). `waited`: seconds since the withdrawal was
+    /// first asked for.
+    fn verdict(&self, remote: Option<i64>, resource_down: bool, waited: f64) -> Verdict {
+        match self.status {
+            // running, completed, transferring output, suspended
+            2 | 4 | 6 | 7 => return Verdict::Started,
+            1 => {}
+            _ => return Verdict::LeftToLog,
+        }
+        let grid_started = matches!(
+            self.grid_job_status.as_deref().map(str::to_ascii_uppercase).as_deref(),
+            Some("RUNNING" | "COMPLETED" | "TRANSFERRING_OUTPUT" | "SUSPENDED" | "STAGE_OUT")
+        );
+        if grid_started {
+            return Verdict::Started;
+        }
+        match remote {
+            // The remote copy runs or ran: the local copy just has not heard.
+            Some(2 | 4 | 6 | 7) => return Verdict::Started,
+            // Gone from the remote queue while the local copy waits: it may
+            // have finished there; the next poll tells.
+            Some(-1) if waited < FORWARD_PATIENCE => return Verdict::Wait,
+            _ => {}
+        }
+        // Managed by the gridmanager, no remote id yet: it may be creating
+        // the remote copy right now, and a removal then leaves that copy
+        // held ("Spooling input data files") at the remote schedd. Unless
+        // the resource is down (nothing can be created there), wait for the
+        // remote id, but not forever.
+        if self.managed && self.grid_job_id.is_none() && !resource_down && waited < FORWARD_PATIENCE {
+            return Verdict::Wait;
+        }
+        Verdict::NotStarted
     }
 }
 
@@ -416,7 +869,6 @@ fn other_text(body: &EventBody) -> String {
     }
 }
 
-/// Now as Unix seconds.
 /// The submit host's UTC offset (seconds east) at a naive local time, as log
 /// stamps without `Z` are written in local time.
 fn local_offset_at(naive_unix: i64) -> i64 {
@@ -646,7 +1098,11 @@ mod tests {
         site.out.insert(JobId(15), (33, 5));
         site.out.insert(JobId(16), (33, 6));
         assert!(site.remove(vec![JobId(15), JobId(16), JobId(99)]).await.is_empty());
-        assert_eq!(args(&s.bin, "condor_rm"), ["33.5", "33.6"]);
+        // By our own ids, never by an attribute forwarded copies share.
+        assert_eq!(
+            args(&s.bin, "condor_rm"),
+            ["-constraint", "(ClusterId == 33 && ProcId == 5) || (ClusterId == 33 && ProcId == 6)"]
+        );
     }
 
     #[tokio::test]
@@ -709,13 +1165,119 @@ mod tests {
         let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..5))]);
         assert!(site.remove(vec![JobId(4)]).await.is_empty());
         assert_eq!(std::fs::read_to_string(&count).unwrap().trim(), "3", "two failures, then success");
-        assert_eq!(args(&s.bin, "condor_rm"), ["40.1", "40.1", "40.1"]);
+        let one = "(ClusterId == 40 && ProcId == 1)";
+        assert_eq!(args(&s.bin, "condor_rm"), ["-constraint", one, "-constraint", one, "-constraint", one]);
         // A permanent failure is not retried.
         std::fs::remove_file(&count).unwrap();
         std::fs::remove_file(s.bin.join("condor_rm.args")).unwrap();
         script(&s.bin, "condor_rm", "echo 'ERROR: permission denied' >&2; exit 1");
         site.remove(vec![JobId(3)]).await;
-        assert_eq!(args(&s.bin, "condor_rm"), ["40.0"]);
+        assert_eq!(args(&s.bin, "condor_rm"), ["-constraint", "(ClusterId == 40 && ProcId == 0)"]);
+        assert!(site.later.is_empty(), "a permanent failure is not tried again later");
+        // A schedd that stays silent: the removal is kept for later.
+        script(
+            &s.bin,
+            "condor_rm",
+            "printf '\\nERROR: Failed to connect to local queue manager\\n' >&2; exit 1",
+        );
+        site.remove(vec![JobId(4)]).await;
+        assert_eq!(site.later.get(&JobId(4)).map(|l| l.0), Some(Later::Remove));
+    }
+
+    fn local_ad(status: i64, grid_job_id: Option<&str>, grid_status: Option<&str>, managed: bool) -> LocalAd {
+        LocalAd {
+            proc: (7, 0),
+            status,
+            grid_job_id: grid_job_id.map(String::from),
+            grid_job_status: grid_status.map(String::from),
+            managed,
+        }
+    }
+
+    #[test]
+    fn a_withdrawal_moves_only_jobs_htcondor_says_have_not_started() {
+        use Verdict::*;
+        let remote_id = Some("condor personal@vm 127.0.0.1:9618 12.0");
+        // Vanilla: the local status is the truth.
+        assert_eq!(local_ad(1, None, None, false).verdict(None, false, 0.0), NotStarted);
+        assert_eq!(local_ad(2, None, None, false).verdict(None, false, 0.0), Started);
+        assert_eq!(local_ad(4, None, None, false).verdict(None, false, 0.0), Started);
+        assert_eq!(local_ad(5, None, None, false).verdict(None, false, 0.0), LeftToLog);
+        assert_eq!(local_ad(3, None, None, false).verdict(None, false, 0.0), LeftToLog);
+        // Condor-C: the remote copy runs though the local copy has not heard.
+        assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(2), false, 0.0), Started);
+        assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(4), false, 0.0), Started);
+        assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(1), false, 0.0), NotStarted);
+        // Still spooling (held remotely) has not started either.
+        assert_eq!(local_ad(1, remote_id, None, true).verdict(Some(5), false, 0.0), NotStarted);
+        // The remote schedd cannot be asked: the gridmanager's last poll.
+        assert_eq!(local_ad(1, remote_id, Some("RUNNING"), true).verdict(None, false, 0.0), Started);
+        assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(None, false, 0.0), NotStarted);
+        // Gone from the remote queue: it may have finished there; wait.
+        assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(-1), false, 0.0), Wait);
+        // Being forwarded (managed, no remote id): a removal now would leave
+        // a held copy at the remote schedd. Wait, unless the resource is down,
+        // and not forever.
+        assert_eq!(local_ad(1, None, None, true).verdict(None, false, 0.0), Wait);
+        assert_eq!(local_ad(1, None, None, true).verdict(None, true, 0.0), NotStarted);
+        assert_eq!(local_ad(1, None, None, true).verdict(None, false, FORWARD_PATIENCE), NotStarted);
+        // Not yet picked up by the gridmanager: nothing was forwarded.
+        assert_eq!(local_ad(1, None, None, false).verdict(None, false, 0.0), NotStarted);
+    }
+
+    #[test]
+    fn condor_c_remote_ids_are_read_from_grid_job_id() {
+        let ad = local_ad(1, Some("condor personal@vm 127.0.0.1:9618 12.3"), None, true);
+        assert_eq!(ad.condor_c_remote(), Some(("personal@vm".into(), "127.0.0.1:9618".into(), (12, 3))));
+        assert_eq!(local_ad(1, Some("batch slurm 55"), None, true).condor_c_remote(), None);
+        assert_eq!(local_ad(1, None, None, true).condor_c_remote(), None);
+        assert_eq!(procs_constraint(&[]), "false");
+        assert_eq!(
+            procs_constraint(&[(9, 1), (3, 0)]),
+            "(ClusterId == 3 && ProcId == 0) || (ClusterId == 9 && ProcId == 1)"
+        );
+    }
+
+    /// Withdrawing: condor_q says which jobs started; only idle ones are
+    /// removed, with `JobStatus == 1` in the constraint.
+    #[tokio::test]
+    async fn withdraw_asks_condor_q_and_removes_only_idle_jobs() {
+        let s = setup();
+        script(
+            &s.bin,
+            "condor_q",
+            r#"echo '[{"ClusterId": 40, "ProcId": 0, "JobStatus": 2}, {"ClusterId": 40, "ProcId": 1, "JobStatus": 1}]'"#,
+        );
+        script(&s.bin, "condor_rm", "echo ok");
+        let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..6))]);
+        let out = site.withdraw(vec![JobId(3), JobId(4), JobId(5)]).await;
+        assert!(matches!(out.as_slice(), [SiteEvent::WithdrawDeclined { job: JobId(3), .. }]), "{out:?}");
+        assert_eq!(
+            args(&s.bin, "condor_rm"),
+            ["-constraint", "((ClusterId == 40 && ProcId == 1)) && JobStatus == 1"]
+        );
+        assert!(site.later.is_empty(), "job 5 left the queue: its log says how");
+    }
+
+    /// 026 and 025 in a site's log become ResourceDown and ResourceUp.
+    #[tokio::test]
+    async fn grid_resource_down_and_up_reach_the_policy() {
+        let s = setup();
+        std::fs::create_dir_all(&s.state).unwrap();
+        let log = "026 (041.000.000) 2026-11-21 05:00:10 Detected Down Grid Resource\n    GridResource: condor x y\n...\n\
+                   025 (041.000.000) 2026-11-21 05:00:40 Grid Resource Back Up\n    GridResource: condor x y\n...\n";
+        std::fs::write(CondorSite::log_path(&s.state, "ce"), log).unwrap();
+        let epoch = local_unix("2026-11-21T05:00:00");
+        let mut site = backend(&s, 30.0, epoch, vec![(41, jobs(0..1))]);
+        let got = collect(&mut site, 2).await;
+        assert_eq!(
+            got,
+            [
+                SiteEvent::ResourceDown { job: JobId(0), at: 10.0 },
+                SiteEvent::ResourceUp { job: JobId(0), at: 40.0 }
+            ]
+        );
+        assert!(!site.resource_down);
     }
 
     #[tokio::test]

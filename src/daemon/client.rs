@@ -138,7 +138,7 @@ pub fn render_status(r: &RunStatus) -> String {
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "run {} ({}): {}, policy {}, {}/{} done, {} given up, {} out, t = {:.0} s{}",
+        "run {} ({}): {}, policy {}, {}/{} done, {} given up, {} out, t = {:.0} s{}{}",
         r.id,
         owner(r),
         r.state,
@@ -148,6 +148,11 @@ pub fn render_status(r: &RunStatus) -> String {
         r.given_up,
         r.out,
         r.time,
+        if r.cut_short > 0 {
+            format!(", {} execution(s) cut short ({:.0} slot-s)", r.cut_short, r.cut_short_seconds)
+        } else {
+            String::new()
+        },
         r.message.as_deref().map(|m| format!(" — {m}")).unwrap_or_default()
     );
     let _ = writeln!(
@@ -171,6 +176,23 @@ pub fn render_status(r: &RunStatus) -> String {
             site.done,
             site.agtime.map_or("-".to_string(), |a| format!("{a:.0}s")),
         );
+    }
+    s
+}
+
+/// One line per run for `watch` into a file or pipe: what changes as it goes.
+pub fn status_line(r: &RunStatus) -> String {
+    use std::fmt::Write as _;
+    let mut s = format!(
+        "run {}: {}, {}/{} done, {} given up, {} out",
+        r.id, r.state, r.done, r.n_jobs, r.given_up, r.out
+    );
+    for site in &r.sites {
+        let _ =
+            write!(s, "; {} {}q/{}r/{}d", site.name, site.queued + site.held_back, site.running, site.done);
+    }
+    if let Some(m) = &r.message {
+        let _ = write!(s, " — {m}");
     }
     s
 }
@@ -208,6 +230,7 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
     let mut conn = connect(&args.client)?;
     conn.send(Request::Watch { run: args.run })?;
     let tty = std::io::IsTerminal::is_terminal(&std::io::stdout());
+    let mut last_line = String::new();
     loop {
         let response = conn.receive()?;
         let Some(run) = response.runs.and_then(|mut r| r.pop()) else { continue };
@@ -217,7 +240,12 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
             // Redraw in place: clear the screen, home the cursor.
             print!("\x1b[2J\x1b[H{}", render_status(&run));
         } else {
-            print!("{}", render_status(&run));
+            // A file or a pipe gets one line per change of what it shows.
+            let line = status_line(&run);
+            if line != last_line {
+                println!("{line}");
+                last_line = line;
+            }
         }
         let _ = std::io::stdout().flush();
         match run.state.as_str() {
@@ -237,6 +265,15 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
     if args.resume.is_some() {
         return Err(Failure::usage(
             "--daemon and --resume do not go together: the daemon resumes its runs itself",
+        ));
+    }
+    if args.simulate {
+        // The daemon would run it on the real grid, or (config `simulate =
+        // true`) simulate every run: the flag cannot be honoured per run.
+        return Err(Failure::usage(
+            "--daemon and --simulate do not go together: a daemon simulates every run when its config sets \
+             `simulate = true` (then hand it runs without --simulate), and none otherwise; for one simulated \
+             run, drop --daemon",
         ));
     }
     let n_jobs =
@@ -264,4 +301,30 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
         println!("{id}");
     }
     Ok(Exit::Ok)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::daemon::protocol::SiteStatus;
+
+    #[test]
+    fn watch_lines_show_what_changes() {
+        let run = RunStatus {
+            id: 7,
+            state: "running".into(),
+            n_jobs: 10,
+            done: 4,
+            out: 6,
+            sites: vec![SiteStatus {
+                name: "ce".into(),
+                queued: 2,
+                running: 3,
+                done: 4,
+                ..SiteStatus::default()
+            }],
+            ..RunStatus::default()
+        };
+        assert_eq!(status_line(&run), "run 7: running, 4/10 done, 0 given up, 6 out; ce 2q/3r/4d");
+    }
 }

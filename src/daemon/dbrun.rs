@@ -178,14 +178,29 @@ impl Machinery for DbMachinery {
             let record = db.run(&run).map_err(|e| e.to_string())?.ok_or_else(|| {
                 format!("{}: daemon run {id} names run {run}, which is not in `runs`", path.display())
             })?;
+            let state = RunState::parse(&state).unwrap_or(RunState::Failed);
+            let sites = site_names(&record);
+            // A finished run is shown as its records say it ended; an
+            // unfinished one is replayed when it resumes.
+            let (done, given_up) = if state.finished() {
+                let counts = crate::run::settled_counts(&db, &record, &sites, &self.state.run_dir(&run))
+                    .map_err(|e| e.to_string())?;
+                let given_up =
+                    if state == RunState::Cancelled { 0 } else { record.n_jobs - counts.min(record.n_jobs) };
+                (counts, given_up)
+            } else {
+                (0, 0)
+            };
             out.push(StoredRun {
                 id: id as u64,
                 owner: owner as u32,
-                state: RunState::parse(&state).unwrap_or(RunState::Failed),
+                state,
                 n_jobs: record.n_jobs,
                 policy: record.policy.clone(),
-                sites: site_names(&record),
+                sites,
                 message,
+                done,
+                given_up,
             });
         }
         Ok(out)

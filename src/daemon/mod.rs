@@ -73,7 +73,8 @@
 //! ```
 //!
 //! `RUN` is `{"id","owner","owner_name"?,"state","policy","n_jobs","done",
-//! "given_up","out","time","message"?,"sites":[SITE…]}` with `state` one of
+//! "given_up","out","time","cut_short","cut_short_seconds","message"?,
+//! "sites":[SITE…]}` with `state` one of
 //! `queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
 //! `SITE` is `{"name","capacity","class","window","fair_cap","held_back",
 //! "queued","running","held","done","agtime"}` ([`protocol::SiteStatus`]).

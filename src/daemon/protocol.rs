@@ -144,6 +144,12 @@ pub struct RunStatus {
     pub out: u64,
     /// Seconds on the run's clock.
     pub time: f64,
+    /// Executions that had started and were removed before they ended, and
+    /// the slot-seconds they had used (0 on healthy sites).
+    #[serde(default)]
+    pub cut_short: u64,
+    #[serde(default)]
+    pub cut_short_seconds: f64,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
     /// Per site, in the run's site order (empty in `runs`).

@@ -56,6 +56,10 @@ pub struct StoredRun {
     /// Site names, in the run's site order.
     pub sites: Vec<String>,
     pub message: Option<String>,
+    /// Jobs done and given up as the run's records say (its user logs): what
+    /// a restarted daemon shows for a run that ended before it.
+    pub done: u64,
+    pub given_up: u64,
 }
 
 impl StoredRun {
@@ -69,6 +73,8 @@ impl StoredRun {
             policy: policy.name().to_string(),
             sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
             message: None,
+            done: 0,
+            given_up: 0,
         }
     }
 }
@@ -341,6 +347,8 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         state: stored.state.as_str().to_string(),
         policy: stored.policy.clone(),
         n_jobs: stored.n_jobs,
+        done: stored.done,
+        given_up: stored.given_up,
         message: stored.message.clone(),
         sites: stored.sites.iter().map(|s| SiteStatus { name: s.clone(), ..SiteStatus::default() }).collect(),
         ..RunStatus::default()
@@ -387,7 +395,16 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             // Look at caps and cancellation ten times a second of real time.
             Box::new(FairShare::new(policy, board, 0.1 * rate))
         });
-        let observer = Box::new(StatusObserver { entry: entry.clone() });
+        let names = entry.sites.clone();
+        let n_jobs = entry.snapshot().n_jobs;
+        let tally = crate::run::progress::Progress::new(
+            &entry.id.to_string(),
+            names,
+            n_jobs,
+            1.0,
+            crate::run::progress::Display::Quiet,
+        );
+        let observer = Box::new(StatusObserver { entry: entry.clone(), tally });
         let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;
         let (cancel, drained) = {
             let b = share::lock(&entry.board);
@@ -429,10 +446,18 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
 /// Keeps a run's status current for `status` and `watch`.
 struct StatusObserver {
     entry: Arc<RunEntry>,
+    /// The same tally of events as `cosched submit`'s summary (executions
+    /// cut short), so both say the same.
+    tally: crate::run::progress::Progress,
 }
 
 impl Observer for StatusObserver {
+    fn event(&mut self, now: Time, site: SiteId, event: &crate::policy::SiteEvent) {
+        self.tally.event(now, site, event);
+    }
+
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        let (cut_short, cut_short_seconds) = self.tally.cut_short();
         let (caps, held) = {
             let b = share::lock(&self.entry.board);
             (b.caps.clone(), b.held_back.clone())
@@ -466,6 +491,8 @@ impl Observer for StatusObserver {
         let held_total: u64 = held.iter().sum();
         self.entry.update(|s| {
             s.time = now;
+            s.cut_short = cut_short;
+            s.cut_short_seconds = cut_short_seconds;
             s.done = book.done();
             s.given_up = book.given_up();
             s.out = book.out_total().saturating_sub(held_total);

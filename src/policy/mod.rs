@@ -159,7 +159,7 @@ pub enum SiteEvent {
     /// HTCondor reports the site's grid resource down (user log 026): the
     /// gridmanager cannot reach the remote schedd. The job stays queued.
     ResourceDown { job: JobId, at: Time },
-    /// The site's grid resource is reachable again (user log 027).
+    /// The site's grid resource is reachable again (user log 025).
     ResourceUp { job: JobId, at: Time },
 }
 

@@ -127,6 +127,39 @@ pub async fn rebuild(
     Ok(past)
 }
 
+/// The jobs of a run with a successful end in its user logs, from the
+/// submissions recorded as submitted: a finished run's count of done jobs,
+/// read from the same records as its live count.
+pub fn succeeded_jobs(
+    db: &Db,
+    run: &str,
+    site_names: &[String],
+    run_dir: &Path,
+) -> Result<BTreeSet<JobId>, Failure> {
+    let subs = db.submissions(run).map_err(|e| Failure::failed(format!("state database: {e}")))?;
+    let mut done = BTreeSet::new();
+    for (i, name) in site_names.iter().enumerate() {
+        let mut procs: BTreeMap<(i64, i64), JobId> = BTreeMap::new();
+        for sub in subs.iter().filter(|s| s.site_index as usize == i) {
+            if let SubmissionState::Submitted { cluster } = sub.state {
+                for (p, job) in sub.jobs.iter().enumerate() {
+                    procs.insert((cluster, p as i64), *job);
+                }
+            }
+        }
+        let (events, _) = read_log(&CondorSite::log_path(run_dir, name))?;
+        for event in &events {
+            let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
+            if let Some(SiteEvent::Ended { outcome: crate::policy::Outcome::Success, .. }) =
+                site_event(job, 0.0, event)
+            {
+                done.insert(job);
+            }
+        }
+    }
+    Ok(done)
+}
+
 /// Decides what became of an unknown submission: `Some((cluster, how))` when
 /// it is in the queue or the log, `None` when it never happened.
 async fn settle(

@@ -45,6 +45,13 @@ struct SiteTotals {
     run_n: u64,
     turnaround_sum: f64,
     last_submit_error: Option<String>,
+    /// Executions that started and were removed before they ended, and the
+    /// slot-seconds they had used.
+    cut_short: u64,
+    cut_short_seconds: f64,
+    last_hold_reason: Option<String>,
+    /// Since when HTCondor has reported the grid resource down (026), until 025.
+    down_since: Option<Time>,
 }
 
 /// Watches a run and writes its progress to stderr.
@@ -64,11 +71,21 @@ pub struct Progress {
     submitted_attempts: u64,
     ever_submitted: std::collections::BTreeSet<JobId>,
     done: std::collections::BTreeSet<JobId>,
+    /// When the last job settled (succeeded or was given up), run time.
     makespan: Time,
     sites: Vec<SiteTotals>,
+    /// Our jobs running at each site now, and the most at once, counted
+    /// from the events themselves, so a resumed run's peak covers its past.
+    running: Vec<u32>,
+    peaks: Vec<u32>,
     /// The last reason each job failed (for jobs that fail for good).
     last_failure: BTreeMap<JobId, String>,
     summary: Option<Summary>,
+    /// Things a person should hear about at once (a hold reason, a site
+    /// down), printed at the next redraw.
+    notes: Vec<String>,
+    /// Sites whose schedd does not answer: (since, run time; last error).
+    unreachable: BTreeMap<SiteId, (Time, String)>,
 }
 
 /// The final summary (`--json` prints this).
@@ -86,6 +103,11 @@ pub struct Summary {
     pub makespan: Option<f64>,
     /// Attempts beyond each job's first.
     pub retries: u64,
+    /// Executions that had started and were removed before they ended (by
+    /// cosched or anyone), over all sites; on a healthy site, zero.
+    pub cut_short: u64,
+    /// The slot-time those executions had used, seconds.
+    pub cut_short_seconds: f64,
     pub sites: Vec<SiteSummary>,
     pub failed_jobs: Vec<FailedJob>,
 }
@@ -103,6 +125,13 @@ pub struct SiteSummary {
     pub capacity: Option<f64>,
     pub class: String,
     pub peak_running: Option<u32>,
+    pub cut_short: u64,
+    pub cut_short_seconds: f64,
+    /// Why the site's last held job was held (HTCondor's hold reason).
+    pub last_hold_reason: Option<String>,
+    /// HTCondor reported the site's grid resource down (026) and it was not
+    /// back (025) when the run ended.
+    pub grid_resource_down: bool,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -129,8 +158,12 @@ impl Progress {
             done: Default::default(),
             makespan: 0.0,
             sites: vec![SiteTotals::default(); n_sites],
+            running: vec![0; n_sites],
+            peaks: vec![0; n_sites],
             last_failure: BTreeMap::new(),
             summary: None,
+            notes: Vec::new(),
+            unreachable: BTreeMap::new(),
         }
     }
 
@@ -139,10 +172,34 @@ impl Progress {
         self.summary.take()
     }
 
-    /// Adds the peak concurrency the engine measured to the summary.
-    pub fn set_peaks(summary: &mut Summary, peaks: &[u32]) {
-        for (s, p) in summary.sites.iter_mut().zip(peaks) {
-            s.peak_running = Some(*p);
+    /// Executions cut short so far, over all sites, and their slot-seconds.
+    pub fn cut_short(&self) -> (u64, f64) {
+        (self.sites.iter().map(|t| t.cut_short).sum(), self.sites.iter().map(|t| t.cut_short_seconds).sum())
+    }
+
+    /// Tells the display that a site's schedd has not answered since
+    /// `since` (run time), or (`None`) that it answers again.
+    pub fn set_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        match down {
+            Some(d) => {
+                self.unreachable.insert(site, d);
+            }
+            None => {
+                self.unreachable.remove(&site);
+            }
+        }
+    }
+
+    fn started(&mut self, site: SiteId) {
+        let i = site.index();
+        self.running[i] += 1;
+        self.peaks[i] = self.peaks[i].max(self.running[i]);
+    }
+
+    fn stopped(&mut self, site: SiteId, attempt: &Attempt) {
+        if attempt.started.is_some() {
+            let i = site.index();
+            self.running[i] = self.running[i].saturating_sub(1);
         }
     }
 
@@ -185,11 +242,13 @@ impl Progress {
                 if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
                 {
                     a.started = Some(*at);
+                    self.started(site);
                 }
             }
             SiteEvent::Ended { job, at, outcome } => {
                 let Some(a) = self.attempts.get(job).copied().filter(|a| a.site == site) else { return };
                 self.attempts.remove(job);
+                self.stopped(site, &a);
                 match outcome {
                     Outcome::Success => {
                         if !self.done.insert(*job) {
@@ -218,18 +277,48 @@ impl Progress {
                 }
             }
             SiteEvent::Held { job, reason, .. } => {
-                if self.attempts.get(job).is_some_and(|a| a.site == site) {
-                    self.totals(site).failed_attempts += 1;
+                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site) {
+                    // A held job occupies no slot.
+                    let was = std::mem::take(&mut a.started);
+                    self.stopped(site, &Attempt { site, submitted: 0.0, started: was });
                     let name = self.site_name(site).to_string();
-                    self.last_failure.insert(*job, format!("{name}: held: {}", one_line(reason)));
+                    let reason = one_line(reason);
+                    let t = self.totals(site);
+                    t.failed_attempts += 1;
+                    if t.last_hold_reason.as_deref() != Some(reason.as_str()) {
+                        t.last_hold_reason = Some(reason.clone());
+                        self.notes.push(format!("site {name}: job {} held: {reason}", job.0));
+                    }
+                    self.last_failure.insert(*job, format!("{name}: held: {reason}"));
                 }
             }
-            SiteEvent::Removed { job, .. } => {
-                if self.attempts.get(job).is_some_and(|a| a.site == site) {
+            SiteEvent::Removed { job, at } => {
+                if let Some(a) = self.attempts.get(job).copied().filter(|a| a.site == site) {
                     self.attempts.remove(job);
+                    self.stopped(site, &a);
+                    if let Some(started) = a.started {
+                        let t = self.totals(site);
+                        t.cut_short += 1;
+                        t.cut_short_seconds += (at - started).max(0.0);
+                    }
                 }
             }
-            SiteEvent::ResourceDown { .. } | SiteEvent::ResourceUp { .. } => {}
+            SiteEvent::ResourceDown { at, .. } => {
+                let name = self.site_name(site).to_string();
+                let t = self.totals(site);
+                if t.down_since.is_none() {
+                    t.down_since = Some(*at);
+                    self.notes.push(format!(
+                        "site {name}: HTCondor reports its grid resource down (026); its idle jobs go elsewhere"
+                    ));
+                }
+            }
+            SiteEvent::ResourceUp { .. } => {
+                let name = self.site_name(site).to_string();
+                if self.totals(site).down_since.take().is_some() {
+                    self.notes.push(format!("site {name}: grid resource back up (025)"));
+                }
+            }
         }
     }
 
@@ -250,8 +339,8 @@ impl Progress {
         let width = self.names.iter().map(String::len).max().unwrap_or(4).max(4);
         let _ = writeln!(
             out,
-            "  {:<width$} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  class",
-            "site", "queued", "running", "done", "failed", "window", "capacity"
+            "  {:<width$} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  class",
+            "site", "sending", "queued", "running", "done", "failed", "window", "capacity"
         );
         for (i, name) in self.names.iter().enumerate() {
             let site = SiteId(i as u32);
@@ -261,16 +350,30 @@ impl Progress {
             let cap = view.capacity.map_or("-".to_string(), |c| format!("{c:.1}"));
             let _ = writeln!(
                 out,
-                "  {:<width$} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  {}",
+                "  {:<width$} {:>7} {:>7} {:>7} {:>7} {:>6} {:>6} {:>8}  {}{}",
                 name,
-                c.submitting + c.idle + c.held,
+                c.submitting,
+                c.idle + c.held,
                 c.running,
                 c.done,
                 failed,
                 view.window,
                 cap,
-                view.class
+                view.class,
+                self.site_state(site, now)
             );
+        }
+        out
+    }
+
+    /// ` (down since 4m05s)`-style remarks on a site, empty when healthy.
+    fn site_state(&self, site: SiteId, now: Time) -> String {
+        let mut out = String::new();
+        if let Some((since, _)) = self.unreachable.get(&site) {
+            let _ = write!(out, " schedd unreachable for {}", format_duration(now - since));
+        }
+        if let Some(since) = self.sites.get(site.index()).and_then(|t| t.down_since) {
+            let _ = write!(out, " grid resource down for {}", format_duration(now - since));
         }
         out
     }
@@ -293,11 +396,23 @@ impl Progress {
             Display::Lines => 10.0,
             Display::Quiet => return,
         };
-        if !force && self.last_draw.is_some_and(|last| (now - last) / self.rate < period) {
+        let notes = std::mem::take(&mut self.notes);
+        if !force && notes.is_empty() && self.last_draw.is_some_and(|last| (now - last) / self.rate < period)
+        {
             return;
         }
         self.last_draw = Some(now);
         let mut err = std::io::stderr().lock();
+        if !notes.is_empty() {
+            if self.display == Display::Live && self.lines_drawn > 0 {
+                // Above the table, which is drawn again below.
+                let _ = write!(err, "\x1b[{}A\r\x1b[J", self.lines_drawn);
+                self.lines_drawn = 0;
+            }
+            for note in &notes {
+                let _ = writeln!(err, "cosched: {note}");
+            }
+        }
         match self.display {
             Display::Live => {
                 let table = self.table(now, policy);
@@ -322,12 +437,16 @@ impl Progress {
                 );
                 for (i, name) in self.names.iter().enumerate() {
                     let c = book.counts(SiteId(i as u32));
+                    // Jobs handed to condor_submit and not acknowledged are
+                    // not queued anywhere yet: "s", apart from "q".
                     let _ = write!(
                         line,
-                        "; {name} {}q/{}r/{}d",
-                        c.submitting + c.idle + c.held,
+                        "; {name} {}s/{}q/{}r/{}d{}",
+                        c.submitting,
+                        c.idle + c.held,
                         c.running,
-                        c.done
+                        c.done,
+                        self.site_state(SiteId(i as u32), now)
                     );
                 }
                 let _ = writeln!(err, "{line}");
@@ -340,6 +459,8 @@ impl Progress {
     fn build_summary(&self, policy: &dyn Policy, ending: Ending) -> Summary {
         let book = policy.book();
         let mean = |sum: f64, n: u64| (n > 0).then(|| sum / n as f64);
+        // The capacity shown is the one the next warm start will read.
+        let learned = policy.learned();
         let sites = self
             .names
             .iter()
@@ -355,9 +476,13 @@ impl Progress {
                     mean_queue_wait: mean(t.wait_sum, t.wait_n),
                     mean_run_time: mean(t.run_sum, t.run_n),
                     mean_turnaround: mean(t.turnaround_sum, t.done),
-                    capacity: view.capacity,
+                    capacity: learned.get(name).and_then(|m| m.capacity).or(view.capacity),
                     class: view.class.to_string(),
-                    peak_running: None,
+                    peak_running: Some(self.peaks[i]),
+                    cut_short: t.cut_short,
+                    cut_short_seconds: t.cut_short_seconds,
+                    last_hold_reason: t.last_hold_reason.clone(),
+                    grid_resource_down: t.down_since.is_some(),
                 }
             })
             .collect();
@@ -387,8 +512,10 @@ impl Progress {
             done: book.done(),
             failed: book.given_up(),
             unfinished: self.n_jobs - book.done() - book.given_up(),
-            makespan: (book.done() > 0).then_some(self.makespan),
+            makespan: (book.done() + book.given_up() > 0).then_some(self.makespan),
             retries: self.submitted_attempts.saturating_sub(self.ever_submitted.len() as u64),
+            cut_short: self.sites.iter().map(|t| t.cut_short).sum(),
+            cut_short_seconds: self.sites.iter().map(|t| t.cut_short_seconds).sum(),
             sites,
             failed_jobs,
         }
@@ -396,9 +523,10 @@ impl Progress {
 }
 
 impl Observer for Progress {
-    fn action(&mut self, _now: Time, action: &Action) {
+    fn action(&mut self, now: Time, action: &Action) {
         if let Action::GiveUp { job, why } = action {
             self.last_failure.entry(*job).or_insert_with(|| why.clone());
+            self.makespan = self.makespan.max(now);
         }
     }
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
@@ -438,10 +566,16 @@ pub fn render_summary(s: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "Makespan {}, {} retr{}.",
+        "Makespan {}, {} retr{}, {} execution(s) cut short{}.",
         s.makespan.map_or("-".to_string(), format_duration),
         s.retries,
-        if s.retries == 1 { "y" } else { "ies" }
+        if s.retries == 1 { "y" } else { "ies" },
+        s.cut_short,
+        if s.cut_short > 0 {
+            format!(" ({} of slot time lost)", format_duration(s.cut_short_seconds))
+        } else {
+            String::new()
+        }
     );
     let width = s.sites.iter().map(|x| x.name.len()).max().unwrap_or(4).max(4);
     let _ = writeln!(
@@ -461,8 +595,16 @@ pub fn render_summary(s: &Summary) -> String {
             secs(site.mean_turnaround),
             site.capacity.map_or("-".to_string(), |c| format!("{c:.1}")),
             site.peak_running.map_or("-".to_string(), |p| p.to_string()),
-            site.class
+            if site.grid_resource_down {
+                format!("{} (grid resource down)", site.class)
+            } else {
+                site.class.clone()
+            }
         );
+    }
+    for site in s.sites.iter().filter(|x| x.last_hold_reason.is_some()) {
+        let _ =
+            writeln!(out, "  {} last hold: {}", site.name, site.last_hold_reason.as_deref().unwrap_or(""));
     }
     if !s.failed_jobs.is_empty() {
         let _ = writeln!(out, "Failed for good:");
@@ -534,6 +676,45 @@ mod tests {
         }
         assert_eq!(p.sites[0].wait_n, 2);
         assert!((p.sites[0].wait_sum - 3.3).abs() < 1e-9, "0 + 3.3, not -0.7 + 3.3: {}", p.sites[0].wait_sum);
+    }
+
+    #[test]
+    fn executions_cut_short_and_peaks_come_from_the_events_even_replayed() {
+        let mut p = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet);
+        let a = SiteId(0);
+        // The history of a resumed run: two jobs ran at once before the restart.
+        p.replay(&[
+            (a, SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 }),
+            (a, SiteEvent::Started { job: JobId(0), at: 5.0 }),
+            (a, SiteEvent::Started { job: JobId(1), at: 6.0 }),
+            (a, SiteEvent::Ended { job: JobId(0), at: 20.0, outcome: Outcome::Success }),
+        ]);
+        // Live: job 1 is removed while it runs; job 2 never started.
+        p.record(a, &SiteEvent::Removed { job: JobId(1), at: 16.0 });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 16.0 });
+        assert_eq!((p.sites[0].cut_short, p.sites[0].cut_short_seconds), (1, 10.0));
+        assert_eq!(p.peaks[0], 2, "the peak covers the replayed past");
+        assert_eq!(p.running[0], 0);
+        // A held job stops running without being cut short later.
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 30.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(2), at: 31.0 });
+        p.record(a, &SiteEvent::Held { job: JobId(2), at: 33.0, reason: "input\nmissing".into() });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 34.0 });
+        assert_eq!(p.sites[0].cut_short, 1);
+        assert_eq!(p.sites[0].last_hold_reason.as_deref(), Some("input missing"));
+        assert!(p.notes.iter().any(|n| n.contains("job 2 held: input missing")), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn a_grid_resource_down_is_shown_until_it_is_back() {
+        let mut p = Progress::new("r", vec!["ce".into()], 1, 1.0, Display::Quiet);
+        let ce = SiteId(0);
+        p.record(ce, &SiteEvent::ResourceDown { job: JobId(0), at: 17.0 });
+        assert_eq!(p.site_state(ce, 77.0), " grid resource down for 1m00s");
+        p.record(ce, &SiteEvent::ResourceUp { job: JobId(0), at: 90.0 });
+        assert_eq!(p.site_state(ce, 95.0), "");
+        p.set_unreachable(ce, Some((100.0, "ERROR: Failed to connect".into())));
+        assert_eq!(p.site_state(ce, 130.0), " schedd unreachable for 30s");
     }
 
     #[test]

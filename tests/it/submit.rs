@@ -121,6 +121,74 @@ mod check {
         );
     }
 
+    /// Every unknown key in one pass, each with its file:line, not just the first.
+    #[test]
+    fn every_unknown_key_is_reported_at_once() {
+        let sites = "[condor]\nretrys = 2\n[[site]]\nname = \"a\"\ngrid_resourse = \"condor a b\"\n\
+                     [[site]]\nname = \"b\"\nslot = 4\n";
+        assert_bad(
+            &check(sites, GOOD_JOB, &[]),
+            &[
+                "sites.toml:2:1",
+                "retrys",
+                "sites.toml:5:1",
+                "grid_resourse",
+                "sites.toml:8:1",
+                "slot",
+                "expected one of",
+            ],
+        );
+    }
+
+    /// Negative numbers reach cosched's own check, which names the flag.
+    #[test]
+    fn negative_numbers_get_cosched_s_message_not_clap_s() {
+        let out = check(GOOD_SITES, GOOD_JOB, &["--n-jobs", "-3"]);
+        assert_bad(&out, &["--n-jobs", "at least 1, got -3"]);
+        assert!(!stderr(&out).contains("unexpected argument"), "{}", stderr(&out));
+        let dir = util::tempdir();
+        let out = util::cosched(dir.path(), &["submit", "-3", "sites.toml", "job.sub", "--simulate"]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("at least 1, got -3") && !err.contains("unexpected argument"), "{err}");
+    }
+
+    /// `$(Process)` in a file name repeats across batches and sites.
+    #[test]
+    fn process_in_an_output_name_gets_a_warning_with_the_fix() {
+        let job =
+            "executable = run.sh\noutput = out.$(Cluster).$(Process)\nerror = err.$(CoschedJob)\nqueue\n";
+        let out = check(GOOD_SITES, job, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "a warning, not an error: {err}");
+        assert!(err.contains("job.sub:2:1: warning") && err.contains("output = out.$(CoschedJob)"), "{err}");
+        assert!(!err.contains("job.sub:3:1"), "$(CoschedJob) is fine: {err}");
+    }
+
+    /// `--daemon --simulate` cannot be honoured per run: refused, saying why.
+    #[test]
+    fn daemon_and_simulate_are_refused_together() {
+        let dir = util::tempdir();
+        std::fs::write(dir.path().join("sites.toml"), GOOD_SITES).unwrap();
+        std::fs::write(dir.path().join("job.sub"), GOOD_JOB).unwrap();
+        let out = util::cosched(
+            dir.path(),
+            &[
+                "submit",
+                "5",
+                "sites.toml",
+                "job.sub",
+                "--daemon",
+                "--simulate",
+                "--socket",
+                "/nonexistent.sock",
+            ],
+        );
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("simulate = true"), "says what to set: {err}");
+    }
+
     #[test]
     fn no_sites() {
         assert_bad(&check("[run]\nmax_attempts = 2\n", GOOD_JOB, &[]), &["sites.toml", "[[site]]"]);
@@ -440,6 +508,42 @@ mod e2e {
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
         s.assert_each_job_ran_once(n, "30% transient submit failures");
         assert!(s.submit_calls() > 1);
+    }
+
+    /// A schedd that never answers: the same batch file is retried (one file
+    /// and one recorded intent per batch, nothing counted as queued), and
+    /// after `unreachable_timeout` the run stops with exit 1 and the resume
+    /// hint; the intents stay unknown for `--resume` to settle.
+    #[test]
+    fn a_schedd_that_never_answers_stops_the_run_resumably_with_one_file_per_batch() {
+        let s = Setup::new(|c| c.submit_transient_fail = 1.0);
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        let sites = sites.replace("[condor]\n", "[condor]\nunreachable_timeout = 4\n");
+        std::fs::write(s.path("sites.toml"), sites).unwrap();
+        let out = s.submit(12, &[]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "stderr:\n{err}");
+        assert!(err.contains("does not answer") && err.contains("unreachable_timeout"), "{err}");
+        assert!(err.contains("cosched submit --resume"), "{err}");
+        assert!(s.submit_calls() >= 2, "retried: {}", s.submit_calls());
+        let run_dir = std::fs::read_dir(s.path("state/runs")).unwrap().next().unwrap().unwrap().path();
+        let files: Vec<String> = std::fs::read_dir(&run_dir)
+            .unwrap()
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".sub"))
+            .collect();
+        let db = rusqlite::Connection::open(s.path("state/state.db")).unwrap();
+        let intents: usize = db
+            .query_row("SELECT COUNT(*) FROM submissions WHERE state = 'intent'", [], |r| r.get(0))
+            .unwrap();
+        let all: usize = db.query_row("SELECT COUNT(*) FROM submissions", [], |r| r.get(0)).unwrap();
+        assert_eq!(files.len(), all, "one submit file per batch: {files:?}");
+        assert!(
+            all <= 3 && intents == all,
+            "one pending batch per site, still unknown: {all} batches, {intents} intents"
+        );
+        assert!(fake_condor::history(&s.pool).is_empty(), "nothing was queued");
     }
 
     #[test]
