@@ -312,6 +312,10 @@ impl LogJobs {
         if fits {
             let p = p as usize;
             if p >= cluster.slots.len() {
+                // Grow by a quarter, not double: most jobs are in big
+                // clusters, and doubling would leave up to half unused.
+                let more = (p + 1 - cluster.slots.len()).max(cluster.slots.len() / 4);
+                cluster.slots.reserve_exact(more);
                 cluster.slots.resize(p + 1, EMPTY);
             }
             cluster.slots[p] = slot;
@@ -407,8 +411,15 @@ impl LogStats {
             }
         });
         // One quantity at a time, so that one vector of values is alive.
+        for log in &mut self.logs {
+            for cluster in &mut log.clusters {
+                cluster.slots.shrink_to_fit();
+            }
+        }
         let collect = |f: fn(&JobTimes) -> Option<f64>| {
-            let mut values = Vec::new();
+            let mut n = 0;
+            self.for_each_job(|j| n += usize::from(f(j).is_some()));
+            let mut values = Vec::with_capacity(n);
             self.for_each_job(|j| values.extend(f(j)));
             summarize(&mut values)
         };
