@@ -14,8 +14,9 @@
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O. Same code for HTCondor, simulation and replay.
 //! - [`userlog`] — HTCondor user (job event) logs: incremental parser (`text`,
-//!   `xml`), follower of growing logs (`follow`), the dump format (`json`),
-//!   `cosched log dump|stats|follow` (`cmd`).
+//!   `xml`), follower of growing logs (`follow`), reader of finished logs in
+//!   bounded memory (`reader`), the dump format (`json`), the per-job fold of
+//!   `log stats` (`stats`), `cosched log dump|stats|follow` (`cmd`).
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
 //!   runs it under tokio's paused clock (`backend`), metrics and conservation
 //!   checks (`metrics`); [`bench`] compares policies on it.

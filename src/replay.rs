@@ -106,7 +106,7 @@ pub fn map_sites(jobs: &[JobRecord], sites: &SitesFile) -> Vec<usize> {
             sites
                 .sites
                 .iter()
-                .position(|s| s.grid_resource.as_ref().is_some_and(|g| g.raw == job.site))
+                .position(|s| s.grid_resource.as_ref().is_some_and(|g| g.raw == *job.site))
                 .unwrap_or(job.file % n)
         })
         .collect()
@@ -396,7 +396,7 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); n_sites];
     let mut recorded: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n_sites];
     for (job, &site) in jobs.iter().zip(&site_of) {
-        recorded[site].insert(job.site.clone());
+        recorded[site].insert(job.site.to_string());
         if let Some(s) = Sample::of(job) {
             samples[site].push(s);
         }

@@ -221,16 +221,30 @@ fn csv_num(v: Option<f64>) -> String {
 
 /// One row per job; times in seconds since the report's origin.
 pub fn jobs_csv(jobs: &[JobRecord], logs: &[String], origin: f64) -> String {
-    let mut out = String::from(
-        "log,cluster,proc,site,outcome,detail,submitted_s,started_s,ended_s,queue_wait_s,run_time_s,turnaround_s\n",
-    );
+    let mut out = Vec::new();
+    // Writing to a Vec cannot fail.
+    let _ = write_jobs_csv(&mut out, jobs, logs, origin);
+    String::from_utf8(out).unwrap_or_default()
+}
+
+/// [`jobs_csv`] written row by row (a million jobs make a file of 100 MB:
+/// it is not built in memory first).
+pub fn write_jobs_csv(
+    out: &mut impl std::io::Write,
+    jobs: &[JobRecord],
+    logs: &[String],
+    origin: f64,
+) -> std::io::Result<()> {
+    out.write_all(
+        b"log,cluster,proc,site,outcome,detail,submitted_s,started_s,ended_s,queue_wait_s,run_time_s,turnaround_s\n",
+    )?;
     for j in jobs {
         let detail = match &j.end {
             super::model::JobEnd::Failed { detail } => detail.as_str(),
             super::model::JobEnd::Held { reason } | super::model::JobEnd::HeldRemoved { reason } => reason,
             _ => "",
         };
-        let _ = writeln!(
+        writeln!(
             out,
             "{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(logs.get(j.file).map_or("", String::as_str)),
@@ -245,9 +259,9 @@ pub fn jobs_csv(jobs: &[JobRecord], logs: &[String], origin: f64) -> String {
             csv_num(j.queue_wait()),
             csv_num(j.run_time()),
             csv_num(j.turnaround()),
-        );
+        )?;
     }
-    out
+    Ok(())
 }
 
 /// One row per site.

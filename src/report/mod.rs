@@ -94,22 +94,87 @@ pub fn current_year() -> i32 {
 
 /// Reads the logs into job records. Returns the records, the log names (file
 /// names) and the number of diagnostics. Legacy `MM/DD` stamps get `legacy_year`.
+///
+/// Each log is read once, a chunk at a time, and folded into one record per
+/// job as it is read: memory is O(jobs), never O(file) or O(events). A log
+/// whose jobs have events out of time order is read a second time for those
+/// jobs' events only.
 pub fn read_jobs(
     logs: &[PathBuf],
     legacy_year: i32,
 ) -> Result<(Vec<JobRecord>, Vec<String>, usize), ReportError> {
-    let mut files = Vec::with_capacity(logs.len());
-    let mut diagnostics = 0;
+    let mut readers = Vec::with_capacity(logs.len());
     for path in logs {
-        let (events, diags) = crate::userlog::read_file_with_year(path, legacy_year)?;
-        for d in &diags {
-            tracing::warn!("{}: offset {}: {}", path.display(), d.offset, d.message);
-        }
-        diagnostics += diags.len();
-        files.push((log_name(path), events.iter().map(model::from_userlog).collect()));
+        readers.push(crate::userlog::LogReader::open(path, legacy_year)?.outline());
     }
-    let names = files.iter().map(|(n, _)| n.clone()).collect();
-    Ok((model::jobs_from_events(&files), names, diagnostics))
+    let mut jobs = Vec::new();
+    let mut names = Vec::with_capacity(logs.len());
+    let mut diagnostics = 0;
+    let mut events = Vec::new();
+    for (index, (path, mut reader)) in logs.iter().zip(readers).enumerate() {
+        let name = log_name(path);
+        let mut log = model::LogJobs::new(index, &name);
+        loop {
+            let more = reader.read_events(&mut events)?;
+            for ev in events.drain(..) {
+                log.add(&model::from_userlog(&ev));
+            }
+            let diags = reader.take_diagnostics();
+            for d in &diags {
+                tracing::warn!("{}: offset {}: {}", path.display(), d.offset, d.message);
+            }
+            diagnostics += diags.len();
+            if !more {
+                break;
+            }
+        }
+        if !log.out_of_order().is_empty() {
+            reread_out_of_order(path, legacy_year, reader.bytes_read(), &mut log)?;
+        }
+        if jobs.is_empty() {
+            jobs = log.finish();
+        } else {
+            jobs.extend(log.finish());
+        }
+        names.push(name);
+    }
+    Ok((jobs, names, diagnostics))
+}
+
+/// The second pass over a log for the jobs whose events were out of time
+/// order: their events only, up to where the first pass stopped.
+fn reread_out_of_order(
+    path: &Path,
+    legacy_year: i32,
+    length: u64,
+    log: &mut model::LogJobs,
+) -> Result<(), ReportError> {
+    let mut reader = crate::userlog::LogReader::open(path, legacy_year)?.outline().until(length);
+    let mut events = Vec::new();
+    let mut theirs = Vec::new();
+    loop {
+        let more = reader.read_events(&mut events)?;
+        for ev in events.drain(..) {
+            if log.out_of_order().contains(&(ev.cluster, ev.proc, ev.subproc)) {
+                theirs.push(model::from_userlog(&ev));
+            }
+        }
+        reader.take_diagnostics();
+        if !more {
+            break;
+        }
+    }
+    if reader.bytes_read() < length {
+        // Not a file that can be read twice (a pipe): keep the jobs as folded.
+        tracing::warn!(
+            "{}: {} job(s) have events out of time order and the log cannot be read again; their times follow the log's order",
+            path.display(),
+            log.out_of_order().len()
+        );
+        return Ok(());
+    }
+    log.rebuild(&theirs);
+    Ok(())
 }
 
 /// A log's name for site labels and tables: its file name.
@@ -139,7 +204,14 @@ pub fn write_report(logs: &[PathBuf], out: &Path) -> Result<ReportSummary, Repor
     Ok(ReportSummary {
         html: write("report.html", &html::page(&summary, &names, diagnostics))?,
         json: write("report.json", &json_text)?,
-        jobs_csv: write("jobs.csv", &html::jobs_csv(&jobs, &names, summary.origin))?,
+        jobs_csv: {
+            let path = out.join("jobs.csv");
+            let failed = |e| ReportError::Write(path.clone(), e);
+            let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(failed)?);
+            html::write_jobs_csv(&mut file, &jobs, &names, summary.origin).map_err(failed)?;
+            file.into_inner().map_err(|e| failed(e.into_error()))?;
+            path
+        },
         sites_csv: write("sites.csv", &html::sites_csv(&summary))?,
         summary,
         diagnostics,

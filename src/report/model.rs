@@ -7,7 +7,8 @@
 //! place that knows the parser's event bodies.
 
 use crate::userlog;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 
 /// The facts of one user-log event that the report uses.
 #[derive(Clone, Debug, PartialEq)]
@@ -88,8 +89,9 @@ pub struct JobRecord {
     pub cluster: i64,
     pub proc: i64,
     pub subproc: i64,
-    /// The site's name: the GridResource, else the log file's name.
-    pub site: String,
+    /// The site's name: the GridResource, else the log file's name (shared
+    /// by the jobs of a site: a million jobs need not hold a million copies).
+    pub site: Arc<str>,
     /// Whether `site` is a GridResource (not a log file name).
     pub grid: bool,
     /// 000. Jobs whose 000 is missing (log started late) take their first event.
@@ -143,6 +145,7 @@ impl JobRecord {
 /// they carry no GridResource).
 pub fn jobs_from_events(files: &[(String, Vec<LogEvent>)]) -> Vec<JobRecord> {
     let mut out = Vec::new();
+    let mut names = SiteNames::default();
     for (file_index, (file_name, events)) in files.iter().enumerate() {
         let mut order: Vec<(i64, i64, i64)> = Vec::new();
         let mut by_job: BTreeMap<(i64, i64, i64), Vec<&LogEvent>> = BTreeMap::new();
@@ -155,34 +158,97 @@ pub fn jobs_from_events(files: &[(String, Vec<LogEvent>)]) -> Vec<JobRecord> {
             list.push(ev);
         }
         for key in order {
-            let mut evs = by_job.remove(&key).unwrap_or_default();
-            // Events of one job are in time order in a log; a stable sort keeps
-            // the written order for equal stamps.
-            evs.sort_by(|a, b| a.time.total_cmp(&b.time));
-            if let Some(job) = job_from_events(file_index, file_name, key, &evs) {
-                out.push(job);
-            }
+            let evs = by_job.remove(&key).unwrap_or_default();
+            let file_name = names.get(file_name);
+            out.extend(job_from_events(file_index, &file_name, evs, &mut names));
         }
     }
     out
 }
 
+/// One job's record from all its events (in any order).
 fn job_from_events(
     file: usize,
-    file_name: &str,
-    (cluster, proc, subproc): (i64, i64, i64),
-    evs: &[&LogEvent],
+    file_name: &Arc<str>,
+    evs: Vec<&LogEvent>,
+    names: &mut SiteNames,
 ) -> Option<JobRecord> {
-    let first = evs.first()?;
-    let submitted = evs.iter().find(|e| e.code == 0).map_or(first.time, |e| e.time);
+    let (mut job, state) = fold_in_time_order(file, file_name, evs, names)?;
+    finish(&mut job, state);
+    Some(job)
+}
+
+fn fold_in_time_order(
+    file: usize,
+    file_name: &Arc<str>,
+    mut evs: Vec<&LogEvent>,
+    names: &mut SiteNames,
+) -> Option<(JobRecord, FoldState)> {
+    // Events of one job are in time order in a log; a stable sort keeps
+    // the written order for equal stamps.
+    evs.sort_by(|a, b| a.time.total_cmp(&b.time));
+    let (first, rest) = evs.split_first()?;
+    let (mut job, mut state) = start(file, file_name, first, names);
+    for ev in rest {
+        apply(&mut job, &mut state, ev, names);
+    }
+    Some((job, state))
+}
+
+/// Site names, each held once.
+#[derive(Debug, Default)]
+struct SiteNames(HashSet<Arc<str>>);
+
+impl SiteNames {
+    fn get(&mut self, name: &str) -> Arc<str> {
+        if let Some(known) = self.0.get(name) {
+            return known.clone();
+        }
+        let name: Arc<str> = name.into();
+        self.0.insert(name.clone());
+        name
+    }
+}
+
+/// What folding a job's events needs besides its record. Small, because the
+/// streaming reader keeps one per job while a log is read.
+#[derive(Clone, Debug)]
+struct FoldState {
+    /// Time of the last event applied (to notice events out of order).
+    last_time: f64,
+    /// A 000 has been applied (`submitted` is its time, not the first event's).
+    submit_seen: bool,
+    /// Rarely needed: most jobs are never held, and grid jobs log their 027
+    /// before their 001.
+    rare: Option<Box<RareState>>,
+}
+
+#[derive(Clone, Debug, Default)]
+struct RareState {
+    /// The GridResource of the first grid 001 while no 027 named the site.
+    grid_from_execute: Option<Arc<str>>,
+    /// Why the job was last held.
+    hold_reason: Option<String>,
+}
+
+/// A job's record from its first event (in time order). [`start`], [`apply`]
+/// and [`finish`] are the one place that says what each event does to a
+/// job: [`jobs_from_events`] and [`LogJobs`] both fold with them.
+fn start(
+    file: usize,
+    file_name: &Arc<str>,
+    first: &LogEvent,
+    names: &mut SiteNames,
+) -> (JobRecord, FoldState) {
     let mut job = JobRecord {
         file,
-        cluster,
-        proc,
-        subproc,
-        site: file_name.to_string(),
+        cluster: first.cluster,
+        proc: first.proc,
+        subproc: first.subproc,
+        site: file_name.clone(),
         grid: false,
-        submitted,
+        // Jobs whose 000 is missing (log started late) take their first event.
+        submitted: first.time,
         started: None,
         ended: None,
         held_at: None,
@@ -190,76 +256,245 @@ fn job_from_events(
         running_seconds: 0.0,
         runs: Vec::new(),
     };
-    let mut grid_from_execute = None;
-    let mut hold_reason: Option<String> = None;
-    for ev in evs {
-        match ev.code {
-            27 => {
-                if let Some(g) = &ev.grid_resource {
-                    if !job.grid {
-                        job.site = g.clone();
-                        job.grid = true;
-                    }
-                }
-            }
-            1 => {
-                if job.started.is_none() {
-                    job.started = Some(ev.time);
-                }
-                if grid_from_execute.is_none() {
-                    grid_from_execute = ev.grid_resource.clone();
-                }
-                if !matches!(job.runs.last(), Some((_, None))) {
-                    job.runs.push((ev.time, None));
-                }
-            }
-            4 | 5 | 9 | 12 => {
-                if let Some((_, stop @ None)) = job.runs.last_mut() {
-                    *stop = Some(ev.time);
-                }
-                match ev.code {
-                    5 => {
-                        job.ended = Some(ev.time);
-                        job.end = match (ev.return_value, ev.signal) {
-                            (Some(0), None) => JobEnd::Success,
-                            (_, Some(sig)) => JobEnd::Failed { detail: format!("signal {sig}") },
-                            (Some(rv), None) => JobEnd::Failed { detail: format!("exit {rv}") },
-                            (None, None) => JobEnd::Failed { detail: "unknown termination".into() },
-                        };
-                    }
-                    9 => {
-                        job.ended = Some(ev.time);
-                        job.end = match &hold_reason {
-                            Some(r) => JobEnd::HeldRemoved { reason: r.clone() },
-                            None => JobEnd::Removed,
-                        };
-                    }
-                    12 => {
-                        job.held_at.get_or_insert(ev.time);
-                        let reason = ev.reason.clone().unwrap_or_else(|| "unspecified".into());
-                        job.end = JobEnd::Held { reason: reason.clone() };
-                        hold_reason = Some(reason);
-                    }
-                    _ => {}
-                }
-            }
-            13 => {
-                // Released: the job is queued again.
-                if matches!(job.end, JobEnd::Held { .. }) {
-                    job.end = JobEnd::Unfinished;
-                }
-            }
-            _ => {}
+    let mut state = FoldState { last_time: first.time, submit_seen: false, rare: None };
+    apply(&mut job, &mut state, first, names);
+    (job, state)
+}
+
+/// Applies the job's next event (in time order).
+fn apply(job: &mut JobRecord, state: &mut FoldState, ev: &LogEvent, names: &mut SiteNames) {
+    state.last_time = ev.time;
+    match ev.code {
+        0 if !state.submit_seen => {
+            job.submitted = ev.time;
+            state.submit_seen = true;
         }
+        27 => {
+            if let Some(g) = &ev.grid_resource {
+                if !job.grid {
+                    job.site = names.get(g);
+                    job.grid = true;
+                }
+            }
+        }
+        1 => {
+            if job.started.is_none() {
+                job.started = Some(ev.time);
+            }
+            // Only used when no 027 names the site, which a 027 that came
+            // first already did.
+            if let (Some(g), false) = (&ev.grid_resource, job.grid) {
+                let rare = state.rare.get_or_insert_with(Box::default);
+                rare.grid_from_execute.get_or_insert_with(|| names.get(g));
+            }
+            if !matches!(job.runs.last(), Some((_, None))) {
+                // Most jobs run once: no room for four runs.
+                job.runs.reserve_exact(1);
+                job.runs.push((ev.time, None));
+            }
+        }
+        4 | 5 | 9 | 12 => {
+            if let Some((_, stop @ None)) = job.runs.last_mut() {
+                *stop = Some(ev.time);
+            }
+            match ev.code {
+                5 => {
+                    job.ended = Some(ev.time);
+                    job.end = match (ev.return_value, ev.signal) {
+                        (Some(0), None) => JobEnd::Success,
+                        (_, Some(sig)) => JobEnd::Failed { detail: format!("signal {sig}") },
+                        (Some(rv), None) => JobEnd::Failed { detail: format!("exit {rv}") },
+                        (None, None) => JobEnd::Failed { detail: "unknown termination".into() },
+                    };
+                }
+                9 => {
+                    job.ended = Some(ev.time);
+                    job.end = match state.rare.as_ref().and_then(|r| r.hold_reason.as_ref()) {
+                        Some(r) => JobEnd::HeldRemoved { reason: r.clone() },
+                        None => JobEnd::Removed,
+                    };
+                }
+                12 => {
+                    job.held_at.get_or_insert(ev.time);
+                    let reason = ev.reason.clone().unwrap_or_else(|| "unspecified".into());
+                    job.end = JobEnd::Held { reason: reason.clone() };
+                    state.rare.get_or_insert_with(Box::default).hold_reason = Some(reason);
+                }
+                _ => {}
+            }
+        }
+        13 => {
+            // Released: the job is queued again.
+            if matches!(job.end, JobEnd::Held { .. }) {
+                job.end = JobEnd::Unfinished;
+            }
+        }
+        _ => {}
     }
+}
+
+/// Completes a record once all its events are applied.
+fn finish(job: &mut JobRecord, state: FoldState) {
     if !job.grid {
-        if let Some(g) = grid_from_execute {
+        if let Some(g) = state.rare.and_then(|r| r.grid_from_execute) {
             job.site = g;
             job.grid = true;
         }
     }
     job.running_seconds = job.runs.iter().filter_map(|&(a, b)| b.map(|b| (b - a).max(0.0))).sum();
-    Some(job)
+}
+
+/// The jobs of one log, built as its events are read: what
+/// [`jobs_from_events`] gives for that log, without holding the events.
+///
+/// Memory is one record per job (O(jobs), not O(events)): some 250 bytes
+/// while the log is read, the record's 184 and its runs after. A job whose
+/// events come out of time order (none do in HTCondor's own logs) cannot be
+/// folded as they come, since the record must follow time order: such jobs
+/// are listed by [`LogJobs::out_of_order`] and rebuilt from their events
+/// ([`LogJobs::rebuild`]), which the caller reads again.
+#[derive(Debug)]
+pub struct LogJobs {
+    file: usize,
+    file_name: Arc<str>,
+    names: SiteNames,
+    /// In order of first appearance.
+    jobs: Vec<JobRecord>,
+    /// `states[i]` folds `jobs[i]`.
+    states: Vec<FoldState>,
+    index: JobIndex,
+    /// Jobs that had an event earlier than one before it, by key.
+    out_of_order: BTreeSet<(i64, i64, i64)>,
+}
+
+impl LogJobs {
+    /// The jobs of log number `file`, called `file_name`.
+    pub fn new(file: usize, file_name: &str) -> Self {
+        let mut names = SiteNames::default();
+        LogJobs {
+            file,
+            file_name: names.get(file_name),
+            names,
+            jobs: Vec::new(),
+            states: Vec::new(),
+            index: JobIndex::default(),
+            out_of_order: BTreeSet::new(),
+        }
+    }
+
+    /// Folds the log's next event.
+    pub fn add(&mut self, ev: &LogEvent) {
+        let key = (ev.cluster, ev.proc, ev.subproc);
+        match self.index.get(key) {
+            Some(at) => {
+                let state = &mut self.states[at];
+                if ev.time < state.last_time {
+                    self.out_of_order.insert(key);
+                }
+                apply(&mut self.jobs[at], state, ev, &mut self.names);
+            }
+            None => {
+                self.index.insert(key, self.jobs.len());
+                let (job, state) = start(self.file, &self.file_name, ev, &mut self.names);
+                self.jobs.push(job);
+                self.states.push(state);
+            }
+        }
+    }
+
+    /// The jobs whose events were not in time order.
+    pub fn out_of_order(&self) -> &BTreeSet<(i64, i64, i64)> {
+        &self.out_of_order
+    }
+
+    /// Rebuilds the out-of-order jobs from all their events (`events` holds
+    /// them, and possibly events of other jobs, which are ignored).
+    pub fn rebuild(&mut self, events: &[LogEvent]) {
+        let mut by_job: BTreeMap<(i64, i64, i64), Vec<&LogEvent>> = BTreeMap::new();
+        for ev in events {
+            let key = (ev.cluster, ev.proc, ev.subproc);
+            if self.out_of_order.contains(&key) {
+                by_job.entry(key).or_default().push(ev);
+            }
+        }
+        for (key, evs) in by_job {
+            if let (Some(at), Some((job, state))) =
+                (self.index.get(key), fold_in_time_order(self.file, &self.file_name, evs, &mut self.names))
+            {
+                self.jobs[at] = job;
+                self.states[at] = state;
+            }
+        }
+        self.out_of_order.clear();
+    }
+
+    /// The records, in order of first appearance.
+    pub fn finish(self) -> Vec<JobRecord> {
+        let LogJobs { mut jobs, states, index, .. } = self;
+        drop(index);
+        for (job, state) in jobs.iter_mut().zip(states) {
+            finish(job, state);
+        }
+        jobs.shrink_to_fit();
+        jobs
+    }
+}
+
+/// Where each job's record is, by (cluster, proc, subproc): 4 bytes a job.
+/// HTCondor numbers a cluster's procs 0, 1, 2…, so each cluster keeps an
+/// array indexed by proc; other ids (subprocs, negative or far-off procs) go
+/// to a map.
+#[derive(Debug, Default)]
+struct JobIndex {
+    clusters: HashMap<i64, Vec<u32>>,
+    /// The cluster of the last look-up and its array (most events follow
+    /// one of their own cluster).
+    last: Option<(i64, Vec<u32>)>,
+    other: HashMap<(i64, i64, i64), usize>,
+}
+
+/// No job at this proc.
+const NO_JOB: u32 = u32::MAX;
+
+impl JobIndex {
+    /// The array of `cluster`, made the current one.
+    fn procs(&mut self, cluster: i64) -> &mut Vec<u32> {
+        if self.last.as_ref().is_none_or(|(c, _)| *c != cluster) {
+            let procs = self.clusters.remove(&cluster).unwrap_or_default();
+            if let Some((c, old)) = self.last.replace((cluster, procs)) {
+                self.clusters.insert(c, old);
+            }
+        }
+        &mut self.last.as_mut().expect("just set").1
+    }
+
+    fn get(&mut self, (cluster, proc, subproc): (i64, i64, i64)) -> Option<usize> {
+        if subproc == 0 {
+            if let Ok(p) = usize::try_from(proc) {
+                if let Some(&at) = self.procs(cluster).get(p) {
+                    if at != NO_JOB {
+                        return Some(at as usize);
+                    }
+                }
+            }
+        }
+        self.other.get(&(cluster, proc, subproc)).copied()
+    }
+
+    fn insert(&mut self, (cluster, proc, subproc): (i64, i64, i64), at: usize) {
+        if let (0, Ok(p), Ok(at32)) = (subproc, usize::try_from(proc), u32::try_from(at)) {
+            let procs = self.procs(cluster);
+            // A stray huge proc number must not allocate megabytes.
+            if at32 != NO_JOB && p <= 2 * procs.len() + 16_384 {
+                if p >= procs.len() {
+                    procs.resize(p + 1, NO_JOB);
+                }
+                procs[p] = at32;
+                return;
+            }
+        }
+        self.other.insert((cluster, proc, subproc), at);
+    }
 }
 
 /// The adapter from the parser's events. The only code here that knows
@@ -341,7 +576,7 @@ mod tests {
         let jobs = jobs_from_events(&files);
         assert_eq!(jobs.len(), 1);
         let j = &jobs[0];
-        assert_eq!(j.site, "condor ce ce:9619");
+        assert_eq!(&*j.site, "condor ce ce:9619");
         assert_eq!(j.turnaround(), Some(50.0));
         assert_eq!(j.queue_wait(), Some(10.0));
         assert_eq!(j.run_time(), Some(40.0));
@@ -372,7 +607,7 @@ mod tests {
             ],
         )];
         let jobs = jobs_from_events(&files);
-        assert_eq!(jobs.iter().map(|j| j.site.as_str()).collect::<Vec<_>>(), ["pool.log"; 3]);
+        assert_eq!(jobs.iter().map(|j| &*j.site).collect::<Vec<_>>(), ["pool.log"; 3]);
         assert_eq!(jobs[0].end, JobEnd::Failed { detail: "exit 3".into() });
         assert_eq!(jobs[1].end, JobEnd::Failed { detail: "signal 9".into() });
         assert_eq!(jobs[1].run_time(), None, "never seen starting");

@@ -6,10 +6,10 @@
 //! This is the one place of the userlog module that reads the clock: legacy
 //! `MM/DD` stamps get the current year, as HTCondor's reader gives them.
 
-use super::{read_log_bytes, Diagnostic, Event, EventBody, ReadError};
+use super::stats::{LogStats, StatsReport, Summary};
+use super::{Diagnostic, LogReader, ReadError};
 use crate::{CmdResult, Exit, Failure};
 use serde_json::json;
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
@@ -64,21 +64,37 @@ fn write_failed(e: std::io::Error) -> Option<Failure> {
     (e.kind() != std::io::ErrorKind::BrokenPipe).then(|| Failure::failed(format!("writing output: {e}")))
 }
 
-/// `cosched log dump FILE`: one JSON object per event.
+/// `cosched log dump FILE`: one JSON object per event, written as the file
+/// is read (a chunk at a time: memory does not grow with the file).
 pub fn dump(file: &Path) -> CmdResult {
-    let bytes = read_log_bytes(file).map_err(read_error)?;
-    let (events, diags) = super::parse_bytes_with_year(&bytes, current_year());
-    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-    for ev in &events {
-        if let Err(e) = writeln!(out, "{}", ev.to_json()) {
-            return write_failed(e).map_or(Ok(Exit::Ok), Err);
+    let mut reader = LogReader::open(file, current_year()).map_err(read_error)?;
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+    let mut events = Vec::new();
+    let mut any_diag = false;
+    loop {
+        let more = reader.read_events(&mut events).map_err(read_error)?;
+        for ev in events.drain(..) {
+            if let Err(e) = writeln!(out, "{}", ev.to_json()) {
+                return write_failed(e).map_or(Ok(Exit::Ok), Err);
+            }
+        }
+        let diags = reader.take_diagnostics();
+        if !diags.is_empty() {
+            // Events before a diagnostic are printed before it.
+            if let Err(e) = out.flush() {
+                return write_failed(e).map_or(Ok(Exit::Ok), Err);
+            }
+            report(file, &diags);
+            any_diag = true;
+        }
+        if !more {
+            break;
         }
     }
     if let Err(e) = out.flush() {
         return write_failed(e).map_or(Ok(Exit::Ok), Err);
     }
-    report(file, &diags);
-    Ok(if diags.is_empty() { Exit::Ok } else { Exit::Partial })
+    Ok(if any_diag { Exit::Partial } else { Exit::Ok })
 }
 
 /// HTCondor's short name of an event code.
@@ -140,121 +156,44 @@ pub fn event_name(code: u16) -> &'static str {
     }
 }
 
-/// What one job's events say, for `stats`.
-#[derive(Default, Debug, Clone)]
-pub struct JobTimes {
-    pub submit: Option<f64>,
-    pub first_execute: Option<f64>,
-    pub last_execute: Option<f64>,
-    pub grid_submit: Option<f64>,
-    pub terminate: Option<f64>,
-    pub removed: bool,
-    pub held: bool,
-}
-
-impl JobTimes {
-    /// Execute − submit; for a grid job that never logged 001, the 027
-    /// (a lower bound).
-    pub fn queue_wait(&self) -> Option<f64> {
-        Some(self.first_execute.or(self.grid_submit)? - self.submit?)
-    }
-    /// Terminate − the execute it ended.
-    pub fn run_time(&self) -> Option<f64> {
-        Some(self.terminate? - self.last_execute?)
-    }
-    /// Terminate − submit.
-    pub fn turnaround(&self) -> Option<f64> {
-        Some(self.terminate? - self.submit?)
-    }
-}
-
-/// Folds events into per-job times. Times are naive seconds: differences
-/// within one log are exact.
-pub fn job_times(events: &[Event]) -> BTreeMap<(i64, i64), JobTimes> {
-    let mut jobs: BTreeMap<(i64, i64), JobTimes> = BTreeMap::new();
-    for ev in events {
-        let t = ev.time.naive_seconds();
-        let job = jobs.entry(ev.job()).or_default();
-        match &ev.body {
-            EventBody::Submit { .. } => {
-                job.submit.get_or_insert(t);
-            }
-            EventBody::Execute { .. } => {
-                job.first_execute.get_or_insert(t);
-                // A run that ends is the last one that started before it.
-                if job.terminate.is_none() {
-                    job.last_execute = Some(t);
-                }
-            }
-            EventBody::GridSubmit { .. } => {
-                job.grid_submit.get_or_insert(t);
-            }
-            EventBody::Terminated { .. } => job.terminate = Some(t),
-            EventBody::Aborted { .. } => job.removed = true,
-            EventBody::Held { .. } => job.held = true,
-            EventBody::Released { .. } => job.held = false,
-            _ => {}
-        }
-    }
-    jobs
-}
-
-/// mean, p50, p95, max of a sample (nearest-rank percentiles).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
-    pub n: usize,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub max: f64,
-}
-
-pub fn summarize(values: &mut [f64]) -> Option<Summary> {
-    if values.is_empty() {
-        return None;
-    }
-    values.sort_by(f64::total_cmp);
-    let n = values.len();
-    let rank = |p: f64| values[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    Some(Summary {
-        n,
-        mean: values.iter().sum::<f64>() / n as f64,
-        p50: rank(0.5),
-        p95: rank(0.95),
-        max: values[n - 1],
-    })
-}
-
-/// `cosched log stats FILE... [--json]`.
+/// `cosched log stats FILE... [--json]`. Reads each log once, a chunk at a
+/// time; holds 20 bytes or so per job (see [`super::stats`]).
 pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
     let year = current_year();
-    let mut counts: BTreeMap<u16, u64> = BTreeMap::new();
-    let mut all_jobs: Vec<JobTimes> = Vec::new();
-    let mut any_diag = false;
-    let mut parsed = Vec::new();
+    // Every file is checked before any is read: a typo in the last name
+    // should not cost minutes of reading the first.
+    let mut readers = Vec::with_capacity(files.len());
     for file in files {
-        parsed.push(read_log_bytes(file).map_err(read_error)?);
+        readers.push(LogReader::open(file, year).map_err(read_error)?.outline());
     }
-    for (file, bytes) in files.iter().zip(parsed) {
-        let (events, diags) = super::parse_bytes_with_year(&bytes, year);
-        report(file, &diags);
-        any_diag |= !diags.is_empty();
-        for ev in &events {
-            *counts.entry(ev.code).or_default() += 1;
+    let mut fold = LogStats::new();
+    let mut any_diag = false;
+    let mut events = Vec::new();
+    for (file, mut reader) in files.iter().zip(readers) {
+        fold.start_log();
+        loop {
+            let more = reader.read_events(&mut events).map_err(read_error)?;
+            for ev in events.drain(..) {
+                fold.add(&ev);
+            }
+            let diags = reader.take_diagnostics();
+            report(file, &diags);
+            any_diag |= !diags.is_empty();
+            if !more {
+                break;
+            }
         }
-        all_jobs.extend(job_times(&events).into_values());
     }
-    let collect = |f: fn(&JobTimes) -> Option<f64>| -> Option<Summary> {
-        let mut v: Vec<f64> = all_jobs.iter().filter_map(f).collect();
-        summarize(&mut v)
-    };
-    let wait = collect(JobTimes::queue_wait);
-    let run = collect(JobTimes::run_time);
-    let turnaround = collect(JobTimes::turnaround);
-    let completed = all_jobs.iter().filter(|j| j.terminate.is_some()).count();
-    let removed = all_jobs.iter().filter(|j| j.terminate.is_none() && j.removed).count();
-    let held = all_jobs.iter().filter(|j| j.terminate.is_none() && !j.removed && j.held).count();
-    let jobs = all_jobs.len();
+    let StatsReport {
+        events: counts,
+        jobs,
+        completed,
+        removed,
+        held,
+        queue_wait: wait,
+        run_time: run,
+        turnaround,
+    } = fold.finish();
 
     let mut out = String::new();
     if as_json {
@@ -276,7 +215,7 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
         out.push_str(&doc.to_string());
         out.push('\n');
     } else {
-        let total: u64 = counts.values().sum();
+        let total: u64 = counts.iter().map(|(_, n)| n).sum();
         out.push_str(&format!("events: {total}\n"));
         for (c, n) in &counts {
             out.push_str(&format!("  {c:03} {:<24} {n:>8}\n", event_name(*c)));

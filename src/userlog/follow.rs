@@ -18,10 +18,13 @@
 //! what is already in the file; they never wait for data.
 
 use super::{Diagnostic, Event, Parser, DEFAULT_LEGACY_YEAR};
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::{FileExt, MetadataExt};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use tokio::sync::mpsc;
 
@@ -68,8 +71,76 @@ struct OpenLog {
 }
 
 struct Wake {
-    _watcher: notify::RecommendedWatcher,
+    /// Keeps the directory's watch alive while this follower uses it.
+    _watch: Arc<DirWatch>,
     rx: mpsc::Receiver<()>,
+}
+
+/// One inotify watch per directory, shared by every follower of a file in
+/// it. A run keeps all its sites' logs in one directory: with a watch per
+/// follower, each write to any log woke every follower's watcher (100 sites,
+/// 100 watcher threads, each reading every event), which cost more CPU than
+/// everything else cosched does in a run.
+struct DirWatch {
+    _watcher: notify::RecommendedWatcher,
+    /// File name → the followers of that file (several may follow one file).
+    subscribers: Arc<Mutex<HashMap<OsString, Vec<mpsc::Sender<()>>>>>,
+}
+
+/// The watches in use, by directory; a watch ends when its last follower goes.
+fn dir_watches() -> &'static Mutex<HashMap<PathBuf, Weak<DirWatch>>> {
+    static WATCHES: OnceLock<Mutex<HashMap<PathBuf, Weak<DirWatch>>>> = OnceLock::new();
+    WATCHES.get_or_init(Default::default)
+}
+
+impl DirWatch {
+    /// Subscribes to changes of `dir/name`, watching `dir` if nobody does yet.
+    fn subscribe(dir: &Path, name: &OsStr) -> Option<(Arc<DirWatch>, mpsc::Receiver<()>)> {
+        let mut watches = dir_watches().lock().unwrap_or_else(|p| p.into_inner());
+        watches.retain(|_, w| w.strong_count() > 0);
+        let watch = match watches.get(dir).and_then(Weak::upgrade) {
+            Some(watch) => watch,
+            None => {
+                let watch = Arc::new(DirWatch::start(dir)?);
+                watches.insert(dir.to_path_buf(), Arc::downgrade(&watch));
+                watch
+            }
+        };
+        let (tx, rx) = mpsc::channel(1);
+        watch.subscribers.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_os_string()).or_default().push(tx);
+        Some((watch, rx))
+    }
+
+    fn start(dir: &Path) -> Option<DirWatch> {
+        use notify::Watcher;
+        let subscribers: Arc<Mutex<HashMap<OsString, Vec<mpsc::Sender<()>>>>> = Arc::default();
+        let to = Arc::clone(&subscribers);
+        // Runs on notify's own thread: never block there, only try_send.
+        let handler = move |res: notify::Result<notify::Event>| {
+            let mut subscribers = to.lock().unwrap_or_else(|p| p.into_inner());
+            let wake = |senders: &mut Vec<mpsc::Sender<()>>| {
+                // A full channel already has a wake-up pending; a closed one's
+                // follower is gone.
+                senders.retain(|tx| !matches!(tx.try_send(()), Err(mpsc::error::TrySendError::Closed(_))));
+            };
+            match &res {
+                Ok(ev) if !ev.paths.is_empty() => {
+                    for name in ev.paths.iter().filter_map(|p| p.file_name()) {
+                        if let Some(senders) = subscribers.get_mut(name) {
+                            wake(senders);
+                        }
+                    }
+                }
+                // No path, or an error (e.g. the queue overflowed): anyone may
+                // have missed something.
+                _ => subscribers.values_mut().for_each(wake),
+            }
+            subscribers.retain(|_, senders| !senders.is_empty());
+        };
+        let mut watcher = notify::recommended_watcher(handler).ok()?;
+        watcher.watch(dir, notify::RecursiveMode::NonRecursive).ok()?;
+        Some(DirWatch { _watcher: watcher, subscribers })
+    }
 }
 
 impl std::fmt::Debug for Follower {
@@ -258,9 +329,8 @@ impl Follower {
         }
     }
 
-    /// Sets up the inotify watch on the log's directory (once it exists).
+    /// Subscribes to the inotify watch of the log's directory (once it exists).
     fn ensure_watch(&mut self) {
-        use notify::Watcher;
         if self.wake.is_some() || self.polling_only {
             return;
         }
@@ -268,21 +338,9 @@ impl Follower {
             Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
             _ => PathBuf::from("."),
         };
-        let name = self.path.file_name().map(|n| n.to_os_string());
-        let (tx, rx) = mpsc::channel(1);
-        // Runs on notify's own thread: never block there, only try_send.
-        let handler = move |res: notify::Result<notify::Event>| {
-            let ours = match &res {
-                Ok(ev) => ev.paths.is_empty() || ev.paths.iter().any(|p| p.file_name() == name.as_deref()),
-                Err(_) => true,
-            };
-            if ours {
-                let _ = tx.try_send(());
-            }
-        };
-        let Ok(mut watcher) = notify::recommended_watcher(handler) else { return };
-        if watcher.watch(&dir, notify::RecursiveMode::NonRecursive).is_ok() {
-            self.wake = Some(Wake { _watcher: watcher, rx });
+        let Some(name) = self.path.file_name() else { return };
+        if let Some((watch, rx)) = DirWatch::subscribe(&dir, name) {
+            self.wake = Some(Wake { _watch: watch, rx });
         }
     }
 

@@ -96,7 +96,7 @@ fn looks_like_header(line: &[u8]) -> bool {
 pub(super) fn parse_block(
     block: &[u8],
     offset: u64,
-    legacy_year: i32,
+    depth: Depth,
     events: &mut Vec<Event>,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -119,7 +119,7 @@ pub(super) fn parse_block(
         }
     }
     if first_only {
-        parse_one(block, 0, offset, false, legacy_year, events, diags);
+        parse_one(block, 0, offset, false, depth, events, diags);
         return;
     }
     let Some(&first) = starts.first() else {
@@ -140,7 +140,7 @@ pub(super) fn parse_block(
     }
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(block.len());
-        parse_one(&block[..end], start, offset, i + 1 < starts.len(), legacy_year, events, diags);
+        parse_one(&block[..end], start, offset, i + 1 < starts.len(), depth, events, diags);
     }
 }
 
@@ -151,7 +151,7 @@ fn parse_one(
     start: usize,
     offset: u64,
     cut: bool,
-    legacy_year: i32,
+    depth: Depth,
     events: &mut Vec<Event>,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -162,7 +162,7 @@ fn parse_one(
             message: "event has no closing `...` line (the next header follows); read it anyway".into(),
         });
     }
-    match parse_event(&block[start..], sub_offset, legacy_year) {
+    match parse_event(&block[start..], sub_offset, depth) {
         Ok((event, None)) => events.push(event),
         Ok((event, Some(problem))) => {
             diags.push(Diagnostic { offset: sub_offset, message: problem });
@@ -174,7 +174,7 @@ fn parse_one(
 
 /// One event from its header line and body lines. A known event whose body
 /// does not read is still returned (as `Other`), with the problem.
-fn parse_event(bytes: &[u8], offset: u64, legacy_year: i32) -> Result<(Event, Option<String>), String> {
+fn parse_event(bytes: &[u8], offset: u64, depth: Depth) -> Result<(Event, Option<String>), String> {
     let text = utf8(bytes);
     let text: &str = &text;
     let (header_line, body) = match memchr::memchr(b'\n', text.as_bytes()) {
@@ -182,12 +182,12 @@ fn parse_event(bytes: &[u8], offset: u64, legacy_year: i32) -> Result<(Event, Op
         None => (text, ""),
     };
     let header_line = header_line.strip_suffix('\r').unwrap_or(header_line);
-    let h = match header(header_line, legacy_year) {
+    let h = match header(header_line, depth.legacy_year) {
         Ok((_, h)) => h,
         Err(_) => return Err(format!("malformed event header: {}", snippet(header_line.as_bytes()))),
     };
     let mut lines = Lines { rest: body };
-    let (body, problem) = match read_body(h.code, h.rest, &mut lines) {
+    let (body, problem) = match read_body(h.code, h.rest, &mut lines, depth.outline) {
         Ok(b) => (b, None),
         Err(why) => (
             EventBody::Other { text: h.rest.to_string(), body: body.to_string() },
@@ -255,7 +255,12 @@ use nom::Parser as _;
 
 /// `NNN (C.P.S) DATE TIME[.frac][Z] REST`.
 fn header(line: &str, legacy_year: i32) -> R<'_, Header<'_>> {
-    let (i, code) = take_while_m_n(3, 5, |c: char| c.is_ascii_digit())(line)?;
+    let digits = line.bytes().take(6).take_while(u8::is_ascii_digit).count();
+    if digits < 3 {
+        return Err(nom::Err::Error(nom::error::Error::new(line, nom::error::ErrorKind::TakeWhileMN)));
+    }
+    // At most 5 digits are the code; a sixth then fails the " (" that follows.
+    let (code, i) = line.split_at(digits.min(5));
     let code: u16 = match code.parse() {
         Ok(c) => c,
         Err(_) => return Err(nom::Err::Error(nom::error::Error::new(line, nom::error::ErrorKind::Digit))),
@@ -275,11 +280,28 @@ fn header(line: &str, legacy_year: i32) -> R<'_, Header<'_>> {
     Ok((i, Header { code, cluster, proc, subproc, time, rest }))
 }
 
-/// `YYYY-MM-DD HH:MM:SS`, `YYYY-MM-DDTHH:MM:SS`, or legacy `MM/DD HH:MM:SS`,
-/// each with optional `.fraction` and `Z`.
-fn timestamp(i: &str, legacy_year: i32) -> R<'_, Timestamp> {
-    let bad = |at| nom::Err::Error(nom::error::Error::new(at, nom::error::ErrorKind::Verify));
-    let legacy = i.as_bytes().get(2) == Some(&b'/');
+/// `YYYY-MM-DD HH:MM:SS` (or with `T`) exactly: the form HTCondor writes by
+/// default, read without the general combinators. `None` for anything else
+/// (the general path then reads it, to the same result when it is this form).
+fn plain_iso(i: &str) -> Option<(&str, [u32; 6])> {
+    let b = i.as_bytes().get(..19)?;
+    let d = |k: usize| -> Option<u32> {
+        let (hi, lo) = (b[k], b[k + 1]);
+        (hi.is_ascii_digit() && lo.is_ascii_digit()).then(|| u32::from(hi - b'0') * 10 + u32::from(lo - b'0'))
+    };
+    let seps =
+        b[4] == b'-' && b[7] == b'-' && (b[10] == b' ' || b[10] == b'T') && b[13] == b':' && b[16] == b':';
+    if !seps {
+        return None;
+    }
+    // The digits first: only then is byte 19 known to start a character.
+    let fields = [d(0)? * 100 + d(2)?, d(5)?, d(8)?, d(11)?, d(14)?, d(17)?];
+    Some((&i[19..], fields))
+}
+
+/// The date and time fields of any accepted form: (year, month, day, hour,
+/// minute, second).
+fn date_time(i: &str, legacy: bool, legacy_year: i32) -> R<'_, (i64, u32, u32, u32, u32, u32)> {
     let (i, (year, month, day)) = if legacy {
         let (i, month) = two(i)?;
         let (i, _) = char('/')(i)?;
@@ -300,6 +322,18 @@ fn timestamp(i: &str, legacy_year: i32) -> R<'_, Timestamp> {
     let (i, minute) = two(i)?;
     let (i, _) = char(':')(i)?;
     let (i, second) = two(i)?;
+    Ok((i, (year, month, day, hour, minute, second)))
+}
+
+/// `YYYY-MM-DD HH:MM:SS`, `YYYY-MM-DDTHH:MM:SS`, or legacy `MM/DD HH:MM:SS`,
+/// each with optional `.fraction` and `Z`.
+fn timestamp(i: &str, legacy_year: i32) -> R<'_, Timestamp> {
+    let bad = |at| nom::Err::Error(nom::error::Error::new(at, nom::error::ErrorKind::Verify));
+    let legacy = i.as_bytes().get(2) == Some(&b'/');
+    let (i, (year, month, day, hour, minute, second)) = match plain_iso(i) {
+        Some((i, [y, mo, d, h, mi, s])) => (i, (i64::from(y), mo, d, h, mi, s)),
+        None => date_time(i, legacy, legacy_year)?,
+    };
     let (i, frac) = opt((char('.'), take_while_m_n(1, 9, |c: char| c.is_ascii_digit()))).parse(i)?;
     let (i, z) = opt(char('Z')).parse(i)?;
     if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 24 || minute > 59 || second > 60 {
@@ -648,17 +682,36 @@ fn resource_name(tag: &str) -> std::borrow::Cow<'static, str> {
     }
 }
 
+/// How much of each event to read, and the year for legacy stamps.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Depth {
+    pub legacy_year: i32,
+    /// Leave out the body parts that cannot fail to read (see
+    /// [`super::Parser::outline`]).
+    pub outline: bool,
+}
+
 /// Reads the body of event `code`; `first` is the rest of the header line.
-fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<EventBody, String> {
+/// With `outline`, every check that can reject a body still runs (so the
+/// variant and the diagnostics are those of a full read), but lines that are
+/// only collected — notes, execute properties, CPU usage and the resource
+/// table, image sizes, transfer details, attribute lists — are skipped.
+fn read_body<'a>(
+    code: u16,
+    first: &'a str,
+    lines: &mut Lines<'a>,
+    outline: bool,
+) -> Result<EventBody, String> {
     Ok(match code {
         0 => {
             let host = expect(first, "Job submitted from host: ")?.to_string();
-            let (log_notes, user_notes, warnings) = submit_notes(lines);
+            let (log_notes, user_notes, warnings) =
+                if outline { (None, None, None) } else { submit_notes(lines) };
             EventBody::Submit { host, log_notes, user_notes, warnings }
         }
         1 => {
             let host = expect(first, "Job executing on host: ")?.to_string();
-            let (slot_name, props) = execute_props(lines);
+            let (slot_name, props) = if outline { (None, Vec::new()) } else { execute_props(lines) };
             EventBody::Execute { host, slot_name, props }
         }
         2 => EventBody::ExecutableError { error_type: paren_int(first).map(|(n, _)| n) },
@@ -673,14 +726,15 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
         5 => {
             expect(first, "Job terminated.")?;
             let (normal, return_value, signal, core_file) = termination_status(lines)?;
-            let usage = Box::new(termination_usage(lines, "Job"));
+            let usage =
+                Box::new(if outline { Termination::default() } else { termination_usage(lines, "Job") });
             EventBody::Terminated { normal, return_value, signal, core_file, usage }
         }
         6 => {
             let size = expect(first, "Image size of job updated: ")?;
             let size_kb = signed(size.trim()).map_err(|_| "image size is not a number")?.1;
             let (mut mem, mut rss, mut pss) = (None, None, None);
-            for line in lines {
+            for line in lines.take(if outline { 0 } else { usize::MAX }) {
                 let Some((n, label)) = line.trim_start().split_once("  -  ") else { break };
                 let Ok(n) = n.trim().parse::<i64>() else { break };
                 match label.split_whitespace().next().unwrap_or("") {
@@ -750,7 +804,8 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
             let (rest, node) = signed(rest).map_err(|_| "no node number")?;
             expect(rest, " terminated.")?;
             let (normal, return_value, signal, core_file) = termination_status(lines)?;
-            let usage = Box::new(termination_usage(lines, "Node"));
+            let usage =
+                Box::new(if outline { Termination::default() } else { termination_usage(lines, "Node") });
             EventBody::NodeTerminated { node, normal, return_value, signal, core_file, usage }
         }
         16 => {
@@ -869,7 +924,9 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
         }
         28 => {
             expect(first, "Job ad information event triggered.")?;
-            EventBody::JobAd { attrs: lines.filter_map(long_form).collect() }
+            EventBody::JobAd {
+                attrs: if outline { Vec::new() } else { lines.filter_map(long_form).collect() },
+            }
         }
         29 => {
             expect(first, "The job's remote status is unknown")?;
@@ -978,7 +1035,7 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
         40 => {
             let kind = TransferKind::from_text(first.trim_end()).ok_or("unknown file-transfer type")?;
             let (mut queueing_delay, mut host) = (None, None);
-            for line in lines {
+            for line in lines.take(if outline { 0 } else { usize::MAX }) {
                 if let Some(v) = line.strip_prefix("\tSeconds spent in queue: ") {
                     queueing_delay = v.trim().parse().ok();
                 } else if let Some(h) = line.strip_prefix("\tTransferring to host: ") {
@@ -989,7 +1046,7 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
         }
         41..=45 => {
             let mut attrs = Vec::new();
-            for line in std::iter::once(first).chain(lines) {
+            for line in std::iter::once(first).chain(lines).take(if outline { 0 } else { usize::MAX }) {
                 let Some((label, value)) = line.trim().split_once(':') else { continue };
                 let name = match label.trim() {
                     "Bytes reserved" => "ReservedSpace",
@@ -1019,7 +1076,8 @@ fn read_body<'a>(code: u16, first: &'a str, lines: &mut Lines<'a>) -> Result<Eve
             EventBody::CommonFiles { kind: kind.trim().to_string() }
         }
         100..=111 => {
-            EventBody::ExecutePoint { head: first.to_string(), attrs: lines.filter_map(long_form).collect() }
+            let attrs = if outline { Vec::new() } else { lines.filter_map(long_form).collect() };
+            EventBody::ExecutePoint { head: first.to_string(), attrs }
         }
         _ => EventBody::Other { text: first.to_string(), body: lines.rest.to_string() },
     })
@@ -1076,6 +1134,41 @@ mod tests {
         assert!(header("000 (1.0.0) 2026-13-01 00:00:00 x", 2000).is_err());
         assert!(header("000 (1.0.0)2026-01-01 00:00:00 x", 2000).is_err());
         assert!(header("000 (99999999999999999999.0.0) 2026-01-01 00:00:00 x", 2000).is_err());
+    }
+
+    #[test]
+    fn the_plain_iso_shortcut_reads_what_the_general_path_reads() {
+        let stamps = [
+            "2026-11-21 05:07:30 Job",
+            "2026-11-21T05:07:30.785Z x",
+            "0000-00-00 00:00:00",
+            "9999-99-99 99:99:99",
+            "2026-1-21 05:07:30 x",
+            "20261-11-21 05:07:30",
+            "2026-11-21 05:07:3",
+            "2026-11-21  5:07:30",
+            "2026-11-21x05:07:30",
+            "11/21 05:05:29 x",
+            "2026-11-2105:07:30",
+            "2026-11-21 05:10:4\u{fffd} x",
+        ];
+        for s in stamps {
+            if let Some((rest, [y, mo, d, h, mi, sec])) = plain_iso(s) {
+                let general = date_time(s, false, 2000).map_err(|e| e.to_string());
+                assert_eq!(general, Ok((rest, (i64::from(y), mo, d, h, mi, sec))), "{s}");
+            }
+            assert_eq!(
+                plain_iso(s).is_some(),
+                [
+                    "2026-11-21 05:07:30 Job",
+                    "2026-11-21T05:07:30.785Z x",
+                    "0000-00-00 00:00:00",
+                    "9999-99-99 99:99:99"
+                ]
+                .contains(&s),
+                "{s}"
+            );
+        }
     }
 
     #[test]

@@ -8,5 +8,6 @@ mod policy;
 mod replay;
 mod report;
 mod sim;
+mod streaming;
 mod submit;
 mod userlog;

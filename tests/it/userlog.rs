@@ -420,6 +420,17 @@ fn check_no_panic_and_consistent(bytes: &[u8], sizes: &[usize]) -> Result<(), Te
     let chunked = feed_in_chunks(bytes, sizes);
     prop_assert_eq!(&chunked.0, &whole.0);
     prop_assert_eq!(&chunked.1, &whole.1);
+    // Outlines: the same events and diagnostics, less detail.
+    let mut outline = Parser::new().outline();
+    let mut brief = outline.feed(bytes);
+    brief.extend(outline.finish());
+    prop_assert_eq!(&outline.take_diagnostics(), &whole.1);
+    prop_assert_eq!(brief.len(), whole.0.len());
+    for (b, w) in brief.iter().zip(&whole.0) {
+        prop_assert_eq!((b.offset, b.code, b.job(), b.time), (w.offset, w.code, w.job(), w.time));
+        prop_assert_eq!(std::mem::discriminant(&b.body), std::mem::discriminant(&w.body));
+        prop_assert_eq!(cosched::report::model::from_userlog(b), cosched::report::model::from_userlog(w));
+    }
     Ok(())
 }
 
