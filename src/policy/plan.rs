@@ -154,13 +154,23 @@ impl Planner {
         (target.floor() - f64::from(c.out())).max(0.0) as u64
     }
 
-    /// Idle jobs above the site's target by more than the target's own
-    /// fluctuation (√target): they would start and run past the window.
+    /// Idle jobs above the site's target by more than its uncertainty: they
+    /// would start and run past the window. The target moves with every
+    /// estimate of the wait (a mean of a few exponential draws is uncertain
+    /// by half), and a withdrawal is a `condor_rm` that the next estimate
+    /// may undo with a `condor_submit`: only an excess of more than half
+    /// the queue kept ahead, or than the target's own fluctuation (√target),
+    /// is withdrawn.
     pub fn surplus(&self, site: SiteId, book: &JobBook) -> u64 {
         let c = book.counts(site);
-        let target = self.models[site.index()].out_target(c.running);
+        let model = &self.models[site.index()];
+        let target = model.out_target(c.running);
         let excess = f64::from(c.out()) - target;
-        let slack = if self.models[site.index()].open { target.sqrt().max(1.0) } else { 0.0 };
+        let slack = if model.open {
+            target.sqrt().max(0.5 * model.attempt_rate() * model.ahead).max(1.0)
+        } else {
+            0.0
+        };
         if excess > slack {
             (excess.ceil() as u64).min(u64::from(c.idle))
         } else {

@@ -2,6 +2,7 @@
 
 mod util;
 
+mod adaptive_model;
 mod bench;
 mod daemon;
 mod policy;

@@ -34,8 +34,23 @@
 //! the spread is in the likelihoods; no single job can decide, since every
 //! likelihood is floored by a 1% share of outliers.
 //!
+//! Those bounds hold for a null that is known, and ours is learned from a
+//! few dozen runs. Three consequences, each from the estimate's own error:
+//! "healthy" is composite (the learned runs, or all of them 5–10% longer:
+//! the standard error of a small sample's scale), and the test weighs the
+//! slowdowns against the best of these; running jobs testify only at ages
+//! between the shortest and the longest healthy run seen (outside, survival
+//! is the kernel's or the tail's assumption), and together they weigh no
+//! more than the runs the distribution was learned from (their survivals
+//! share its error); and past the longest run seen lies the mass 1/(n + 1)
+//! that the next of n + 1 draws is the longest. Measured on a healthy
+//! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
+//! naive test had six.
+//!
 //! **The controller.** A site starts at `initial_window` jobs, taken as
-//! healthy: their runs are the distribution. Then:
+//! healthy: their runs are the distribution (no jobs are queued ahead until
+//! then: they would start whenever the queue lets them and run the site
+//! past the level its baseline is learned at). Then:
 //! - *healthy*: the floor rises to the level that ran; the window goes to
 //!   `probe_gain` × the floor (no ceiling known: an overshoot is at most that
 //!   factor past the knee) or to the geometric middle of floor and ceiling
@@ -62,7 +77,10 @@
 //! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027
 //! says it is back. A site that starts nothing within `idle_timeout` is given
-//! up for twice that, then tried with one job.
+//! up for twice that, then tried with one job. Before that its queue wait
+//! (the waiting so far over one start) is looked at each time it doubles,
+//! so the planner sends it nothing more and the tail moves its idle jobs
+//! to sites that start them.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
 //! run-time quantiles and mean wait; a warm run starts there and tests from
@@ -383,7 +401,7 @@ impl Policy for Adaptive {
             window: s.window.round() as u32,
             capacity: s.searched.then_some(s.floor),
             class,
-            agtime: s.ready().then(|| model.wait + model.run),
+            agtime: s.ready().then_some(model.wait + model.run),
         }
     }
 

@@ -46,6 +46,7 @@ pub struct Distribution {
     survival: Vec<f64>,
     /// Mass left unseen by the KM, spread from `tail_from` with this scale.
     unseen_mass: f64,
+    first_seen: f64,
     tail_from: f64,
     tail_scale: f64,
     mean: f64,
@@ -112,7 +113,7 @@ impl Distribution {
     pub fn from_quantiles(q: &[f64]) -> Option<Distribution> {
         if q.len() < 3
             || q.windows(2).any(|w| w[1] < w[0])
-            || !(q[0] > 0.0)
+            || q[0].partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
             || q.iter().any(|x| !x.is_finite())
         {
             return None;
@@ -123,7 +124,15 @@ impl Distribution {
     }
 
     fn smoothed(steps: &[(f64, f64)], unseen: f64, ended: usize) -> Distribution {
-        let seen = 1.0 - unseen;
+        // The next of n + 1 draws is the longest with probability 1/(n + 1):
+        // that much mass lies past the longest run seen even when every run
+        // ended, or a healthy job a little longer than all before it would
+        // read as slowed.
+        let unseen_mass = unseen.max(1.0 / (ended as f64 + 1.0));
+        let scale = (1.0 - unseen_mass) / (1.0 - unseen).max(1e-12);
+        let steps: Vec<(f64, f64)> = steps.iter().map(|&(t, m)| (t, m * scale)).collect();
+        let steps = &steps[..];
+        let seen = 1.0 - unseen_mass;
         let mean_seen = steps.iter().map(|(t, m)| t * m).sum::<f64>() / seen.max(1e-12);
         let var = steps.iter().map(|(t, m)| m * (t - mean_seen).powi(2)).sum::<f64>() / seen.max(1e-12);
         let n = ended.max(2) as f64;
@@ -145,18 +154,19 @@ impl Distribution {
             }
             // The unseen mass waits past the last ended run.
             let dt = (t - last).max(0.0);
-            f += if t >= last { unseen / tail_scale * (-dt / tail_scale).exp() } else { 0.0 };
-            s += unseen * (-dt / tail_scale).exp();
+            f += if t >= last { unseen_mass / tail_scale * (-dt / tail_scale).exp() } else { 0.0 };
+            s += unseen_mass * (-dt / tail_scale).exp();
             density.push(f);
             survival.push(s.min(1.0));
         }
-        let mean = mean_seen * seen + unseen * (last + tail_scale);
+        let mean = mean_seen * seen + unseen_mass * (last + tail_scale);
         Distribution {
             start,
             step,
             density,
             survival,
-            unseen_mass: unseen,
+            unseen_mass,
+            first_seen: first,
             tail_from: last,
             tail_scale,
             mean,
@@ -181,9 +191,14 @@ impl Distribution {
         self.mean
     }
 
-    /// The shortest run time the distribution allows (its lower end).
-    pub fn lowest(&self) -> f64 {
-        self.start
+    /// The shortest run that ended among those it was built from.
+    pub fn shortest_seen(&self) -> f64 {
+        self.first_seen
+    }
+
+    /// The longest run that ended among those it was built from.
+    pub fn longest_seen(&self) -> f64 {
+        self.tail_from
     }
 
     /// The outliers' density: uniform over twenty times the span.
@@ -257,6 +272,24 @@ impl Exposure {
         let slowed = (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa)) * rate + outlier;
         let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
         slowed.ln() - healthy.ln()
+    }
+
+    /// Log-likelihood ratio (healthy with every run `scale` times longer
+    /// than the learned distribution says ÷ healthy as learned) of the job
+    /// ending now (`ended`) or having run this long.
+    pub fn rescaled_llr(&self, d: &Distribution, scale: f64, ended: bool) -> f64 {
+        let work = self.age / scale;
+        if ended {
+            let outlier = OUTLIERS * d.outlier_density();
+            let rescaled = (1.0 - OUTLIERS) * d.density(work) / scale + outlier;
+            let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
+            rescaled.ln() - healthy.ln()
+        } else {
+            let outlier = OUTLIERS * d.outlier_survival(self.age);
+            let rescaled = (1.0 - OUTLIERS) * d.survival(work) + outlier;
+            let healthy = (1.0 - OUTLIERS) * d.survival(self.age) + outlier;
+            rescaled.ln() - healthy.ln()
+        }
     }
 
     /// Log-likelihood ratio of the job having run this long without ending

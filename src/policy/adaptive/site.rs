@@ -98,10 +98,20 @@ struct Test {
     above_jobs: f64,
     /// Σ log-likelihood ratios of the attempts that ended, per slowdown.
     ended_llr: [f64; STRETCH.len()],
+    /// The same for the rescaled healthy hypotheses ([`NULL_SCALES`]).
+    ended_null: [f64; NULL_SCALES.len()],
 }
 
 /// The slowdowns weighed, as multiples of κ.
 const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
+
+/// "Healthy" is composite too: the distribution is learned from a few dozen
+/// runs, so its scale is uncertain by a few percent (the standard error of
+/// a mean of n runs of spread ±50% is about 0.3/√n). The test weighs the
+/// slowdowns against the best of these rescalings of the healthy runs, or a
+/// baseline learned a little short would drift every test toward
+/// "degraded" (measured: one run in seven on a healthy site at ±50%).
+const NULL_SCALES: [f64; 1] = [1.05];
 
 /// One running job, as the tests need it.
 #[derive(Clone, Copy, Debug)]
@@ -120,9 +130,10 @@ struct Run {
 /// carry little information and the cost would grow with the site.
 const TEST_JOBS: usize = 256;
 
-/// Healthy runs to have ended (and half the distribution seen) before a
-/// test may judge anything against them.
+/// Healthy runs to have ended, and the share of the distribution that may
+/// still be unseen, before a test may judge anything against them.
 const READY_ENDED: usize = 8;
+const READY_UNSEEN: f64 = 0.5;
 
 /// A test is evaluated at most this many times per mean run time: often
 /// enough to react within a few percent of a run, cheap on a busy site.
@@ -209,6 +220,7 @@ impl Site {
                 above: 0.0,
                 above_jobs: 0.0,
                 ended_llr: [0.0; STRETCH.len()],
+                ended_null: [0.0; NULL_SCALES.len()],
             },
             draining: false,
             holding_since: None,
@@ -281,7 +293,10 @@ impl Site {
             window: self.window,
             run: run.unwrap_or(1.0),
             wait: self.waits.pessimistic(now),
-            ahead: if run.is_some() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
+            // Jobs kept waiting ahead start whenever the queue lets them, so
+            // more than the window would run: not while the first cohort's
+            // runs are still to become the baseline at that level.
+            ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
         }
     }
@@ -393,6 +408,9 @@ impl Site {
                 self.test.ended_llr[k] +=
                     if ok { exposure.ended_llr(d, kappa, above_now) } else { exposure.running_llr(d, kappa) };
             }
+            for (j, &scale) in NULL_SCALES.iter().enumerate() {
+                self.test.ended_null[j] += exposure.rescaled_llr(d, scale, ok);
+            }
         }
     }
 
@@ -406,43 +424,60 @@ impl Site {
                 .map(|r| Observation { time: now - r.start, ended: false }),
         );
         if let Some(d) = Distribution::estimate(&obs) {
-            if std::env::var_os("COSCHED_DEBUG_VERDICTS").is_some() {
-                eprintln!(
-                    "{now:9.1} {} dist ended {} unseen {:.2} mean {:.1} obs {}",
-                    self.name,
-                    d.ended,
-                    d.unseen,
-                    d.mean(),
-                    obs.len()
-                );
-            }
             self.dist = Some(d);
         }
     }
 
     /// Whether the healthy distribution is known well enough to test by.
     pub fn ready(&self) -> bool {
-        self.dist.as_ref().is_some_and(|d| d.ended >= READY_ENDED && d.unseen <= 0.5)
+        self.dist.as_ref().is_some_and(|d| d.ended >= READY_ENDED && d.unseen <= READY_UNSEEN)
     }
 
     /// The test's log-likelihood ratios at `now`, one per slowdown weighed.
+    /// Per slowdown, the log-likelihood ratio against the best healthy
+    /// hypothesis (as learned, or rescaled by [`NULL_SCALES`]).
     fn llrs(&self, d: &Distribution, now: Time) -> [f64; STRETCH.len()] {
         let mut llr = self.test.ended_llr;
-        let lowest = d.lowest();
+        let mut null = self.test.ended_null;
+        // Survival is known from data only between the shortest and the
+        // longest healthy runs seen: the kernel's spread below the first
+        // and the tail past the last are assumptions, which hundreds of
+        // young (or old) jobs would otherwise turn into a verdict.
+        let (lowest, known) = (d.shortest_seen(), d.longest_seen());
         let running = self
             .by_start
             .iter()
             .take(TEST_JOBS)
             .take_while(|(start, _)| now - start.time() > lowest)
             .filter_map(|(_, job)| self.runs.get(job))
-            .filter(|r| !r.overloaded)
+            // Past the longest healthy run seen, survival is the tail's
+            // assumption, not data: such a job testifies when it ends.
+            .filter(|r| !r.overloaded && now - r.start <= known)
             .map(|r| self.exposure(r, now));
+        let mut from_running = [0.0; STRETCH.len()];
+        let mut null_running = [0.0; NULL_SCALES.len()];
+        let mut jobs = 0usize;
         for e in running {
+            jobs += 1;
             for (k, stretch) in STRETCH.iter().enumerate() {
-                llr[k] += e.running_llr(d, self.rules.kappa * stretch);
+                from_running[k] += e.running_llr(d, self.rules.kappa * stretch);
+            }
+            for (j, &scale) in NULL_SCALES.iter().enumerate() {
+                null_running[j] += e.rescaled_llr(d, scale, false);
             }
         }
-        llr
+        // Running jobs are judged against survivals learned from `ended`
+        // runs and share that estimate's error: together they weigh no more
+        // than that many independent runs would.
+        let weight = (d.ended as f64 / jobs.max(1) as f64).min(1.0);
+        for (total, part) in llr.iter_mut().zip(from_running) {
+            *total += weight * part;
+        }
+        for (total, part) in null.iter_mut().zip(null_running) {
+            *total += weight * part;
+        }
+        let best_null = null.iter().copied().fold(0.0, f64::max);
+        llr.map(|l| l - best_null)
     }
 
     fn new_test(&mut self, now: Time) {
@@ -458,6 +493,7 @@ impl Site {
             above: 0.0,
             above_jobs: 0.0,
             ended_llr: [0.0; STRETCH.len()],
+            ended_null: [0.0; NULL_SCALES.len()],
         };
         self.last = now;
     }
@@ -510,9 +546,6 @@ impl Site {
         };
         self.searched = true;
         self.verdicts.push((now, verdict, self.window));
-        if std::env::var_os("COSCHED_DEBUG_VERDICTS").is_some() {
-            eprintln!("{now:9.1} {} {verdict:?} llr {llr:.2} above {:.0}s test.level {:.1} running {} -> window {:.1} floor {:.1} ceiling {:.1} ", self.name, self.test.above, self.test.level, self.running, self.window, self.floor, self.ceiling);
-        }
         self.new_test(now);
         Some(verdict)
     }
@@ -587,6 +620,10 @@ impl Site {
         if let (Some(first), false) = (self.first_submit, self.any_started) {
             if !self.idle.is_empty() {
                 at((first + self.idle_timeout).max(now + 1e-3));
+                // A site that starts nothing sends no events, but its wait
+                // grows with the waiting: look again each time it doubles, so
+                // routing and the tail see it (O(log) looks, not a poll).
+                at((first + 2.0 * (now - first)).max(now + 1.0));
             }
         }
         if let Some(t) = self.closed_until.filter(|&t| t > now) {
