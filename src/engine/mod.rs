@@ -23,7 +23,9 @@
 
 pub mod observe;
 
-use crate::policy::{Action, Input, JobId, JobState, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{
+    Action, Decision, DecisionKind, Input, JobId, JobState, Policy, SiteEvent, SiteId, Time,
+};
 use std::future::Future;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -191,6 +193,10 @@ where
                 | Action::GiveUp { .. } => {}
             }
         }
+        let decided = policy.take_decisions();
+        if !decided.is_empty() {
+            observer.decisions(&decided);
+        }
     };
 
     // Replaying a resumed run's history rebuilds the policy's state. What the
@@ -209,6 +215,7 @@ where
         replayed.extend(policy.handle(now, &Input::Site { site, event }));
     }
     let now = clock.now();
+    told_after_replay(policy, now, observer);
     let mut seen = std::collections::BTreeSet::new();
     let mut not_submitted: std::collections::BTreeMap<SiteId, Vec<JobId>> = Default::default();
     for action in replayed {
@@ -306,6 +313,22 @@ where
     tracker.wait().await;
     observer.finished(stopped_at, policy, ending);
     RunReport { ending, stopped_at, peak_running }
+}
+
+/// What the policy decided while replaying a resumed run's history was told
+/// (and recorded) when it was first decided, before the restart, so it is not
+/// told again; only the windows it rebuilt are, as of `now`, since the next
+/// window is told only when it changes.
+fn told_after_replay(policy: &mut dyn Policy, now: Time, observer: &mut dyn Observer) {
+    let mut windows = std::collections::BTreeMap::new();
+    for decision in policy.take_decisions() {
+        if let DecisionKind::Window { .. } = decision.kind {
+            windows.insert(decision.site, Decision { at: now, ..decision });
+        }
+    }
+    if !windows.is_empty() {
+        observer.decisions(&windows.into_values().collect::<Vec<_>>());
+    }
 }
 
 async fn site_task<B: SiteBackend>(
