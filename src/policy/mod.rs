@@ -7,6 +7,10 @@
 //! lets one policy run unchanged against real HTCondor, the simulated grid in
 //! virtual time, and a replay of recorded logs.
 //!
+//! Besides actions, a policy may explain itself ([`Policy::take_decisions`]:
+//! windows, capacities found, degradation verdicts); the run's report draws
+//! those over each site's running jobs.
+//!
 //! Invariants every policy keeps (the engine checks them in debug builds and the
 //! simulator checks them after every run):
 //! - A job is out at no more than one site at a time; it is only submitted again

@@ -1,7 +1,8 @@
 //! The policy's decisions, kept with the run: `runs/<id>/decisions.jsonl`
 //! beside the user logs, one JSON [`Decision`] a line, so that the run's
 //! report can draw why each site got the jobs it got — also after
-//! `--resume` (the file is appended to) and for runs the daemon drives.
+//! `--resume` (the file is appended to) and for runs the daemon drives. A
+//! run whose policy explains nothing (bulk, …) leaves no file.
 //!
 //! The record is for people, not for resume: a line lost to a crash costs a
 //! point on a chart, never a job. So lines are buffered and written after
@@ -32,10 +33,49 @@ pub const MAX_PER_SITE: usize = 10_000;
 /// the observer it wraps.
 pub struct Recording<'a> {
     inner: &'a mut dyn Observer,
-    path: PathBuf,
-    out: Option<std::io::BufWriter<std::fs::File>>,
+    out: Sink,
     sites: Vec<SiteTally>,
     dirty: bool,
+}
+
+/// The file, opened at the first line (a run without decisions leaves none).
+/// A file that cannot be written costs only the record: the run goes on and
+/// says so once.
+struct Sink {
+    path: PathBuf,
+    file: Option<std::io::BufWriter<std::fs::File>>,
+    failed: bool,
+}
+
+impl Sink {
+    fn write(&mut self, d: &Decision) {
+        if self.failed {
+            return;
+        }
+        if self.file.is_none() {
+            let opened = std::fs::OpenOptions::new().create(true).append(true).open(&self.path);
+            match opened {
+                Ok(f) => self.file = Some(std::io::BufWriter::new(f)),
+                Err(e) => return self.fail(e),
+            }
+        }
+        let line = serde_json::to_string(d).unwrap_or_default();
+        if let Some(Err(e)) = self.file.as_mut().map(|w| writeln!(w, "{line}")) {
+            self.fail(e);
+        }
+    }
+
+    fn flush(&mut self) {
+        if let Some(Err(e)) = self.file.as_mut().map(Write::flush) {
+            self.fail(e);
+        }
+    }
+
+    fn fail(&mut self, e: std::io::Error) {
+        tracing::warn!("{}: {e}; the run's report will not show its decisions", self.path.display());
+        self.failed = true;
+        self.file = None;
+    }
 }
 
 #[derive(Default)]
@@ -48,18 +88,10 @@ struct SiteTally {
 }
 
 impl<'a> Recording<'a> {
-    /// Records into `run_dir/decisions.jsonl` (appending). A file that cannot
-    /// be opened costs only the record: the run goes on and says so once.
+    /// Records into `run_dir/decisions.jsonl` (appending).
     pub fn new(run_dir: &Path, inner: &'a mut dyn Observer) -> Self {
-        let path = run_dir.join(FILE);
-        let out = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| tracing::warn!("{}: {e}; the report will not show the decisions", path.display()))
-            .ok()
-            .map(std::io::BufWriter::new);
-        Recording { inner, path, out, sites: Vec::new(), dirty: false }
+        let out = Sink { path: run_dir.join(FILE), file: None, failed: false };
+        Recording { inner, out, sites: Vec::new(), dirty: false }
     }
 
     fn record(&mut self, decisions: &[Decision]) {
@@ -75,11 +107,11 @@ impl<'a> Recording<'a> {
                     if spaced && tally.windows < MAX_PER_SITE {
                         if let Some(p) = tally.pending.take() {
                             tally.windows += 1;
-                            write_line(&mut self.out, &self.path, &p);
+                            self.out.write(&p);
                         }
                         tally.last_window_at = Some(d.at);
                         tally.windows += 1;
-                        write_line(&mut self.out, &self.path, d);
+                        self.out.write(d);
                     } else {
                         tally.pending = Some(d.clone());
                     }
@@ -87,7 +119,7 @@ impl<'a> Recording<'a> {
                 DecisionKind::Verdict { .. } => {
                     if tally.verdicts < MAX_PER_SITE {
                         tally.verdicts += 1;
-                        write_line(&mut self.out, &self.path, d);
+                        self.out.write(d);
                     }
                 }
             }
@@ -99,27 +131,15 @@ impl<'a> Recording<'a> {
     fn finish(&mut self) {
         let pending: Vec<Decision> = self.sites.iter_mut().filter_map(|s| s.pending.take()).collect();
         for d in &pending {
-            write_line(&mut self.out, &self.path, d);
+            self.out.write(d);
         }
-        self.flush();
+        self.out.flush();
     }
 
     fn flush(&mut self) {
         if std::mem::take(&mut self.dirty) {
-            if let Some(Err(e)) = self.out.as_mut().map(Write::flush) {
-                tracing::warn!("{}: {e}; the report will not show the decisions", self.path.display());
-                self.out = None;
-            }
+            self.out.flush();
         }
-    }
-}
-
-fn write_line(out: &mut Option<std::io::BufWriter<std::fs::File>>, path: &Path, d: &Decision) {
-    let Some(w) = out else { return };
-    let line = serde_json::to_string(d).unwrap_or_default();
-    if let Err(e) = writeln!(w, "{line}") {
-        tracing::warn!("{}: {e}; the report will not show the decisions", path.display());
-        *out = None;
     }
 }
 
