@@ -520,6 +520,9 @@ mod e2e {
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
         s.assert_each_job_ran_once(n, "adaptive run");
         let (html, json) = run_report(&out);
+        if let Err(e) = crate::report::xml::check(&html) {
+            panic!("report.html with decisions is not well-formed: {e}");
+        }
         let figure = decisions_figure(&html, "knee")
             .unwrap_or_else(|| panic!("a decisions chart for the knee site:\n{html}"));
         assert_eq!(figure.matches(r#"class="window""#).count(), 1, "one window line: {figure}");
