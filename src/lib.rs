@@ -28,7 +28,8 @@
 //! - [`state`] — the SQLite state database (runs, submissions, log offsets,
 //!   learned capacities, daemon runs); [`run`] — `cosched submit` end to end:
 //!   validation, `--simulate`, signals, `--resume` (`run::history` rebuilds a
-//!   stopped run's past), progress and summary (`run::progress`).
+//!   stopped run's past), progress and summary (`run::progress`), the policy's
+//!   decisions kept for the report (`run::decisions`).
 //! - [`fake_condor`] — `condor_submit`/`condor_rm`/`condor_q` look-alikes that
 //!   run the site model in scaled real time (the `cosched` binary answers to
 //!   those names, busybox-style; source under `condor/fake/`); used by

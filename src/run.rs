@@ -71,6 +71,7 @@
 //! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
 //! it; both exist only for testing against the fake HTCondor (CI runs as root).
 
+pub mod decisions;
 mod history;
 pub mod progress;
 
@@ -79,6 +80,7 @@ use crate::config::{Problem, SitesFile};
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
 use crate::fake_condor::{self, FakeSite, PoolConfig};
 use crate::policy::{self, Action, JobId, Policy, PolicyConfig, SiteEvent, SiteId, Time};
+use crate::report::{RunDecisions, SiteDecisions};
 use crate::state::{Db, RunRecord, RunStatus, StateDir};
 use crate::submit_desc::{self, SubmitDescription};
 use crate::{CmdResult, Exit, Failure};
@@ -673,7 +675,10 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         unreachable.clone(),
     ));
     let options = EngineOptions { history, ..EngineOptions::default() };
-    let report = engine::run(policy.as_mut(), backends, clock, options, &mut watch, shutdown.clone()).await;
+    let report = {
+        let mut recording = decisions::Recording::new(&run_dir, &mut watch);
+        engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown.clone()).await
+    };
     signals.abort();
     schedd_watch.abort();
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
@@ -685,7 +690,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     } else {
         print!("{}", progress::render_summary(&summary));
     }
-    write_run_report(&run_dir, &names);
+    write_run_report(&run_dir, &names, run.epoch_unix);
     let dir = state.root().display().to_string();
     let how_to_continue = format!(
         "  continue: cosched submit --resume {dir}\n  or remove its jobs: {}",
@@ -728,8 +733,8 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
 /// Writes the HTML report of the run's user logs into `run_dir/report` and
 /// says where it is. A report that cannot be written costs the run nothing:
 /// the logs stay, and `cosched log report` can make it later.
-fn write_run_report(run_dir: &Path, site_names: &[String]) {
-    match run_report(run_dir, site_names) {
+fn write_run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) {
+    match run_report(run_dir, site_names, epoch_unix) {
         Some(Ok(html)) => eprintln!("cosched: report: {}", html.display()),
         Some(Err(e)) => {
             eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display())
@@ -738,18 +743,42 @@ fn write_run_report(run_dir: &Path, site_names: &[String]) {
     }
 }
 
-/// Writes `run_dir/report` from the run's user logs; `None` without logs.
-fn run_report(run_dir: &Path, site_names: &[String]) -> Option<Result<PathBuf, String>> {
-    let logs: Vec<PathBuf> =
-        site_names.iter().map(|name| run_dir.join(format!("{name}.log"))).filter(|p| p.exists()).collect();
+/// Writes `run_dir/report` from the run's user logs and recorded decisions;
+/// `None` without logs.
+fn run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) -> Option<Result<PathBuf, String>> {
+    let mut logs = Vec::new();
+    let mut sites = Vec::new();
+    let mut decided = decisions::read(run_dir);
+    for (i, name) in site_names.iter().enumerate() {
+        let log = run_dir.join(format!("{name}.log"));
+        if log.exists() {
+            let (theirs, rest) = decided.into_iter().partition(|d| d.site.index() == i);
+            decided = rest;
+            sites.push(SiteDecisions { site: name.clone(), log: logs.len(), decisions: theirs });
+            logs.push(log);
+        }
+    }
     if logs.is_empty() {
         return None;
     }
+    let decisions = RunDecisions { epoch_naive: naive_local(epoch_unix), sites };
     Some(
-        crate::report::write_report(&logs, &run_dir.join("report"))
+        crate::report::write_run_report(&logs, &decisions, &run_dir.join("report"))
             .map(|r| r.html)
             .map_err(|e| e.to_string()),
     )
+}
+
+/// `unix` on the naive local clock of the user logs' stamps (written in the
+/// submit host's local time). The offset is the one at `unix`: a daylight
+/// saving change during a run shifts the later decisions by its hour.
+fn naive_local(unix: f64) -> f64 {
+    use chrono::{Offset, TimeZone};
+    let offset = chrono::Local
+        .timestamp_opt(unix.floor() as i64, 0)
+        .single()
+        .map_or(0, |d| d.offset().fix().local_minus_utc());
+    unix + f64::from(offset)
 }
 
 /// Cancels `shutdown` on SIGINT or SIGTERM.
@@ -824,12 +853,13 @@ pub async fn drive_recorded(
         observer.event(event.at().unwrap_or(0.0), *site, event);
     }
     let options = EngineOptions { history, ..EngineOptions::default() };
-    let report = engine::run(policy.as_mut(), backends, clock, options, observer, shutdown).await;
+    let mut recording = decisions::Recording::new(&run_dir, observer);
+    let report = engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await;
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     if report.ending == Ending::Settled {
         // The same report a foreground run writes, beside its logs.
         let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-        match run_report(&run_dir, &names) {
+        match run_report(&run_dir, &names, run.epoch_unix) {
             Some(Ok(path)) => tracing::info!("run {}: report: {}", run.id, path.display()),
             Some(Err(e)) => tracing::warn!("run {}: no report written ({e})", run.id),
             None => {}

@@ -8,6 +8,8 @@
 //! DIR/state.db            this database (WAL mode: also state.db-wal, state.db-shm)
 //! DIR/lock                held (flock) by the one cosched working in DIR
 //! DIR/runs/<run-id>/      per-run files: submit files and user logs per site,
+//!                         what the policy decided (decisions.jsonl, see
+//!                         `run::decisions`), the run's report (report/),
 //!                         the fake pool of a --simulate run (pool/)
 //! ```
 //!

@@ -23,7 +23,8 @@
 //! site, so the daemon can stop the run's engine.
 
 use crate::policy::{
-    Action, CapacityMemory, Input, JobBook, JobId, JobState, Policy, SiteEvent, SiteId, SiteView, Time,
+    Action, CapacityMemory, Decision, Input, JobBook, JobId, JobState, Policy, SiteEvent, SiteId, SiteView,
+    Time,
 };
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
@@ -264,6 +265,10 @@ impl Policy for FairShare {
 
     fn learned(&self) -> CapacityMemory {
         self.inner.learned()
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        self.inner.take_decisions()
     }
 }
 

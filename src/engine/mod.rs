@@ -23,7 +23,9 @@
 
 pub mod observe;
 
-use crate::policy::{Action, Input, JobId, JobState, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{
+    Action, Decision, DecisionKind, Input, JobId, JobState, Policy, SiteEvent, SiteId, Time,
+};
 use std::future::Future;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -191,6 +193,10 @@ where
                 | Action::GiveUp { .. } => {}
             }
         }
+        let decided = policy.take_decisions();
+        if !decided.is_empty() {
+            observer.decisions(&decided);
+        }
     };
 
     // Replaying a resumed run's history rebuilds the policy's state. What the
@@ -209,6 +215,7 @@ where
         replayed.extend(policy.handle(now, &Input::Site { site, event }));
     }
     let now = clock.now();
+    told_after_replay(policy, now, observer);
     let mut seen = std::collections::BTreeSet::new();
     let mut not_submitted: std::collections::BTreeMap<SiteId, Vec<JobId>> = Default::default();
     for action in replayed {
@@ -308,6 +315,22 @@ where
     RunReport { ending, stopped_at, peak_running }
 }
 
+/// What the policy decided while replaying a resumed run's history was told
+/// (and recorded) when it was first decided, before the restart, so it is not
+/// told again; only the windows it rebuilt are, as of `now`, since the next
+/// window is told only when it changes.
+fn told_after_replay(policy: &mut dyn Policy, now: Time, observer: &mut dyn Observer) {
+    let mut windows = std::collections::BTreeMap::new();
+    for decision in policy.take_decisions() {
+        if let DecisionKind::Window { .. } = decision.kind {
+            windows.insert(decision.site, Decision { at: now, ..decision });
+        }
+    }
+    if !windows.is_empty() {
+        observer.decisions(&windows.into_values().collect::<Vec<_>>());
+    }
+}
+
 async fn site_task<B: SiteBackend>(
     site: SiteId,
     mut backend: B,
@@ -343,5 +366,76 @@ async fn site_task<B: SiteBackend>(
         if !out.is_empty() && events.send((site, out)).is_err() {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{bulk::Bulk, JobBook, RunSpec, SiteInfo, SiteView};
+
+    /// Bulk, with decisions handed in by the test.
+    struct Explaining {
+        inner: Bulk,
+        decided: Vec<Decision>,
+    }
+
+    impl Policy for Explaining {
+        fn name(&self) -> &'static str {
+            "explaining"
+        }
+        fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
+            self.inner.handle(now, input)
+        }
+        fn next_deadline(&self) -> Option<Time> {
+            self.inner.next_deadline()
+        }
+        fn book(&self) -> &JobBook {
+            self.inner.book()
+        }
+        fn site_view(&self, site: SiteId) -> SiteView {
+            self.inner.site_view(site)
+        }
+        fn take_decisions(&mut self) -> Vec<Decision> {
+            std::mem::take(&mut self.decided)
+        }
+    }
+
+    #[derive(Default)]
+    struct Told(Vec<Decision>);
+    impl Observer for Told {
+        fn decisions(&mut self, decisions: &[Decision]) {
+            self.0.extend_from_slice(decisions);
+        }
+    }
+
+    fn decision(at: Time, site: u32, kind: DecisionKind) -> Decision {
+        Decision { at, site: SiteId(site), kind }
+    }
+
+    #[test]
+    fn after_a_replay_only_each_site_s_rebuilt_window_is_told_as_of_the_resume() {
+        let spec = RunSpec {
+            n_jobs: 1,
+            sites: vec![SiteInfo::named("a"), SiteInfo::named("b")],
+            ..Default::default()
+        };
+        let window = |w| DecisionKind::Window { window: w, capacity: Some(4.0) };
+        let verdict = DecisionKind::Verdict { healthy: false, level: 8.0, slowdown: Some(2.0) };
+        let mut policy = Explaining {
+            inner: Bulk::new(&spec),
+            decided: vec![
+                decision(1.0, 0, window(16.0)),
+                decision(2.0, 0, verdict),
+                decision(2.0, 0, window(4.0)),
+                decision(3.0, 1, window(8.0)),
+            ],
+        };
+        let mut told = Told::default();
+        told_after_replay(&mut policy, 50.0, &mut told);
+        assert_eq!(told.0, vec![decision(50.0, 0, window(4.0)), decision(50.0, 1, window(8.0))]);
+        assert!(policy.take_decisions().is_empty(), "taken");
+        told_after_replay(&mut policy, 60.0, &mut told);
+        assert_eq!(told.0.len(), 2, "nothing decided, nothing told");
     }
 }

@@ -3,7 +3,7 @@
 //! change them, so a run is the same whether it is watched or not.
 
 use super::Ending;
-use crate::policy::{Action, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{Action, Decision, Policy, SiteEvent, SiteId, Time};
 use serde::Serialize;
 
 /// Callbacks from the engine's coordinator. All methods default to nothing.
@@ -12,6 +12,9 @@ pub trait Observer: Send {
     fn action(&mut self, _now: Time, _action: &Action) {}
     /// A site reported `event`, received at `now`.
     fn event(&mut self, _now: Time, _site: SiteId, _event: &SiteEvent) {}
+    /// The policy explained itself (see [`Policy::take_decisions`]); in time
+    /// order, right after the [`Observer::action`]s of the same input.
+    fn decisions(&mut self, _decisions: &[Decision]) {}
     /// Called after each batch of inputs; cheap observers may redraw here.
     fn progress(&mut self, _now: Time, _policy: &dyn Policy) {}
     /// The run ended.

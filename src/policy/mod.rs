@@ -7,6 +7,10 @@
 //! lets one policy run unchanged against real HTCondor, the simulated grid in
 //! virtual time, and a replay of recorded logs.
 //!
+//! Besides actions, a policy may explain itself ([`Policy::take_decisions`]:
+//! windows, capacities found, degradation verdicts); the run's report draws
+//! those over each site's running jobs.
+//!
 //! Invariants every policy keeps (the engine checks them in debug builds and the
 //! simulator checks them after every run):
 //! - A job is out at no more than one site at a time; it is only submitted again
@@ -245,6 +249,30 @@ pub struct SiteView {
     pub agtime: Option<f64>,
 }
 
+/// Something a policy decided about a site that its actions do not show: the
+/// reasons behind them, for people (the run's report draws them over each
+/// site's running jobs). Purely informative: the engine hands them to its
+/// observer and nothing steers by them.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Decision {
+    pub at: Time,
+    pub site: SiteId,
+    pub kind: DecisionKind,
+}
+
+/// What was decided (see [`Decision`]).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum DecisionKind {
+    /// From now on the site may have `window` jobs out (running or about to);
+    /// `capacity` is the concurrency the search has found healthy, if any.
+    /// Emitted when either changes, never for a window that stayed the same.
+    Window { window: f64, capacity: Option<f64> },
+    /// A degradation test concluded: jobs ran healthy, or `slowdown` times
+    /// slower, with `level` jobs running.
+    Verdict { healthy: bool, level: f64, slowdown: Option<f64> },
+}
+
 /// The interface of every scheduling policy.
 pub trait Policy: Send {
     /// The name used on command lines and in outputs (`thesis`, `adaptive`, …).
@@ -261,6 +289,12 @@ pub trait Policy: Send {
     /// What this run learned, to warm-start the next one.
     fn learned(&self) -> CapacityMemory {
         CapacityMemory::new()
+    }
+    /// The decisions made since the last call, in time order. The engine
+    /// calls it after every [`Policy::handle`], so a policy only buffers what
+    /// one input decided. Policies without such reasons return nothing.
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        Vec::new()
     }
 }
 

@@ -48,7 +48,10 @@
 //!   count in T2. The thesis keeps nothing between runs.
 
 use super::book::Change;
-use super::{Action, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId, SiteView, Time};
+use super::{
+    Action, Decision, DecisionKind, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId,
+    SiteView, Time,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -232,6 +235,10 @@ pub struct Thesis {
     sites: Vec<SiteState>,
     /// When the current round started; `None` between rounds.
     round_start: Option<Time>,
+    /// For [`Policy::take_decisions`]: not taken yet, and each site's
+    /// (k, capacity) last told.
+    decided: Vec<Decision>,
+    told: Vec<Option<(u64, Option<u64>)>>,
 }
 
 impl Thesis {
@@ -260,6 +267,8 @@ impl Thesis {
             book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
             sites,
             round_start: None,
+            decided: Vec::new(),
+            told: vec![None; spec.sites.len()],
         }
     }
 
@@ -420,6 +429,22 @@ impl Thesis {
     }
 }
 
+impl Thesis {
+    /// Each site's batch size k (its window) and capacity found, when they
+    /// changed. O(sites) per input: the thesis's grids have few sites.
+    fn tell(&mut self, now: Time) {
+        for (i, (s, told)) in self.sites.iter().zip(&mut self.told).enumerate() {
+            let current = (s.search.k, s.search.capacity);
+            if *told != Some(current) {
+                *told = Some(current);
+                let kind =
+                    DecisionKind::Window { window: current.0 as f64, capacity: current.1.map(|c| c as f64) };
+                self.decided.push(Decision { at: now, site: SiteId(i as u32), kind });
+            }
+        }
+    }
+}
+
 impl Policy for Thesis {
     fn name(&self) -> &'static str {
         "thesis"
@@ -437,7 +462,12 @@ impl Policy for Thesis {
             Input::Tick => self.fire_timeouts(now, &mut actions),
         }
         self.advance(now, &mut actions);
+        self.tell(now);
         actions
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decided)
     }
 
     fn next_deadline(&self) -> Option<Time> {
@@ -471,6 +501,35 @@ mod tests {
 
     const GOOD: f64 = 100.0;
     const BAD: f64 = 200.0;
+
+    #[test]
+    fn each_site_s_batch_size_is_told_when_it_changes() {
+        use crate::policy::SiteInfo;
+        let spec = RunSpec {
+            n_jobs: 100,
+            sites: vec![SiteInfo::named("a"), SiteInfo::named("b")],
+            max_attempts: 3,
+            ..RunSpec::default()
+        };
+        let params = Params::default();
+        let mut t = Thesis::new(&spec, &params);
+        let actions = t.handle(0.0, &Input::Start);
+        let told = t.take_decisions();
+        assert_eq!(told.len(), 2, "{told:?}");
+        for (i, d) in told.iter().enumerate() {
+            assert_eq!(d.site, SiteId(i as u32));
+            let submitted = actions
+                .iter()
+                .filter_map(|a| match a {
+                    Action::Submit { site, jobs, .. } if *site == d.site => Some(jobs.len() as f64),
+                    _ => None,
+                })
+                .sum::<f64>();
+            assert_eq!(d.kind, DecisionKind::Window { window: submitted, capacity: None }, "the batch sent");
+        }
+        t.handle(1.0, &Input::Tick);
+        assert!(t.take_decisions().is_empty(), "nothing changed, nothing told");
+    }
 
     fn sizes(search: &mut CapacitySearch, turnarounds: &[f64]) -> Vec<u64> {
         let mut ks = vec![search.k];

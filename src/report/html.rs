@@ -174,6 +174,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
             esc(&o.name)
         );
     }
+    decisions_section(&mut h, s);
 
     h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
     for site in &s.sites {
@@ -200,6 +201,77 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
     }
     h.push_str("</dl>\n<p>Times are read from the logs' time stamps as written (naive local time).</p>\n</body>\n</html>\n");
     h
+}
+
+/// Decision charts drawn at most; the rest are in `report.json`.
+pub const MAX_DECISION_CHARTS: usize = 24;
+
+/// Per site of a cosched run, what the scheduler decided over the jobs that
+/// ran there: nothing for logs without decisions. With more sites than
+/// [`MAX_DECISION_CHARTS`], those with a degraded verdict come first.
+fn decisions_section(h: &mut String, s: &Summary) {
+    if s.decisions.is_empty() {
+        return;
+    }
+    h.push_str(
+        "<h2 id=\"decisions\">What cosched decided, per site</h2>\n<p>Over each site's running jobs: the \
+         <b>window</b> (how many jobs the scheduler let out there), the <b>capacity found</b> (dashed: the most \
+         jobs seen running there at healthy speed), and the verdicts of its degradation tests (green: jobs ran \
+         healthy; red: they ran slower, hover for how much and at what level). A site gets fewer jobs after a red \
+         verdict: its window is cut to what it delivered.</p>\n",
+    );
+    let mut order: Vec<usize> = (0..s.decisions.len()).collect();
+    if order.len() > MAX_DECISION_CHARTS {
+        order.sort_by_key(|&i| (s.decisions[i].verdicts.iter().all(|v| v.healthy), i));
+        order.truncate(MAX_DECISION_CHARTS);
+        order.sort_unstable();
+        let _ = writeln!(
+            h,
+            "<p>{MAX_DECISION_CHARTS} of {} sites are drawn (those with degraded verdicts first); report.json has them all.</p>",
+            s.decisions.len()
+        );
+    }
+    for (k, i) in order.into_iter().enumerate() {
+        let d = &s.decisions[i];
+        let windows: Vec<svg::WindowStep> = d.windows.iter().map(|w| (w.t, w.window, w.capacity)).collect();
+        let marks: Vec<svg::Mark> = d
+            .verdicts
+            .iter()
+            .map(|v| svg::Mark {
+                t: v.t,
+                level: v.level,
+                healthy: v.healthy,
+                tooltip: match v.slowdown {
+                    Some(x) if !v.healthy => {
+                        format!(
+                            "degraded at {} s: {} running, jobs {}× slower",
+                            fmt_num(v.t),
+                            fmt_num(v.level),
+                            fmt_num(x)
+                        )
+                    }
+                    _ if !v.healthy => {
+                        format!("degraded at {} s: {} running", fmt_num(v.t), fmt_num(v.level))
+                    }
+                    _ => format!("healthy at {} s: {} running", fmt_num(v.t), fmt_num(v.level)),
+                },
+            })
+            .collect();
+        let running: Vec<f64> = d.running.running.iter().map(|&r| f64::from(r)).collect();
+        let chart = svg::decisions(
+            &format!("{}: jobs running and what cosched decided", d.site),
+            &d.running.t,
+            &running,
+            svg::colour(k),
+            &windows,
+            &marks,
+        );
+        let _ = writeln!(
+            h,
+            "<figure id=\"decisions-{k}\" class=\"decisions\" data-site=\"{}\">{chart}</figure>",
+            esc(&d.site)
+        );
+    }
 }
 
 fn stats3(s: Option<&super::metrics::Stats>) -> String {

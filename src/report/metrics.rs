@@ -14,7 +14,8 @@
 //! - goodput area = sum of turnarounds (the area under the sorted-turnaround
 //!   graph): degraded runs have a larger area.
 
-use super::model::{JobEnd, JobRecord};
+use super::model::{JobEnd, JobRecord, RunDecisions};
+use crate::policy::DecisionKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -160,6 +161,43 @@ pub struct Summary {
     /// All sites together.
     #[serde(skip)]
     pub total_occupancy: Occupancy,
+    /// What the policy decided, per site of a cosched run (see
+    /// [`decision_series`]); empty for other logs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub decisions: Vec<DecisionSeries>,
+}
+
+/// One site's decisions on the report's time axis, and its running jobs.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct DecisionSeries {
+    /// The site's name in the run.
+    pub site: String,
+    /// The window and the capacity found: a step function, each point
+    /// holding until the next.
+    pub windows: Vec<WindowPoint>,
+    pub verdicts: Vec<VerdictPoint>,
+    /// The jobs of the site's log.
+    #[serde(skip)]
+    pub running: Occupancy,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct WindowPoint {
+    /// Seconds since the report's origin (clamped to 0: the first window is
+    /// set before the first submission).
+    pub t: f64,
+    pub window: f64,
+    pub capacity: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct VerdictPoint {
+    pub t: f64,
+    pub healthy: bool,
+    /// Jobs running when the test judged.
+    pub level: f64,
+    /// How many times slower than healthy jobs ran (degraded verdicts).
+    pub slowdown: Option<f64>,
 }
 
 /// Sites charted one by one; the rest are charted as "others".
@@ -249,7 +287,49 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         occupancy,
         others_occupancy,
         total_occupancy,
+        decisions: Vec::new(),
     }
+}
+
+/// Each site's decisions of `decisions` on the axis of `summary` (made from
+/// `jobs`), in time order, with the running jobs of the site's log. Sites
+/// without decisions are left out.
+pub fn decision_series(
+    jobs: &[JobRecord],
+    summary: &Summary,
+    decisions: &RunDecisions,
+) -> Vec<DecisionSeries> {
+    let origin = summary.origin;
+    let horizon = origin + summary.total_occupancy.t.last().copied().unwrap_or(0.0);
+    let at = |t: f64| (decisions.epoch_naive + t - origin).max(0.0);
+    decisions
+        .sites
+        .iter()
+        .filter(|s| !s.decisions.is_empty())
+        .map(|s| {
+            let mut ordered: Vec<&crate::policy::Decision> = s.decisions.iter().collect();
+            ordered.sort_by(|a, b| a.at.total_cmp(&b.at));
+            let mut windows = Vec::new();
+            let mut verdicts = Vec::new();
+            for d in ordered {
+                match d.kind {
+                    DecisionKind::Window { window, capacity } => {
+                        windows.push(WindowPoint { t: at(d.at), window, capacity })
+                    }
+                    DecisionKind::Verdict { healthy, level, slowdown } => {
+                        verdicts.push(VerdictPoint { t: at(d.at), healthy, level, slowdown })
+                    }
+                }
+            }
+            let own: Vec<&JobRecord> = jobs.iter().filter(|j| j.file == s.log).collect();
+            DecisionSeries {
+                site: s.site.clone(),
+                windows,
+                verdicts,
+                running: occupancy_of(&own, origin, horizon),
+            }
+        })
+        .collect()
 }
 
 fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {

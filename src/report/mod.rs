@@ -5,7 +5,10 @@
 //! and shows what the thesis's evaluation (chapter 5) shows: the turnaround
 //! histogram, the goodput graph (sorted turnarounds as an area), per-site jobs
 //! queued and running over time, per-site mean AgTime and throughput, and
-//! makespan and efficiency (HTCaaS equation 2).
+//! makespan and efficiency (HTCaaS equation 2). A cosched run's report also
+//! shows what cosched decided ([`RunDecisions`]): per site, the scheduler's
+//! window and the capacity it found over time, drawn over the site's running
+//! jobs, with its degradation verdicts marked — why a site got fewer jobs.
 //!
 //! Constraints: the HTML is one self-contained file (inline SVG and CSS, no
 //! scripts, nothing fetched), readable with 1 or 500 sites (charts show the
@@ -22,7 +25,7 @@ use crate::{CmdResult, Exit, Failure};
 use std::path::{Path, PathBuf};
 
 pub use metrics::Summary;
-pub use model::{JobRecord, LogEvent};
+pub use model::{JobRecord, LogEvent, RunDecisions, SiteDecisions};
 
 /// Why a report could not be written.
 #[derive(Debug, thiserror::Error)]
@@ -183,11 +186,22 @@ fn log_name(path: &Path) -> String {
 }
 
 /// Reads `logs`, writes `report.html`, `report.json`, `jobs.csv` and
-/// `sites.csv` into `out` (created if missing). Called by `cosched log report`
-/// and at the end of `cosched submit`.
+/// `sites.csv` into `out` (created if missing). Called by `cosched log report`.
 pub fn write_report(logs: &[PathBuf], out: &Path) -> Result<ReportSummary, ReportError> {
+    write_run_report(logs, &RunDecisions::default(), out)
+}
+
+/// [`write_report`] for a cosched run: also draws what its scheduler decided
+/// about each site over that site's running jobs. Called at the end of
+/// `cosched submit` and of daemon runs.
+pub fn write_run_report(
+    logs: &[PathBuf],
+    decisions: &RunDecisions,
+    out: &Path,
+) -> Result<ReportSummary, ReportError> {
     let (jobs, names, diagnostics) = read_jobs(logs, current_year())?;
-    let summary = metrics::summarize(&jobs);
+    let mut summary = metrics::summarize(&jobs);
+    summary.decisions = metrics::decision_series(&jobs, &summary, decisions);
     std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
     let write = |name: &str, text: &str| -> Result<PathBuf, ReportError> {
         let path = out.join(name);

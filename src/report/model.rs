@@ -140,6 +140,27 @@ impl JobRecord {
     }
 }
 
+/// What the scheduling policy of a cosched run decided about its sites, to
+/// be drawn over what the logs show. Logs cosched did not write have none.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunDecisions {
+    /// Naive seconds (as [`LogEvent::time`]) of run time 0: a decision at run
+    /// time `t` happened at `epoch_naive + t` on the logs' clock.
+    pub epoch_naive: f64,
+    pub sites: Vec<SiteDecisions>,
+}
+
+/// One site's decisions and the log of its jobs.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SiteDecisions {
+    /// The site's name in the run (its `[[site]]` name).
+    pub site: String,
+    /// Index of the site's user log among the report's logs.
+    pub log: usize,
+    /// Times in run seconds (see [`RunDecisions::epoch_naive`]).
+    pub decisions: Vec<crate::policy::Decision>,
+}
+
 /// Turns the events of several logs into job records, in (file, first
 /// appearance) order. `files[i]` names log `i` (the site name of its jobs when
 /// they carry no GridResource).

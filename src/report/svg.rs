@@ -104,6 +104,17 @@ pub fn fmt_tick(v: f64, step: f64) -> String {
     }
 }
 
+/// How a legend entry is drawn.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Swatch {
+    /// A filled square (areas, bars), of this colour.
+    Fill(String),
+    /// A line of this colour, solid or dashed.
+    Line { stroke: String, dashed: bool },
+    /// A dot of this colour (markers).
+    Dot(String),
+}
+
 /// A plot area with linear x and y axes, drawn into one `<svg>`.
 pub struct Frame {
     width: f64,
@@ -115,7 +126,7 @@ pub struct Frame {
     xticks: Vec<f64>,
     yticks: Vec<f64>,
     body: String,
-    legend: Vec<(String, String)>,
+    legend: Vec<(String, Swatch)>,
     title: String,
     x_label: String,
     y_label: String,
@@ -147,7 +158,12 @@ impl Frame {
     }
 
     /// Makes room at the right for a legend of `entries` series.
-    pub fn with_legend(mut self, entries: Vec<(String, String)>) -> Self {
+    pub fn with_legend(self, entries: Vec<(String, String)>) -> Self {
+        self.with_swatches(entries.into_iter().map(|(name, fill)| (name, Swatch::Fill(fill))).collect())
+    }
+
+    /// [`Frame::with_legend`] with entries drawn as areas, lines or dots.
+    pub fn with_swatches(mut self, entries: Vec<(String, Swatch)>) -> Self {
         if !entries.is_empty() {
             self.right = 230.0;
             self.width = 900.0;
@@ -275,12 +291,27 @@ impl Frame {
             r#"<text x="{lx}" y="{ly:.1}" text-anchor="middle" transform="rotate(-90 {lx} {ly:.1})">{}</text>"#,
             esc(&self.y_label)
         );
-        for (i, (name, fill)) in self.legend.iter().enumerate() {
+        for (i, (name, swatch)) in self.legend.iter().enumerate() {
             let ly = self.top + 4.0 + 18.0 * i as f64;
             let lx = x1 + 16.0;
+            let _ = match swatch {
+                Swatch::Fill(fill) => {
+                    write!(s, r#"<rect x="{lx}" y="{ly:.1}" width="12" height="12" fill="{fill}"/>"#)
+                }
+                Swatch::Line { stroke, dashed } => write!(
+                    s,
+                    r#"<line x1="{lx}" y1="{y:.1}" x2="{:.1}" y2="{y:.1}" stroke="{stroke}" stroke-width="2"{}/>"#,
+                    lx + 12.0,
+                    if *dashed { DASHED } else { "" },
+                    y = ly + 6.0
+                ),
+                Swatch::Dot(fill) => {
+                    write!(s, r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}"/>"#, lx + 6.0, ly + 6.0)
+                }
+            };
             let _ = write!(
                 s,
-                r#"<rect x="{lx}" y="{ly:.1}" width="12" height="12" fill="{fill}"/><text x="{:.1}" y="{:.1}">{}<title>{}</title></text>"#,
+                r#"<text x="{:.1}" y="{:.1}">{}<title>{}</title></text>"#,
                 lx + 18.0,
                 ly + 10.5,
                 esc(&shorten(name, 30)),
@@ -408,6 +439,175 @@ pub fn stacked_steps(title: &str, y_label: &str, t: &[f64], series: &[Series]) -
         base = top;
     }
     f.finish()
+}
+
+const DASHED: &str = r#" stroke-dasharray="5 4""#;
+
+/// Colours of the decisions chart: the window, and the verdicts.
+const WINDOW_COLOUR: &str = "#222222";
+const HEALTHY_COLOUR: &str = "#2ca02c";
+const DEGRADED_COLOUR: &str = "#d62728";
+
+/// Steps drawn at most in one chart: a longer step function is reduced to
+/// its maximum per x bucket (a 10^6-job site would otherwise make an SVG of
+/// megabytes that no screen can show anyway).
+const MAX_STEPS: usize = 1500;
+
+/// A point of [`decisions`]' window line: from `.0` seconds on, a window of
+/// `.1` jobs and the capacity found `.2`.
+pub type WindowStep = (f64, f64, Option<f64>);
+
+/// A test's verdict, marked on [`decisions`].
+#[derive(Clone, Debug, PartialEq)]
+pub struct Mark {
+    /// Seconds.
+    pub t: f64,
+    /// Jobs running when the test judged (the dot's height).
+    pub level: f64,
+    pub healthy: bool,
+    pub tooltip: String,
+}
+
+/// One site's running jobs as an area, and over it what the scheduler
+/// decided: the window (`windows[i] = (t, window, capacity)` holds from `t`
+/// to the next point) as a step line, the capacity found as a dashed step
+/// line (absent while none), and the verdicts as dots at the level judged,
+/// green for healthy and red for degraded. `t`/`running` as in
+/// [`stacked_steps`]. Elements carry classes `running`, `window`,
+/// `capacity`, `verdict healthy`, `verdict degraded`.
+pub fn decisions(
+    title: &str,
+    t: &[f64],
+    running: &[f64],
+    fill: &str,
+    windows: &[WindowStep],
+    marks: &[Mark],
+) -> String {
+    let tmax = t
+        .iter()
+        .chain(windows.iter().map(|w| &w.0))
+        .chain(marks.iter().map(|m| &m.t))
+        .copied()
+        .fold(0.0, f64::max);
+    let unit = time_unit(tmax);
+    let x_end = (tmax / unit.seconds).max(1e-9);
+    let seen = running
+        .iter()
+        .copied()
+        .chain(windows.iter().filter_map(|w| w.2))
+        .chain(marks.iter().map(|m| m.level))
+        .fold(1.0, f64::max);
+    // A window far above anything that ran (no knee found yet) would flatten
+    // the chart; it is drawn cut at the top.
+    let ymax = windows.iter().map(|w| w.1).fold(seen, f64::max).min(2.0 * seen);
+    let legend = vec![
+        ("jobs running".to_string(), Swatch::Fill(fill.to_string())),
+        ("window".to_string(), Swatch::Line { stroke: WINDOW_COLOUR.into(), dashed: false }),
+        ("capacity found".to_string(), Swatch::Line { stroke: WINDOW_COLOUR.into(), dashed: true }),
+        ("verdict: healthy".to_string(), Swatch::Dot(HEALTHY_COLOUR.into())),
+        ("verdict: degraded".to_string(), Swatch::Dot(DEGRADED_COLOUR.into())),
+    ];
+    let mut f = Frame::new(
+        title,
+        &format!("time since first submission ({})", unit.name),
+        "jobs",
+        (0.0, x_end),
+        (0.0, ymax),
+    )
+    .with_swatches(legend);
+    let (t, running) = step_envelope(t, running, tmax, MAX_STEPS);
+    if !t.is_empty() {
+        let mut pts = Vec::with_capacity(2 * t.len() + 2);
+        pts.push((t[0] / unit.seconds, 0.0));
+        for i in 0..t.len() {
+            let next = t.get(i + 1).copied().unwrap_or(t[i]);
+            pts.push((t[i] / unit.seconds, running[i]));
+            pts.push((next / unit.seconds, running[i]));
+        }
+        pts.push((t[t.len() - 1] / unit.seconds, 0.0));
+        f.polygon(&pts, fill, "jobs running");
+        f.body = f.body.replacen("<path d=", r#"<path class="running" d="#, 1);
+    }
+    let y = |f: &Frame, v: f64| f.py(v.min(ymax));
+    let steps = |f: &Frame, value: &dyn Fn(&WindowStep) -> Option<f64>| {
+        let mut d = String::new();
+        let mut open = false;
+        for (i, w) in windows.iter().enumerate() {
+            let x0 = f.px(w.0 / unit.seconds);
+            let x1 = f.px(windows.get(i + 1).map_or(x_end, |n| n.0 / unit.seconds));
+            match value(w) {
+                Some(v) if open => {
+                    let _ = write!(d, "V{:.1}H{x1:.1}", y(f, v));
+                }
+                Some(v) => {
+                    let _ = write!(d, "M{x0:.1},{:.1}H{x1:.1}", y(f, v));
+                    open = true;
+                }
+                None => open = false,
+            }
+        }
+        d
+    };
+    let window_path = steps(&f, &|w| Some(w.1));
+    let capacity_path = steps(&f, &|w| w.2);
+    let mut overlay = String::new();
+    if !window_path.is_empty() {
+        let _ = write!(
+            overlay,
+            r#"<path class="window" d="{window_path}" fill="none" stroke="{WINDOW_COLOUR}" stroke-width="1.5"><title>window: jobs the scheduler let out at this site</title></path>"#
+        );
+    }
+    if !capacity_path.is_empty() {
+        let _ = write!(
+            overlay,
+            r#"<path class="capacity" d="{capacity_path}" fill="none" stroke="{WINDOW_COLOUR}" stroke-width="1.5"{DASHED}><title>capacity found: the most jobs seen running healthy</title></path>"#
+        );
+    }
+    for m in marks {
+        let (class, colour) = if m.healthy {
+            ("verdict healthy", HEALTHY_COLOUR)
+        } else {
+            ("verdict degraded", DEGRADED_COLOUR)
+        };
+        let _ = write!(
+            overlay,
+            r#"<circle class="{class}" cx="{:.1}" cy="{:.1}" r="4" fill="{colour}" stroke="white"><title>{}</title></circle>"#,
+            f.px(m.t / unit.seconds),
+            y(&f, m.level),
+            esc(&m.tooltip)
+        );
+    }
+    if t.is_empty() && windows.is_empty() {
+        overlay.push_str(&no_data(&f));
+    }
+    f.push(&overlay);
+    f.finish()
+}
+
+/// The step function `t`/`v` with at most about `buckets` steps: each of
+/// `buckets` equal spans of `[0, tmax]` gets the largest value held in it.
+/// Shorter functions are returned as they are.
+pub fn step_envelope(t: &[f64], v: &[f64], tmax: f64, buckets: usize) -> (Vec<f64>, Vec<f64>) {
+    if t.len() <= 2 * buckets || tmax <= 0.0 {
+        return (t.to_vec(), v.to_vec());
+    }
+    let width = tmax / buckets as f64;
+    let bucket = |x: f64| ((x / width).floor().max(0.0) as usize).min(buckets - 1);
+    let mut top = vec![f64::NEG_INFINITY; buckets];
+    for i in 0..t.len() {
+        let end = t.get(i + 1).copied().unwrap_or(t[i]);
+        for b in &mut top[bucket(t[i])..=bucket(end)] {
+            *b = b.max(v[i]);
+        }
+    }
+    let mut out = (Vec::new(), Vec::new());
+    for (k, value) in top.into_iter().enumerate() {
+        if value.is_finite() && out.1.last() != Some(&value) {
+            out.0.push(k as f64 * width);
+            out.1.push(value);
+        }
+    }
+    out
 }
 
 /// Horizontal bars, one per labelled value (`None` = no data, drawn as "n/a").
@@ -565,5 +765,44 @@ mod tests {
         assert!(h.contains(">jobs<"));
         let empty = goodput("G", &[]);
         assert!(empty.contains("no data"));
+    }
+
+    #[test]
+    fn a_long_step_function_keeps_its_peaks_within_the_bound() {
+        // 10 000 steps alternating 1 and 0, with one spike of 9 in the middle.
+        let t: Vec<f64> = (0..10_000).map(f64::from).collect();
+        let mut v: Vec<f64> = (0..10_000).map(|i| f64::from(i % 2)).collect();
+        v[5_001] = 9.0;
+        let (tt, vv) = step_envelope(&t, &v, 10_000.0, 100);
+        assert!(tt.len() <= 100, "{}", tt.len());
+        assert_eq!(vv.iter().copied().fold(0.0, f64::max), 9.0, "the spike survives");
+        assert_eq!(tt.len(), vv.len());
+        let short = step_envelope(&t[..10], &v[..10], 10.0, 100);
+        assert_eq!(short, (t[..10].to_vec(), v[..10].to_vec()));
+    }
+
+    #[test]
+    fn the_decisions_chart_draws_window_capacity_and_verdicts() {
+        let windows = [(0.0, 16.0, None), (100.0, 32.0, Some(16.0)), (300.0, 20.0, Some(16.0))];
+        let marks = [
+            Mark { t: 100.0, level: 16.0, healthy: true, tooltip: "healthy at 16".into() },
+            Mark { t: 300.0, level: 30.0, healthy: false, tooltip: "degraded at 30 <2×>".into() },
+        ];
+        let svg = decisions("site a", &[0.0, 50.0, 400.0], &[10.0, 16.0, 0.0], "#4e79a7", &windows, &marks);
+        assert_eq!(svg.matches(r#"class="window""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="capacity""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="verdict healthy""#).count(), 1);
+        assert_eq!(svg.matches(r#"class="verdict degraded""#).count(), 1);
+        assert!(svg.contains("degraded at 30 &lt;2×&gt;"), "tooltips are escaped");
+        assert!(svg.contains(r#"class="running""#));
+        // The capacity line starts where the first capacity was found, not at 0.
+        let capacity = svg.split(r#"class="capacity" d="M"#).nth(1).unwrap();
+        let x: f64 = capacity.split(',').next().unwrap().parse().unwrap();
+        let window = svg.split(r#"class="window" d="M"#).nth(1).unwrap();
+        let x0: f64 = window.split(',').next().unwrap().parse().unwrap();
+        assert!(x > x0, "capacity from {x}, window from {x0}");
+        for name in ["window", "capacity found", "verdict: degraded"] {
+            assert!(svg.contains(&format!(">{name}<")), "legend names {name}");
+        }
     }
 }

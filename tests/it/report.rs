@@ -192,7 +192,7 @@ fn report_of_a_missing_log_is_a_usage_error() {
 
 /// A tiny XML well-formedness checker: balanced tags, quoted attributes,
 /// known entities, no stray `<` or `&`.
-mod xml {
+pub mod xml {
     pub fn check(doc: &str) -> Result<(), String> {
         let b = doc.as_bytes();
         let mut stack: Vec<&str> = Vec::new();

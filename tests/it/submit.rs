@@ -464,17 +464,99 @@ mod e2e {
         assert_eq!(dead["done"], 0, "the dead site ran nothing: {sum}");
         // The run's report is written beside its logs, and its numbers are
         // those of the run (every job once).
+        let (_, json) = run_report(&out);
+        assert_eq!(json["summary"]["counts"]["succeeded"], n, "{}", json["summary"]["counts"]);
+    }
+
+    /// A pool of a healthy site and one whose shared resource saturates at
+    /// 4 jobs and thrashes past it, with sites.toml for `policy`; the
+    /// adaptive policy starts at the knee so that its first probe past it
+    /// is judged.
+    fn knee_setup(policy: &str) -> Setup {
+        let knee = SiteParams { capacity: Capacity::Finite(4.0), beta: 1.0, ..util::quick_site(32) };
+        let s = Setup::new(|c| {
+            c.sites = vec![
+                FakeSite::grid("condor good.example good.example:9619", util::quick_site(4)),
+                FakeSite::grid("condor knee.example knee.example:9619", knee),
+            ];
+        });
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        let condor = sites.split("[[site]]").next().unwrap();
+        let sites = format!(
+            "{condor}[policy]\nname = \"{policy}\"\n{}\n\
+             [[site]]\nname = \"good\"\ngrid_resource = \"condor good.example good.example:9619\"\nslots = 4\n\n\
+             [[site]]\nname = \"knee\"\ngrid_resource = \"condor knee.example knee.example:9619\"\nslots = 32\n",
+            if policy == "adaptive" { "initial_window = 4" } else { "" }
+        );
+        std::fs::write(s.path("sites.toml"), sites).unwrap();
+        s
+    }
+
+    /// The run's report, from the path cosched prints: the HTML page and report.json.
+    fn run_report(out: &Output) -> (String, serde_json::Value) {
         let stderr = text(&out.stderr);
         let html = stderr
             .lines()
             .find_map(|l| l.strip_prefix("cosched: report: "))
             .unwrap_or_else(|| panic!("the report's path is printed: {stderr}"));
         let html = Path::new(html.trim());
-        assert!(html.exists(), "{}", html.display());
-        let json: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(html.with_file_name("report.json")).unwrap())
-                .unwrap();
-        assert_eq!(json["summary"]["counts"]["succeeded"], n, "{}", json["summary"]["counts"]);
+        let json = std::fs::read_to_string(html.with_file_name("report.json")).unwrap();
+        (std::fs::read_to_string(html).unwrap(), serde_json::from_str(&json).unwrap())
+    }
+
+    /// The `<figure>` of one site's decisions in the report, if any.
+    fn decisions_figure<'a>(html: &'a str, site: &str) -> Option<&'a str> {
+        html.split("<figure ")
+            .filter(|f| f.contains(r#"class="decisions""#))
+            .find(|f| f.contains(&format!(r#"data-site="{site}""#)))
+            .map(|f| &f[..f.find("</figure>").expect("a closed figure")])
+    }
+
+    #[test]
+    fn the_report_of_an_adaptive_run_shows_the_window_and_the_degraded_verdict_at_a_knee() {
+        let s = knee_setup("adaptive");
+        let n = 160;
+        let out = s.submit(n, &[]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        s.assert_each_job_ran_once(n, "adaptive run");
+        let (html, json) = run_report(&out);
+        if let Err(e) = crate::report::xml::check(&html) {
+            panic!("report.html with decisions is not well-formed: {e}");
+        }
+        let figure = decisions_figure(&html, "knee")
+            .unwrap_or_else(|| panic!("a decisions chart for the knee site:\n{html}"));
+        assert_eq!(figure.matches(r#"class="window""#).count(), 1, "one window line: {figure}");
+        assert!(figure.matches(r#"class="verdict degraded""#).count() >= 1, "a degraded verdict: {figure}");
+        assert!(figure.contains(r#"class="running""#), "drawn over the running jobs: {figure}");
+
+        let series = json["summary"]["decisions"].as_array().expect("report.json has the decisions");
+        let knee = series.iter().find(|d| d["site"] == "knee").expect("the knee site's decisions");
+        let windows: Vec<f64> =
+            knee["windows"].as_array().unwrap().iter().map(|w| w["window"].as_f64().unwrap()).collect();
+        assert!(windows.len() >= 2, "the window moved: {windows:?}");
+        let makespan = json["summary"]["makespan_s"].as_f64().unwrap();
+        let degraded: Vec<&serde_json::Value> =
+            knee["verdicts"].as_array().unwrap().iter().filter(|v| v["healthy"] == false).collect();
+        assert!(!degraded.is_empty(), "{knee}");
+        for v in &degraded {
+            let (t, level) = (v["t"].as_f64().unwrap(), v["level"].as_f64().unwrap());
+            // On the logs' clock: within the run, and after jobs ran there.
+            assert!(t > 0.0 && t <= makespan, "verdict at {t} s of a {makespan} s run: {v}");
+            assert!(level > 4.0, "judged degraded past the knee: {v}");
+            assert!(v["slowdown"].as_f64().unwrap() > 1.0, "{v}");
+        }
+    }
+
+    #[test]
+    fn the_report_of_a_bulk_run_shows_no_decisions() {
+        let s = knee_setup("bulk");
+        let n = 40;
+        let out = s.submit(n, &[]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        let (html, json) = run_report(&out);
+        assert!(html.contains(r#"<figure id="running">"#), "the usual report: {html}");
+        assert!(!html.contains(r#"class="decisions""#) && !html.contains(r#"id="decisions""#), "{html}");
+        assert!(json["summary"].get("decisions").is_none(), "{}", json["summary"]);
     }
 
     #[test]

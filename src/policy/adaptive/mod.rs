@@ -96,11 +96,11 @@ mod site;
 use super::book::{Change, TimeKey};
 use super::plan::Planner;
 use super::{
-    Action, CapacityMemory, Input, JobBook, JobId, Policy, RunSpec, SiteClass, SiteEvent, SiteId, SiteView,
-    Time,
+    Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, JobId, Policy, RunSpec, SiteClass,
+    SiteEvent, SiteId, SiteView, Time,
 };
 use serde::{Deserialize, Serialize};
-use site::{End, Rules, Site};
+use site::{End, Rules, Site, Verdict};
 use std::collections::BTreeSet;
 
 /// Parameters from the `[policy]` table of sites.toml (`name = "adaptive"`,
@@ -180,6 +180,17 @@ pub struct Adaptive {
     ready: Vec<bool>,
     /// The latest time seen (for what is learned at the end).
     now: Time,
+    /// For [`Policy::take_decisions`]: what is not taken yet, and per site
+    /// what was told.
+    decided: Vec<Decision>,
+    told: Vec<Told>,
+}
+
+/// How many of a site's verdicts, and which (window, capacity), were told.
+#[derive(Clone, Copy, Default)]
+struct Told {
+    verdicts: usize,
+    window: Option<(f64, Option<f64>)>,
 }
 
 impl Adaptive {
@@ -213,6 +224,8 @@ impl Adaptive {
             fallback_run: None,
             ready: vec![false; n],
             now: 0.0,
+            decided: Vec::new(),
+            told: vec![Told::default(); n],
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -285,6 +298,28 @@ impl Adaptive {
             self.withdraw(site, &jobs, why, actions);
         }
         self.schedule(i, now);
+        self.tell(i, now);
+    }
+
+    /// Site `i`'s new verdicts, and its window if it changed, as decisions.
+    fn tell(&mut self, i: usize, now: Time) {
+        let (site, s, told) = (SiteId(i as u32), &self.sites[i], &mut self.told[i]);
+        for &(at, verdict, _) in s.verdicts.iter().skip(told.verdicts) {
+            let kind = match verdict {
+                Verdict::Healthy { level } => DecisionKind::Verdict { healthy: true, level, slowdown: None },
+                Verdict::Degraded { level, slowdown } => {
+                    DecisionKind::Verdict { healthy: false, level, slowdown: Some(slowdown) }
+                }
+            };
+            self.decided.push(Decision { at, site, kind });
+        }
+        told.verdicts = s.verdicts.len();
+        let window = (s.window, s.searched.then_some(s.floor));
+        if told.window != Some(window) {
+            told.window = Some(window);
+            let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
+            self.decided.push(Decision { at: now, site, kind });
+        }
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
@@ -407,6 +442,10 @@ impl Policy for Adaptive {
 
     fn learned(&self) -> CapacityMemory {
         self.sites.iter().map(|s| (s.name.clone(), s.memory(self.now))).collect()
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decided)
     }
 }
 
