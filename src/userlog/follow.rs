@@ -107,7 +107,13 @@ impl DirWatch {
             }
         };
         let (tx, rx) = mpsc::channel(1);
-        watch.subscribers.lock().unwrap_or_else(|p| p.into_inner()).entry(name.to_os_string()).or_default().push(tx);
+        watch
+            .subscribers
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name.to_os_string())
+            .or_default()
+            .push(tx);
         Some((watch, rx))
     }
 

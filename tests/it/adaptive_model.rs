@@ -126,10 +126,8 @@ fn a_dead_site_is_abandoned_within_the_idle_timeout() {
         jitter: 0.3,
         sites: vec![healthy.clone()],
     };
-    let with_dead = Scenario {
-        sites: vec![healthy, SiteParams { dead: true, ..site("dead", 400) }],
-        ..alone.clone()
-    };
+    let with_dead =
+        Scenario { sites: vec![healthy, SiteParams { dead: true, ..site("dead", 400) }], ..alone.clone() };
     for seed in 1..=5 {
         let r = run(&with_dead, "adaptive", seed);
         let base = makespan(&run(&alone, "adaptive", seed));

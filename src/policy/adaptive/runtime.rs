@@ -347,12 +347,15 @@ mod tests {
         // A job far slower than healthy is not evidence for "25% slower" alone.
         let late = Exposure { age: 1000.0, before: 0.0, above: 1000.0 };
         assert!(late.ended_llr(&d, 1.25, true).abs() < 0.3, "{}", late.ended_llr(&d, 1.25, true));
-        // The mean is the knots' own (a symmetric sample, centred on 105).
-        assert!((d.mean() - 105.0).abs() < 1.0, "{}", d.mean());
+        // The mean is the knots' (a symmetric sample, centred on 105) but for
+        // the share 1/(n + 1) = 1/5 reserved past the longest run (120), whose
+        // tail reaches no further than a mean half a run beyond it.
+        let reserved = 0.2 * (120.0 + 0.5 * 120.0 - 105.0);
+        assert!(d.mean() > 105.0 && d.mean() <= 105.0 + reserved + 1.0, "{}", d.mean());
         let q = d.quantiles(4);
         assert_eq!(q.len(), 5);
         let back = Distribution::from_quantiles(&q).unwrap();
-        assert!((back.mean() - d.mean()).abs() < 2.0);
+        assert!((back.mean() - d.mean()).abs() < 0.15 * d.mean(), "{} vs {}", back.mean(), d.mean());
     }
 
     /// The test's false alarms: healthy runs (uniform jitter from none to
