@@ -9,7 +9,11 @@
 //! - [`policy`] — the pure decision core: [`policy::Policy`] takes the time and
 //!   one input, returns actions; [`policy::JobBook`] is the shared bookkeeping
 //!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines), `thesis`
-//!   (the 2013 algorithm, read literally), `adaptive` (the default).
+//!   (the 2013 algorithm, read literally), `adaptive` (the default: a site
+//!   estimator in `adaptive::site`, the run-time distribution and the test's
+//!   likelihoods in `adaptive::runtime`). `plan` turns per-site models into
+//!   submissions and moves for both `oracle` and `adaptive`; `truth` is what
+//!   the oracle may know (the simulator fills it, the policy layer owns it).
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O. Same code for HTCondor, simulation and replay.
