@@ -168,10 +168,13 @@ fn dead_condor_c_site(pool: &Pool) {
 /// reason in the summary. Nothing stays in the queue.
 fn held_jobs(pool: &Pool) {
     let case = Case::new(pool, "held-input");
+    // One slot at the vanilla site: the grid site gets most jobs, and the
+    // tail rule (idle jobs move to a site with room once the pool is empty)
+    // finds no room there before HTCondor holds them.
     case.write_sites(
         "",
         &[
-            ("local", None, "slots = 6\n"),
+            ("local", None, "slots = 1\n"),
             (
                 "grid",
                 Some(&pool.grid_resource),

@@ -36,13 +36,12 @@
 //!
 //! Those bounds hold for a null that is known, and ours is learned from a
 //! few dozen runs. Three consequences, each from the estimate's own error:
-//! "healthy" is composite (the learned runs, or all of them 5–10% longer:
+//! "healthy" is composite (the learned runs, or all of them 5% longer:
 //! the standard error of a small sample's scale), and the test weighs the
 //! slowdowns against the best of these; running jobs testify only at ages
 //! between the shortest and the longest healthy run seen (outside, survival
-//! is the kernel's or the tail's assumption), and together they weigh no
-//! more than the runs the distribution was learned from (their survivals
-//! share its error); and past the longest run seen lies the mass 1/(n + 1)
+//! is the kernel's or the tail's assumption); and past the longest run
+//! seen lies the mass 1/(n + 1)
 //! that the next of n + 1 draws is the longest. Measured on a healthy
 //! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
 //! naive test had six.
@@ -68,7 +67,9 @@
 //!   dropped may have come back).
 //!
 //! **Routing and queueing** are the [`Planner`]'s, shared with the oracle:
-//! Little's law keeps `rate × wait` jobs waiting ahead where waits are known,
+//! Little's law keeps `rate × wait` jobs waiting ahead where waits are known
+//! (no more than would take the site `probe_gain` times past its window if
+//! all started at once: exponential waits do that),
 //! the pool is water-filled by expected finish time so that a slow site gets
 //! no job the fast ones would finish sooner, and once the pool is empty idle
 //! jobs move to a site that would finish them sooner. Sites without their own

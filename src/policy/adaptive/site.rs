@@ -288,7 +288,7 @@ impl Site {
         let own = self.dist.as_ref().map(Distribution::mean);
         let run = own.or(fallback_run);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
-        SiteModel {
+        let mut model = SiteModel {
             open: true,
             window: self.window,
             run: run.unwrap_or(1.0),
@@ -298,7 +298,16 @@ impl Site {
             // runs are still to become the baseline at that level.
             ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
+        };
+        // Waits are exponential: queued jobs may all start at once. Keep no
+        // more queued than would take the site `probe_gain` times past its
+        // window if they did, the overshoot a probe risks anyway (past a
+        // steep knee, more is a collapse the site takes a long time to drain).
+        let rate = model.attempt_rate();
+        if rate > 0.0 {
+            model.ahead = model.ahead.min((self.rules.gain - 1.0) * self.window / rate);
         }
+        model
     }
 
     /// Brings Θ up to `now`; call before the running count changes.
@@ -454,27 +463,13 @@ impl Site {
             // assumption, not data: such a job testifies when it ends.
             .filter(|r| !r.overloaded && now - r.start <= known)
             .map(|r| self.exposure(r, now));
-        let mut from_running = [0.0; STRETCH.len()];
-        let mut null_running = [0.0; NULL_SCALES.len()];
-        let mut jobs = 0usize;
         for e in running {
-            jobs += 1;
             for (k, stretch) in STRETCH.iter().enumerate() {
-                from_running[k] += e.running_llr(d, self.rules.kappa * stretch);
+                llr[k] += e.running_llr(d, self.rules.kappa * stretch);
             }
             for (j, &scale) in NULL_SCALES.iter().enumerate() {
-                null_running[j] += e.rescaled_llr(d, scale, false);
+                null[j] += e.rescaled_llr(d, scale, false);
             }
-        }
-        // Running jobs are judged against survivals learned from `ended`
-        // runs and share that estimate's error: together they weigh no more
-        // than that many independent runs would.
-        let weight = (d.ended as f64 / jobs.max(1) as f64).min(1.0);
-        for (total, part) in llr.iter_mut().zip(from_running) {
-            *total += weight * part;
-        }
-        for (total, part) in null.iter_mut().zip(null_running) {
-            *total += weight * part;
         }
         let best_null = null.iter().copied().fold(0.0, f64::max);
         llr.map(|l| l - best_null)
