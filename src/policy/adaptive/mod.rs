@@ -79,7 +79,8 @@
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027
 //! says it is back. A site that starts nothing within `idle_timeout` is given
 //! up for twice that, then tried with one job. Before that its queue wait
-//! (the waiting so far over one start) is looked at each time it doubles,
+//! (the waiting so far over one start, less the minute HTCondor-G may take
+//! to hear of a remote start) is looked at each time it doubles,
 //! so the planner sends it nothing more and the tail moves its idle jobs
 //! to sites that start them.
 //!

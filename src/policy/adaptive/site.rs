@@ -24,6 +24,11 @@ pub struct Rules {
     pub reprobe_after: f64,
 }
 
+/// Seconds HTCondor-G may take to report that a grid job started: the
+/// gridmanager polls a remote site every `GRIDMANAGER_JOB_PROBE_INTERVAL`
+/// (60 s by default).
+const START_NEWS: f64 = 60.0;
+
 /// Queue waits as an exponential with right-censoring: the MLE of the mean
 /// is all the time jobs spent waiting (started or not) over the starts.
 #[derive(Clone, Debug, Default)]
@@ -58,9 +63,15 @@ impl Waits {
     }
     /// A wait for routing at any time: the waiting so far over the starts,
     /// or over one before the first (a site that starts nothing looks slower
-    /// the longer it does so).
+    /// the longer it does so). Before the first start, each idle job's first
+    /// [`START_NEWS`] seconds are no evidence: HTCondor-G hears of a remote
+    /// start only when it next polls the site.
     pub fn pessimistic(&self, now: Time) -> f64 {
-        self.exposure(now) / self.starts.max(1) as f64
+        if self.starts == 0 {
+            let late = (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
+            return self.closed + late;
+        }
+        self.exposure(now) / self.starts as f64
     }
 }
 
@@ -618,7 +629,7 @@ impl Site {
                 // A site that starts nothing sends no events, but its wait
                 // grows with the waiting: look again each time it doubles, so
                 // routing and the tail see it (O(log) looks, not a poll).
-                at((first + 2.0 * (now - first)).max(now + 1.0));
+                at((first + 2.0 * (now - first)).max(first + START_NEWS).max(now + 1.0));
             }
         }
         if let Some(t) = self.closed_until.filter(|&t| t > now) {
