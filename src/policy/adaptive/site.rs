@@ -263,8 +263,11 @@ impl Site {
             self.floor = c;
             self.window = c;
             self.searched = true;
-            if let Some(u) = m.ceiling.filter(|&u| u > c) {
-                self.ceiling = u.min(self.cap);
+            match m.ceiling.filter(|&u| u > c) {
+                Some(u) => self.ceiling = u.min(self.cap),
+                // No knee was seen above the remembered level: the run starts
+                // where a healthy verdict there would have taken it.
+                None => self.window = (self.rules.gain * c).min(self.cap),
             }
             if self.converged() {
                 self.holding_since = Some(0.0);
