@@ -22,7 +22,8 @@
 //! that job would finish by `T*` and the site is below its target. Near the
 //! end this is the tail rule: a slow site gets nothing when the fast ones
 //! will finish the rest sooner. Once the pool is empty, jobs idle at a site
-//! whose `W + R` is well above what a site with room offers are withdrawn
+//! whose `W + R` is well above what a site with room offers (by 10%, and by
+//! more than the minute a grid job's start may take to be heard of) are withdrawn
 //! (the wait is memoryless: a job that has waited long is no closer to its
 //! start) and go there instead.
 //!
@@ -118,6 +119,12 @@ pub struct Planner {
 
 /// Relative improvement of a job's expected finish that justifies moving it.
 const MOVE_GAIN: f64 = 0.1;
+
+/// Seconds a move must also gain: a grid job's start reaches the submit
+/// host only when the gridmanager next polls the site (60 s by default), so
+/// a job taken back may have just started there; a move that gains less
+/// than that is not worth the chance of cutting it short.
+const MOVE_MARGIN: f64 = 60.0;
 
 impl Planner {
     pub fn new(n_sites: usize) -> Self {
@@ -299,7 +306,7 @@ impl Planner {
             let idle = book.idle_at(site);
             let mut count = 0u64;
             for taker in takers.iter_mut() {
-                if taker.0 * (1.0 + MOVE_GAIN) >= latency || taker.1 == 0 {
+                if taker.0 * (1.0 + MOVE_GAIN) >= latency || latency - taker.0 < MOVE_MARGIN || taker.1 == 0 {
                     continue;
                 }
                 let k = taker.1.min(idle.len() as u64 - count);
