@@ -237,6 +237,7 @@ impl Condor {
             .join(" ");
         let mut cmd = tokio::process::Command::new(&program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        die_with_parent(&mut cmd);
         let child = cmd.spawn().map_err(|e| CondorError {
             command: command_line.clone(),
             status: None,
@@ -431,6 +432,29 @@ fn kind_of(v: &serde_json::Value) -> &'static str {
 /// recorded outputs (the fixtures of `shared/fixtures/cli`) and log their
 /// arguments. The scripts are run by the code under test exactly as the real
 /// commands would be: by path, with an argument vector.
+/// A `condor_submit` that outlives a cosched killed with `-9` could commit its
+/// batch after the resumed run has looked for it in `condor_q` and
+/// submitted it again: every HTCondor command dies with cosched instead
+/// (SIGKILL from the kernel when the parent dies). Killed before its commit,
+/// a submit leaves nothing at the schedd; after it, the resume finds the batch.
+fn die_with_parent(cmd: &mut tokio::process::Command) {
+    let parent = std::process::id() as libc::pid_t;
+    // SAFETY: runs in the child between fork and exec; prctl and getppid are
+    // async-signal-safe and nothing is allocated.
+    unsafe {
+        cmd.pre_exec(move || {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            // The parent may have died before the prctl took effect.
+            if libc::getppid() != parent {
+                return Err(std::io::Error::from_raw_os_error(libc::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
 #[cfg(test)]
 pub(crate) mod testing {
     use std::os::unix::fs::PermissionsExt;
