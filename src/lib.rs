@@ -62,7 +62,9 @@
 //!   every string that goes into a submit file is validated first.
 //! - Parsers never panic and never abort a tail: bad bytes become diagnostics.
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
-//!   own doing (also across crashes: intent is recorded before `condor_submit`).
+//!   own doing (also across crashes: intent is recorded before `condor_submit`,
+//!   and every HTCondor command dies with cosched, so none commits after a
+//!   resumed run looked for its batch).
 //! - A job is taken back to go elsewhere only if HTCondor says it has not
 //!   started (`condor::CondorSite` asks `condor_q`, for Condor-C the remote
 //!   schedd too, and removes with `JobStatus == 1` in the constraint); a
