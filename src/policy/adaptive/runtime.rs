@@ -11,9 +11,10 @@
 //! at least 1% of the mean): the longest of m healthy runs is not the longest
 //! possible one, and a distribution that stopped dead at the sample's maximum
 //! would take every job a little longer for proof of slowdown. What the KM
-//! leaves unseen (jobs still running past the longest ended one) goes into an
-//! exponential tail as long as half a run — heavy on purpose, so that jobs
-//! in it testify little. Likelihoods also mix in `OUTLIERS`: one job in a
+//! leaves unseen (jobs still running past the longest ended one), and at
+//! least the 1/(n + 1) chance that the next run is the longest yet, goes
+//! into an exponential tail as long as half a run — heavy on purpose, so
+//! that jobs in it testify little. Likelihoods also mix in `OUTLIERS`: one job in a
 //! hundred may be slow for reasons of its own (a bad node, a slow file).
 
 /// Share of jobs that may run outside the learned distribution for reasons

@@ -119,7 +119,7 @@ const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// "Healthy" is composite too: the distribution is learned from a few dozen
 /// runs, so its scale is uncertain by a few percent (the standard error of
 /// a mean of n runs of spread ±50% is about 0.3/√n). The test weighs the
-/// slowdowns against the best of these rescalings of the healthy runs, or a
+/// slowdowns against the better of the learned runs and this rescaling, or a
 /// baseline learned a little short would drift every test toward
 /// "degraded" (measured: one run in seven on a healthy site at ±50%).
 const NULL_SCALES: [f64; 1] = [1.05];
