@@ -101,6 +101,21 @@ pub struct Scenario {
 }
 
 impl SiteParams {
+    /// A healthy site: `slots` slots, no queue wait, no knee, no failures.
+    pub fn healthy(name: &str, slots: u32) -> SiteParams {
+        SiteParams {
+            name: name.to_string(),
+            slots,
+            wait_mean: 0.0,
+            capacity: Capacity::Infinite,
+            beta: 0.0,
+            speed: 1.0,
+            p_fail: 0.0,
+            cap_windows: Vec::new(),
+            dead: false,
+        }
+    }
+
     /// The site as the oracle may know it (the model's equations live there).
     pub fn truth(&self) -> SiteTruth {
         SiteTruth {

@@ -32,17 +32,7 @@ impl Rng {
 }
 
 fn site(name: &str, slots: u32) -> SiteParams {
-    SiteParams {
-        name: name.to_string(),
-        slots,
-        wait_mean: 10.0,
-        capacity: Capacity::Infinite,
-        beta: 0.0,
-        speed: 1.0,
-        p_fail: 0.0,
-        cap_windows: Vec::new(),
-        dead: false,
-    }
+    SiteParams { wait_mean: 10.0, ..SiteParams::healthy(name, slots) }
 }
 
 fn run(scenario: &Scenario, policy: &str, seed: u64) -> SimResult {

@@ -865,7 +865,7 @@ mod e2e {
 mod fake {
     use crate::util;
     use cosched::fake_condor::{self, FakeSite, HistoryStatus, PoolConfig};
-    use cosched::sim::{Capacity, SiteParams};
+    use cosched::sim::SiteParams;
     use serde_json::Value;
     use std::collections::BTreeMap;
     use std::path::PathBuf;
@@ -877,17 +877,7 @@ mod fake {
     const HOLDS: &str = "condor holds.example holds.example:9619";
 
     fn params(slots: u32) -> SiteParams {
-        SiteParams {
-            name: String::new(),
-            slots,
-            wait_mean: 0.0,
-            capacity: Capacity::Infinite,
-            beta: 0.0,
-            speed: 1.0,
-            p_fail: 0.0,
-            cap_windows: Vec::new(),
-            dead: false,
-        }
+        SiteParams::healthy("", slots)
     }
 
     /// A pool with a live, a dead and an always-holding grid site and a local
