@@ -53,11 +53,14 @@ fn adaptive_beats_thesis_and_bulk_where_contention_hurts_and_probes_cheaply_wher
         assert!(adaptive < 0.5 * bulk, "S1 seed {seed}: adaptive {adaptive:.0} vs bulk {bulk:.0}");
         // S2 has no contention: the oracle's 513 s is bulk's. Doubling from
         // 16 to 375 jobs costs a test per level (each a fraction of the 400 s
-        // run): about 3× today (2.68× median of seeds 1–5). Issue 13 asks for 2×, which a cold
+        // run): 2.96–3.35× for seeds 1–5 since the test profiles the
+        // baseline's scale on both sides (2.55–3.04× before, when a level
+        // was sometimes passed 50 s after it was reached, on evidence from
+        // jobs that had barely run there). Issue 13 asks for 2×, which a cold
         // controller can only reach by growing faster than its tests can
         // judge (see BENCHMARKS.md); tighten this when it does.
         let s2 = makespan(&run("S2", "adaptive", seed, &opts));
-        assert!(s2 <= 3.25 * 513.0, "S2 seed {seed}: adaptive {s2:.0} s");
+        assert!(s2 <= 3.5 * 513.0, "S2 seed {seed}: adaptive {s2:.0} s");
     }
 }
 

@@ -36,9 +36,13 @@
 //!
 //! Those bounds hold for a null that is known, and ours is learned from a
 //! few dozen runs. Three consequences, each from the estimate's own error:
-//! "healthy" is composite (the learned runs, or all of them 5% longer:
-//! the standard error of a small sample's scale), and the test weighs the
-//! slowdowns against the best of these; running jobs testify only at ages
+//! the scale of the learned runs is a nuisance parameter, known to within
+//! the standard error of a small sample's mean (5–10%), so every
+//! hypothesis — healthy, and each slowdown — takes the best of the runs as
+//! learned, 5% and 10% longer (profiled out alike: on the healthy side
+//! only, jobs all a little long past a knee would testify for health with
+//! their whole runs and against it only with their time above the level);
+//! running jobs testify only at ages
 //! between the shortest and the longest healthy run seen (outside, survival
 //! is the kernel's or the tail's assumption); and past the longest run
 //! seen lies the mass 1/(n + 1)
@@ -271,8 +275,11 @@ impl Adaptive {
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         self.sites[i].time_out(now);
-        self.sites[i].check(now);
+        // Once nothing is left to send, a verdict would change no window,
+        // only what the next run remembers, and would come from the run's
+        // last few jobs.
         if self.book.pool_len() > 0 {
+            self.sites[i].check(now);
             self.sites[i].maybe_reprobe(now);
         }
         if self.sites[i].ready() != self.ready[i] {

@@ -265,39 +265,24 @@ impl Exposure {
         (self.age - self.above * (1.0 - 1.0 / kappa)).max(0.0)
     }
 
-    /// Log-likelihood ratio (slowed by κ ÷ healthy) of the job ending now;
-    /// `slowed_now` says whether it ended while more than L ran.
-    pub fn ended_llr(&self, d: &Distribution, kappa: f64, slowed_now: bool) -> f64 {
+    /// Log-likelihood ratio of the job ending now, under "every run is
+    /// `scale` times what the learned distribution says, and its time with
+    /// more than L running is slowed by κ" ÷ healthy as learned;
+    /// `slowed_now` says whether it ended while more than L ran. κ = 1 is
+    /// the rescaled healthy hypothesis.
+    pub fn ended_llr(&self, d: &Distribution, kappa: f64, scale: f64, slowed_now: bool) -> f64 {
         let rate = if slowed_now { 1.0 / kappa } else { 1.0 };
         let outlier = OUTLIERS * d.outlier_density();
-        let slowed = (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa)) * rate + outlier;
+        let slowed = (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa) / scale) * rate / scale + outlier;
         let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
         slowed.ln() - healthy.ln()
     }
 
-    /// Log-likelihood ratio (healthy with every run `scale` times longer
-    /// than the learned distribution says ÷ healthy as learned) of the job
-    /// ending now (`ended`) or having run this long.
-    pub fn rescaled_llr(&self, d: &Distribution, scale: f64, ended: bool) -> f64 {
-        let work = self.age / scale;
-        if ended {
-            let outlier = OUTLIERS * d.outlier_density();
-            let rescaled = (1.0 - OUTLIERS) * d.density(work) / scale + outlier;
-            let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
-            rescaled.ln() - healthy.ln()
-        } else {
-            let outlier = OUTLIERS * d.outlier_survival(self.age);
-            let rescaled = (1.0 - OUTLIERS) * d.survival(work) + outlier;
-            let healthy = (1.0 - OUTLIERS) * d.survival(self.age) + outlier;
-            rescaled.ln() - healthy.ln()
-        }
-    }
-
-    /// Log-likelihood ratio of the job having run this long without ending
-    /// (still running, or cut short by a failure unrelated to load).
-    pub fn running_llr(&self, d: &Distribution, kappa: f64) -> f64 {
+    /// The same for the job having run this long without ending (still
+    /// running, or cut short by a failure unrelated to load).
+    pub fn running_llr(&self, d: &Distribution, kappa: f64, scale: f64) -> f64 {
         let outlier = OUTLIERS * d.outlier_survival(self.age);
-        let slowed = (1.0 - OUTLIERS) * d.survival(self.healthy_work(kappa)) + outlier;
+        let slowed = (1.0 - OUTLIERS) * d.survival(self.healthy_work(kappa) / scale) + outlier;
         let healthy = (1.0 - OUTLIERS) * d.survival(self.age) + outlier;
         slowed.ln() - healthy.ln()
     }
@@ -347,7 +332,7 @@ mod tests {
         assert!(d.density(1e9) < 1e-12 && d.density(0.0) < 1e-3 * d.density(105.0));
         // A job far slower than healthy is not evidence for "25% slower" alone.
         let late = Exposure { age: 1000.0, before: 0.0, above: 1000.0 };
-        assert!(late.ended_llr(&d, 1.25, true).abs() < 0.3, "{}", late.ended_llr(&d, 1.25, true));
+        assert!(late.ended_llr(&d, 1.25, 1.0, true).abs() < 0.3, "{}", late.ended_llr(&d, 1.25, 1.0, true));
         // The mean is the knots' (a symmetric sample, centred on 105) but for
         // the share 1/(n + 1) = 1/5 reserved past the longest run (120), whose
         // tail reaches no further than a mean half a run beyond it.
@@ -375,7 +360,7 @@ mod tests {
             for _ in 0..200 {
                 let llr: f64 = (0..40)
                     .map(|_| draw())
-                    .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, true))
+                    .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, 1.0, true))
                     .sum();
                 alarms += usize::from(llr >= (0.95f64 / 0.001).ln());
                 leaning += usize::from(llr > 0.0);
@@ -394,7 +379,7 @@ mod tests {
             let d = Distribution::estimate(&ended(&base)).unwrap();
             let llr: f64 = (0..40)
                 .map(|_| 1.3 * draw())
-                .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, true))
+                .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, 1.0, true))
                 .sum();
             assert!(llr > 6.9, "jitter {jitter}: 40 jobs 30% slow give only {llr}");
         }
