@@ -920,6 +920,7 @@ async fn engage(
     let clock = RunClock::scaled((crate::engine::wall_clock_unix() - run.epoch_unix) * rate, rate);
     let site_names = Arc::new(names);
     let reachability: Vec<Arc<Reachability>> = sites.sites.iter().map(|_| Arc::default()).collect();
+    let next_batches = crate::condor::first_free_batches(run_dir);
     let backends = sites
         .sites
         .iter()
@@ -938,6 +939,7 @@ async fn engage(
                 Box::new(journal),
                 start.known,
                 start.log_offset,
+                next_batches.get(&site.name).copied().unwrap_or(0),
             )
             .with_reachability(reachability[i].clone(), stop.clone());
             if rate == 1.0 {

@@ -18,7 +18,10 @@
 
 mod site;
 
-pub use site::{backoff, event_run_time, site_event, CondorSite, NoJournal, Reachability, SubmitJournal};
+pub use site::{
+    backoff, event_run_time, first_free_batches, site_event, CondorSite, NoJournal, Reachability,
+    SubmitJournal,
+};
 
 use crate::config::CondorSettings;
 use std::fmt;

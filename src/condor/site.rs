@@ -152,6 +152,7 @@ impl CondorSite {
         journal: Box<dyn SubmitJournal>,
         known: Vec<(i64, Vec<JobId>)>,
         log_offset: u64,
+        next_batch: u64,
     ) -> Self {
         let mut procs = BTreeMap::new();
         let mut out = BTreeMap::new();
@@ -163,7 +164,6 @@ impl CondorSite {
             }
         }
         let log = Self::log_path(&dir, &config.name);
-        let next_batch = first_free_batch(&dir, &config.name);
         CondorSite {
             site,
             config,
@@ -847,19 +847,24 @@ pub fn backoff(batch: &str, attempt: u32) -> f64 {
     base * (0.75 + 0.5 * frac)
 }
 
-/// The first batch number not used by a submit file already in `dir` (a
-/// resumed run continues after the files of the earlier one).
-fn first_free_batch(dir: &Path, site: &str) -> u64 {
-    let prefix = format!("{site}-b");
-    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
-    entries
-        .filter_map(|e| e.ok())
-        .filter_map(|e| {
-            let name = e.file_name().into_string().ok()?;
-            name.strip_prefix(&prefix)?.strip_suffix(".sub")?.parse::<u64>().ok()
-        })
-        .max()
-        .map_or(0, |n| n + 1)
+/// Per site, the first batch number not used by a submit file already in
+/// `dir` (a resumed run continues after the files of the earlier one; pass
+/// each site's to [`CondorSite::new`], 0 for a site without files). One read
+/// of the directory for all sites: a long run leaves hundreds of thousands
+/// of submit files there.
+pub fn first_free_batches(dir: &Path) -> BTreeMap<String, u64> {
+    let mut next = BTreeMap::new();
+    let Ok(entries) = std::fs::read_dir(dir) else { return next };
+    for entry in entries.filter_map(|e| e.ok()) {
+        let Ok(name) = entry.file_name().into_string() else { continue };
+        let Some((site, number)) = name.strip_suffix(".sub").and_then(|n| n.rsplit_once("-b")) else {
+            continue;
+        };
+        let Ok(number) = number.parse::<u64>() else { continue };
+        let free = next.entry(site.to_string()).or_insert(0);
+        *free = (*free).max(number + 1);
+    }
+    next
 }
 
 fn other_text(body: &EventBody) -> String {
@@ -976,6 +981,7 @@ mod tests {
             Box::new(s.journal.clone()),
             known,
             0,
+            first_free_batches(&s.state).get("ce").copied().unwrap_or(0),
         )
         .with_clock(RunClock::starting_at(100.0))
         .with_backoff_scale(0.001)

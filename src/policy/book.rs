@@ -151,6 +151,9 @@ pub struct JobBook {
     max_attempts: u32,
     done: u64,
     given_up: u64,
+    /// Jobs out at any site (the sum of every site's `out()`), kept as they
+    /// move so that asking costs nothing.
+    out: u64,
 }
 
 impl JobBook {
@@ -165,6 +168,7 @@ impl JobBook {
             max_attempts: max_attempts.max(1),
             done: 0,
             given_up: 0,
+            out: 0,
         }
     }
 
@@ -203,7 +207,7 @@ impl JobBook {
     }
     /// Jobs out at any site.
     pub fn out_total(&self) -> u64 {
-        self.counts.iter().map(|c| u64::from(c.out())).sum()
+        self.out
     }
 
     /// Takes up to `k` jobs from the pool (lowest index first) and marks them
@@ -419,6 +423,7 @@ impl JobBook {
     fn set(&mut self, job: JobId, new: JobState) {
         let i = job.0 as usize;
         let old = std::mem::replace(&mut self.states[i], JobState::Pool);
+        self.out = self.out - u64::from(old.site().is_some()) + u64::from(new.site().is_some());
         if let Some(c) = self.site_counter(&old) {
             *c -= 1;
         }

@@ -4,9 +4,14 @@
 //! sites are filled in their configured order. It throttles, but by fixed
 //! numbers that know nothing of the site's capacity — the baseline that shows
 //! what measuring is worth.
+//!
+//! Cost per input: O(log sites) plus the jobs handed out. Only the sites
+//! with room are visited (`wanting`); a site's room changes only when its own
+//! counts do, so an event re-files just the sites it touched.
 
-use super::{Action, Input, JobBook, Policy, RunSpec, SiteId, SiteView, Time};
+use super::{Action, Input, JobBook, Policy, RunSpec, SiteEvent, SiteId, SiteView, Time};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
 
 fn default_max_idle() -> u32 {
     10
@@ -37,34 +42,57 @@ pub struct JobRouter {
     book: JobBook,
     /// Per site: (max idle, max jobs), a site's own limits over the defaults.
     limits: Vec<(u32, u32)>,
+    /// The sites below both limits, in site order.
+    wanting: BTreeSet<u32>,
 }
 
 impl JobRouter {
     pub fn new(spec: &RunSpec, params: &Params) -> Self {
-        JobRouter {
+        let mut router = JobRouter {
             book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
             limits: spec
                 .sites
                 .iter()
                 .map(|s| (s.max_idle.unwrap_or(params.max_idle), s.max_jobs.unwrap_or(params.max_jobs)))
                 .collect(),
+            wanting: BTreeSet::new(),
+        };
+        for i in 0..router.limits.len() {
+            router.refile(SiteId(i as u32));
+        }
+        router
+    }
+
+    /// Jobs `site` may still be given: (room, idle, out).
+    fn room(&self, site: SiteId) -> (u32, u32, u32) {
+        let (max_idle, max_jobs) = self.limits[site.index()];
+        let c = self.book.counts(site);
+        let idle = c.submitting + c.idle;
+        (max_idle.saturating_sub(idle).min(max_jobs.saturating_sub(c.out())), idle, c.out())
+    }
+
+    /// Keeps `wanting` true for `site` after its counts changed.
+    fn refile(&mut self, site: SiteId) {
+        if self.room(site).0 > 0 {
+            self.wanting.insert(site.0);
+        } else {
+            self.wanting.remove(&site.0);
         }
     }
 
     /// Tops every site up to its limits, in site order.
     fn route(&mut self, actions: &mut Vec<Action>) {
-        for (i, &(max_idle, max_jobs)) in self.limits.iter().enumerate() {
-            if self.book.pool_len() == 0 {
-                break;
-            }
-            let site = SiteId(i as u32);
-            let c = self.book.counts(site);
-            let idle = c.submitting + c.idle;
-            let room = max_idle.saturating_sub(idle).min(max_jobs.saturating_sub(c.out()));
+        let mut from = 0;
+        while self.book.pool_len() > 0 {
+            let Some(&i) = self.wanting.range(from..).next() else { break };
+            from = i + 1;
+            let site = SiteId(i);
+            let (max_idle, max_jobs) = self.limits[site.index()];
+            let (room, idle, out) = self.room(site);
             let jobs = self.book.take(site, u64::from(room));
+            self.refile(site);
             if !jobs.is_empty() {
-                let why =
-                    format!("idle {idle} < MaxIdleJobs {max_idle}, out {} < MaxJobs {max_jobs}", c.out());
+                let why = format!("idle {idle} < MaxIdleJobs {max_idle}, out {out} < MaxJobs {max_jobs}");
                 actions.push(Action::Submit { site, jobs, why });
             }
         }
@@ -79,8 +107,19 @@ impl Policy for JobRouter {
     fn handle(&mut self, _now: Time, input: &Input) -> Vec<Action> {
         let mut actions = Vec::new();
         if let Input::Site { site, event } = input {
+            // Only a resumed run's history confirms a job at another site
+            // than the one it was handed to; that site's counts change too.
+            let mut elsewhere = Vec::new();
+            if let SiteEvent::Submitted { jobs, .. } = event {
+                elsewhere
+                    .extend(jobs.iter().filter_map(|&j| self.book.state(j).site()).filter(|s| s != site));
+                elsewhere.dedup();
+            }
             let change = self.book.apply(*site, event);
             actions.extend(self.book.after_failure(*site, &change));
+            for s in elsewhere.into_iter().chain([*site]) {
+                self.refile(s);
+            }
         }
         self.route(&mut actions);
         actions

@@ -53,14 +53,18 @@ pub async fn rebuild(
     let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
     let mut past = Past::default();
     let mut per_site: Vec<Vec<Step>> = Vec::new();
-    for (i, name) in site_names.iter().enumerate() {
-        let subs: Vec<Submission> = {
-            let db = db.lock().unwrap_or_else(|p| p.into_inner());
-            db.submissions(run).map_err(state_err)?
+    // Read once and dealt out by site: a week's run has tens of thousands of
+    // batches, and reading them all again for every site was most of a resume.
+    let mut subs_by_site: Vec<Vec<Submission>> = vec![Vec::new(); site_names.len()];
+    {
+        let db = db.lock().unwrap_or_else(|p| p.into_inner());
+        for sub in db.submissions(run).map_err(state_err)? {
+            if let Some(list) = subs_by_site.get_mut(sub.site_index as usize) {
+                list.push(sub);
+            }
         }
-        .into_iter()
-        .filter(|s| s.site_index as usize == i)
-        .collect();
+    }
+    for (name, subs) in site_names.iter().zip(subs_by_site) {
         let log_path = CondorSite::log_path(run_dir, name);
         let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
         for sub in &unknown {
@@ -103,6 +107,8 @@ pub async fn rebuild(
         let mut procs: BTreeMap<(i64, i64), JobId> = BTreeMap::new();
         let mut start = SiteStart::default();
         let mut no_submit_event = Vec::new();
+        let with_submit_event: BTreeSet<i64> =
+            events.iter().filter(|e| e.code == 0).map(|e| e.cluster).collect();
         for sub in &subs {
             let cluster = match (&sub.state, settled.get(&sub.batch)) {
                 (SubmissionState::Submitted { cluster }, _) => *cluster,
@@ -113,7 +119,7 @@ pub async fn rebuild(
                 procs.insert((cluster, p as i64), *job);
             }
             start.known.push((cluster, sub.jobs.clone()));
-            if !events.iter().any(|e| e.code == 0 && e.cluster == cluster) {
+            if !with_submit_event.contains(&cluster) {
                 let at = recorded_run_time(&sub.recorded, base);
                 no_submit_event.push(Step::submitted(cluster, sub.jobs.clone(), at));
             }
@@ -302,28 +308,50 @@ fn in_time_order(mut steps: Vec<Step>, missing: Vec<Step>) -> Vec<Step> {
 /// are whole seconds) a submission goes last, because a job's resubmission
 /// elsewhere is always caused by the end of its previous attempt.
 fn merge(per_site: Vec<Vec<Step>>) -> Vec<(SiteId, SiteEvent)> {
-    // A submission goes after anything else stamped the same second.
-    let rank = |step: &Step| u8::from(matches!(step.event, SiteEvent::Submitted { .. }));
-    let mut heads: Vec<std::iter::Peekable<std::vec::IntoIter<Step>>> =
-        per_site.into_iter().map(|v| v.into_iter().peekable()).collect();
-    let mut out = Vec::new();
-    loop {
-        let mut best: Option<(usize, Time, u8)> = None;
-        for (i, head) in heads.iter_mut().enumerate() {
-            if let Some(step) = head.peek() {
-                let (t, prio) = (step.at, rank(step));
-                let better = match best {
-                    None => true,
-                    Some((_, bt, bp)) => t.total_cmp(&bt).then(prio.cmp(&bp)).is_lt(),
-                };
-                if better {
-                    best = Some((i, t, prio));
-                }
-            }
+    /// A site's next step: earliest first, a submission after anything else
+    /// stamped the same second, then the lower site number.
+    struct Head {
+        at: Time,
+        submission: bool,
+        site: usize,
+    }
+    impl Head {
+        fn of(step: &Step, site: usize) -> Head {
+            Head { at: step.at, submission: matches!(step.event, SiteEvent::Submitted { .. }), site }
         }
-        let Some((i, _, _)) = best else { break };
-        if let Some(step) = heads[i].next() {
-            out.push((SiteId(i as u32), step.event));
+    }
+    impl Ord for Head {
+        // Reversed: `BinaryHeap` pops its greatest.
+        fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+            (other.at.total_cmp(&self.at))
+                .then(other.submission.cmp(&self.submission))
+                .then(other.site.cmp(&self.site))
+        }
+    }
+    impl PartialOrd for Head {
+        fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(other))
+        }
+    }
+    impl PartialEq for Head {
+        fn eq(&self, other: &Self) -> bool {
+            self.cmp(other).is_eq()
+        }
+    }
+    impl Eq for Head {}
+
+    let total = per_site.iter().map(Vec::len).sum();
+    let mut sites: Vec<std::vec::IntoIter<Step>> = per_site.into_iter().map(Vec::into_iter).collect();
+    let mut next: Vec<Option<Step>> = sites.iter_mut().map(Iterator::next).collect();
+    let mut heads: std::collections::BinaryHeap<Head> =
+        next.iter().enumerate().filter_map(|(i, s)| s.as_ref().map(|s| Head::of(s, i))).collect();
+    let mut out = Vec::with_capacity(total);
+    while let Some(Head { site, .. }) = heads.pop() {
+        let Some(step) = next[site].take() else { continue };
+        out.push((SiteId(site as u32), step.event));
+        next[site] = sites[site].next();
+        if let Some(s) = &next[site] {
+            heads.push(Head::of(s, site));
         }
     }
     out
@@ -432,5 +460,32 @@ mod tests {
         let merged = merge(vec![vec![sub(3.0), removed(3.0)]]);
         assert!(matches!(merged[0].1, SiteEvent::Submitted { .. }));
         assert!(matches!(merged[1].1, SiteEvent::Removed { .. }));
+    }
+
+    #[test]
+    fn sites_interleave_by_time_then_ends_before_submissions_then_site_number() {
+        let merged = merge(vec![
+            vec![sub(2.0), removed(4.0)],
+            vec![removed(2.0), sub(4.0), removed(9.0)],
+            vec![],
+            vec![sub(1.0), sub(4.0), removed(4.0)],
+        ]);
+        let order: Vec<(u32, Time, bool)> = merged
+            .iter()
+            .map(|(s, e)| (s.0, e.at().unwrap(), matches!(e, SiteEvent::Submitted { .. })))
+            .collect();
+        assert_eq!(
+            order,
+            vec![
+                (3, 1.0, true),
+                (1, 2.0, false),
+                (0, 2.0, true),
+                (0, 4.0, false),
+                (1, 4.0, true),
+                (3, 4.0, true),
+                (3, 4.0, false),
+                (1, 9.0, false),
+            ]
+        );
     }
 }

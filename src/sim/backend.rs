@@ -53,11 +53,9 @@ pub struct SimSite {
     clock: RunClock,
     /// Work of every job (seconds at speed 1), shared by all sites.
     work: Arc<Vec<f64>>,
-    /// Attempt of each job out here, and the record it writes to.
-    out: BTreeMap<JobId, (AttemptId, usize)>,
-    /// The job and record of each attempt out here.
-    attempts: BTreeMap<AttemptId, JobId>,
-    next_attempt: u64,
+    /// Attempt of each job out here. An attempt's number is the index of
+    /// its record in the site's log, which also names its job.
+    out: BTreeMap<JobId, AttemptId>,
     log: Arc<Mutex<SiteLog>>,
 }
 
@@ -69,16 +67,7 @@ impl SimSite {
         work: Arc<Vec<f64>>,
         log: Arc<Mutex<SiteLog>>,
     ) -> Self {
-        SimSite {
-            site,
-            sim,
-            clock,
-            work,
-            out: BTreeMap::new(),
-            attempts: BTreeMap::new(),
-            next_attempt: 0,
-            log,
-        }
+        SimSite { site, sim, clock, work, out: BTreeMap::new(), log }
     }
 
     /// Runs the model up to `until` and translates what happened.
@@ -87,15 +76,20 @@ impl SimSite {
         let mut log = self.log.lock().expect("site log lock");
         let mut events = Vec::with_capacity(happened.len());
         for (at, attempt, what) in happened {
-            let Some(&job) = self.attempts.get(&attempt) else { continue };
-            let record = self.out[&job].1;
+            let record = attempt.0 as usize;
+            // The model reports only attempts it still holds, so never a
+            // removed one; an ended record would be a second end.
+            let Some(job) =
+                log.attempts.get(record).filter(|r| r.end == AttemptEnd::Pending).map(|r| JobId(r.job))
+            else {
+                continue;
+            };
             match what {
                 ModelEvent::Started => {
                     log.attempts[record].started = Some(at);
                     events.push(SiteEvent::Started { job, at });
                 }
                 ModelEvent::Finished | ModelEvent::Failed => {
-                    self.attempts.remove(&attempt);
                     self.out.remove(&job);
                     let (end, outcome) = if what == ModelEvent::Finished {
                         (AttemptEnd::Success, Outcome::Success)
@@ -129,12 +123,10 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut log = self.log.lock().expect("site log lock");
         for &job in &jobs {
-            let attempt = AttemptId(self.next_attempt);
-            self.next_attempt += 1;
+            let attempt = AttemptId(log.attempts.len() as u64);
             let work = self.work.get(job.0 as usize).copied().unwrap_or(0.0);
             self.sim.submit(now, attempt, work);
-            self.attempts.insert(attempt, job);
-            self.out.insert(job, (attempt, log.attempts.len()));
+            self.out.insert(job, attempt);
             log.attempts.push(AttemptRecord {
                 job: job.0,
                 site: self.site,
@@ -153,10 +145,10 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut log = self.log.lock().expect("site log lock");
         for job in jobs {
-            let Some(&(attempt, record)) = self.out.get(&job) else { continue };
+            let Some(&attempt) = self.out.get(&job) else { continue };
             if self.sim.remove(now, attempt) {
                 self.out.remove(&job);
-                self.attempts.remove(&attempt);
+                let record = attempt.0 as usize;
                 log.attempts[record].ended = Some(now);
                 log.attempts[record].end = AttemptEnd::Removed;
                 log.events += 1;
@@ -172,7 +164,7 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut idle = Vec::with_capacity(jobs.len());
         for job in jobs {
-            let Some(&(attempt, _)) = self.out.get(&job) else { continue };
+            let Some(&attempt) = self.out.get(&job) else { continue };
             if self.sim.has_started(now, attempt) {
                 events.push(SiteEvent::WithdrawDeclined { job, at: now });
             } else {

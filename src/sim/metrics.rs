@@ -65,11 +65,9 @@ pub fn measure(
 ) -> (Metrics, Vec<JobRecord>, Vec<String>) {
     let n = scenario.n_jobs as usize;
     let mut errors = Vec::new();
-    let mut per_job: Vec<Vec<&AttemptRecord>> = vec![Vec::new(); n];
     for a in attempts {
-        match per_job.get_mut(a.job as usize) {
-            Some(list) => list.push(a),
-            None => errors.push(format!("attempt of unknown job {}", a.job)),
+        if a.job as usize >= n {
+            errors.push(format!("attempt of unknown job {}", a.job));
         }
         let ordered = match (a.started, a.ended) {
             (Some(s), Some(e)) => a.submitted <= s && s <= e,
@@ -84,10 +82,22 @@ pub fn measure(
             errors.push(format!("job {} succeeded without starting", a.job));
         }
     }
+    // Each job's attempts in submission order (a stable sort keeps the
+    // site order of simultaneous ones): one index array, not a list per job.
+    let mut by_job: Vec<u32> =
+        (0..attempts.len() as u32).filter(|&i| (attempts[i as usize].job as usize) < n).collect();
+    by_job.sort_by(|&a, &b| {
+        let (a, b) = (&attempts[a as usize], &attempts[b as usize]);
+        a.job.cmp(&b.job).then(a.submitted.total_cmp(&b.submitted))
+    });
     let mut jobs = Vec::with_capacity(n);
+    let mut jobs_done_at = vec![0u64; scenario.sites.len()];
     let mut wasted = 0.0;
-    for (job, list) in per_job.iter_mut().enumerate() {
-        list.sort_by(|a, b| a.submitted.total_cmp(&b.submitted));
+    let mut rest = &by_job[..];
+    for job in 0..n as u64 {
+        let len = rest.iter().take_while(|&&i| attempts[i as usize].job == job).count();
+        let list: Vec<&AttemptRecord> = rest[..len].iter().map(|&i| &attempts[i as usize]).collect();
+        rest = &rest[len..];
         for pair in list.windows(2) {
             // Site clocks round to nanoseconds: a removal and a new submission
             // at the same instant may differ by that much.
@@ -102,8 +112,11 @@ pub fn measure(
         match successes.len() {
             1 => {
                 let a = successes[0];
+                if let Some(count) = jobs_done_at.get_mut(a.site as usize) {
+                    *count += 1;
+                }
                 jobs.push(JobRecord {
-                    job: job as u64,
+                    job,
                     site: a.site,
                     submitted: a.submitted,
                     started: a.started.unwrap_or(a.submitted),
@@ -130,7 +143,7 @@ pub fn measure(
         sites.push(SiteMetrics {
             name: params.name.clone(),
             peak_concurrency: peak,
-            jobs_done: jobs.iter().filter(|j| j.site == i as u32).count() as u64,
+            jobs_done: jobs_done_at[i],
             converged_capacity: capacities.get(i).copied().flatten(),
             true_knee: params.truth().knee_at(f64::NEG_INFINITY),
         });

@@ -143,7 +143,10 @@ pub async fn run_async(
     let livelock = watchdog.tripped;
     let hang = report.ending != Ending::Settled;
 
-    let mut attempts = Vec::new();
+    // Reserved exactly: a million attempts grown by doubling would briefly
+    // need twice their size.
+    let total: usize = logs.iter().map(|log| log.lock().expect("site log lock").attempts.len()).sum();
+    let mut attempts = Vec::with_capacity(total);
     let mut peaks = Vec::new();
     let mut events = 0;
     for log in &logs {
