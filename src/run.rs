@@ -75,7 +75,7 @@ pub mod decisions;
 mod history;
 pub mod progress;
 
-use crate::condor::{Condor, CondorSite, Reachability, SubmitJournal};
+use crate::condor::{remove_forwarded_leftovers, Condor, CondorSite, Reachability, SubmitJournal};
 use crate::config::{Problem, SitesFile};
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
 use crate::fake_condor::{self, FakeSite, PoolConfig};
@@ -523,10 +523,6 @@ struct Watch {
     stop: CancellationToken,
     permanent: Option<(String, String)>,
     names: Vec<String>,
-    /// Each site's schedd reachability, shown in the progress.
-    reachability: Vec<Arc<Reachability>>,
-    epoch_unix: f64,
-    rate: f64,
 }
 
 impl Observer for Watch {
@@ -543,15 +539,49 @@ impl Observer for Watch {
         }
         self.progress.event(now, site, event);
     }
+    fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        self.progress.site_unreachable(site, down);
+    }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
-        for (i, r) in self.reachability.iter().enumerate() {
-            let down = r.unreachable().map(|(since, e)| ((since - self.epoch_unix) * self.rate, e));
-            self.progress.set_unreachable(SiteId(i as u32), down);
-        }
         self.progress.progress(now, policy);
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.progress.finished(now, policy, ending);
+    }
+}
+
+/// Tells an observer which sites' schedds do not answer (on the run's
+/// clock) before each progress call: the same for a foreground run's
+/// display and the daemon's `status`.
+struct ShowReachability<'a> {
+    inner: &'a mut dyn Observer,
+    reachability: Vec<Arc<Reachability>>,
+    epoch_unix: f64,
+    rate: f64,
+}
+
+impl Observer for ShowReachability<'_> {
+    fn action(&mut self, now: Time, action: &Action) {
+        self.inner.action(now, action);
+    }
+    fn event(&mut self, now: Time, site: SiteId, event: &SiteEvent) {
+        self.inner.event(now, site, event);
+    }
+    fn decisions(&mut self, decisions: &[crate::policy::Decision]) {
+        self.inner.decisions(decisions);
+    }
+    fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        self.inner.site_unreachable(site, down);
+    }
+    fn progress(&mut self, now: Time, policy: &dyn Policy) {
+        for (i, r) in self.reachability.iter().enumerate() {
+            let down = r.unreachable().map(|(since, e)| ((since - self.epoch_unix) * self.rate, e));
+            self.inner.site_unreachable(SiteId(i as u32), down);
+        }
+        self.inner.progress(now, policy);
+    }
+    fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
+        self.inner.finished(now, policy, ending);
     }
 }
 
@@ -648,9 +678,6 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         stop: shutdown.clone(),
         permanent: None,
         names: names.clone(),
-        reachability: reachability.clone(),
-        epoch_unix: run.epoch_unix,
-        rate,
     };
     watch.progress.replay(&history);
     if !json {
@@ -669,18 +696,25 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     let unreachable = Arc::new(Mutex::new(None));
     let schedd_watch = tokio::spawn(watch_schedd(
         names.clone(),
-        reachability,
+        reachability.clone(),
         sites.condor.unreachable_timeout,
         shutdown.clone(),
         unreachable.clone(),
     ));
     let options = EngineOptions { history, ..EngineOptions::default() };
     let report = {
-        let mut recording = decisions::Recording::new(&run_dir, &mut watch);
+        let mut shown =
+            ShowReachability { inner: &mut watch, reachability, epoch_unix: run.epoch_unix, rate };
+        let mut recording = decisions::Recording::new(&run_dir, &mut shown);
         engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown.clone()).await
     };
     signals.abort();
     schedd_watch.abort();
+    if policy.book().out_total() == 0 {
+        // Nothing of the run is at any site (settled, or a cancelled run
+        // drained): no remote copy is wanted any more.
+        remove_forwarded_leftovers(&Condor::new(&sites.condor), &run.id, &sites.sites).await;
+    }
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     let book = policy.book();
     let summary =
@@ -833,7 +867,7 @@ pub async fn drive_recorded(
     let rate = if run.speedup > 0.0 { run.speedup } else { 1.0 };
     let resumed =
         !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
-    let Engaged { history, reconciled, backends, clock, .. } =
+    let Engaged { history, reconciled, backends, clock, reachability } =
         engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed, shutdown.clone()).await?;
     for (batch, what) in &reconciled {
         tracing::info!("run {}: batch {batch}: {what}", run.id);
@@ -853,8 +887,14 @@ pub async fn drive_recorded(
         observer.event(event.at().unwrap_or(0.0), *site, event);
     }
     let options = EngineOptions { history, ..EngineOptions::default() };
-    let mut recording = decisions::Recording::new(&run_dir, observer);
+    let mut shown = ShowReachability { inner: observer, reachability, epoch_unix: run.epoch_unix, rate };
+    let mut recording = decisions::Recording::new(&run_dir, &mut shown);
     let report = engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await;
+    if policy.book().out_total() == 0 {
+        // Nothing of the run is at any site (settled, or a cancelled run
+        // drained): no remote copy is wanted any more.
+        remove_forwarded_leftovers(&Condor::new(&sites.condor), &run.id, &sites.sites).await;
+    }
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     if report.ending == Ending::Settled {
         // The same report a foreground run writes, beside its logs.

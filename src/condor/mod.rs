@@ -19,8 +19,8 @@
 mod site;
 
 pub use site::{
-    backoff, event_run_time, first_free_batches, site_event, CondorSite, NoJournal, Reachability,
-    SubmitJournal,
+    backoff, event_run_time, first_free_batches, remove_forwarded_leftovers, site_event, CondorSite,
+    NoJournal, Reachability, SubmitJournal,
 };
 
 use crate::config::CondorSettings;
@@ -328,6 +328,16 @@ impl Condor {
             return Ok(());
         }
         Err(Self::failure("condor_rm", targets, &finished, &self.program("condor_rm")))
+    }
+
+    /// `condor_rm -name SCHEDD -pool POOL -constraint EXPR` at another
+    /// schedd: how a Condor-C job's remote copy is taken back atomically
+    /// (the remote schedd evaluates `EXPR`, so a constraint on `JobStatus`
+    /// cannot race a start there), and how copies the gridmanager left
+    /// behind are cleaned up.
+    pub async fn remove_remote(&self, schedd: &str, pool: &str, constraint: &str) -> Result<(), CondorError> {
+        let args = ["-name", schedd, "-pool", pool, "-constraint", constraint].map(String::from);
+        self.remove(&args).await
     }
 
     /// `condor_q -json -constraint EXPR [-attributes A,B]`: the matching job

@@ -92,6 +92,15 @@ pub struct CondorSite {
     /// HTCondor reported this site's grid resource down (026) and not yet
     /// back (025): nothing can be forwarded there, so idle jobs can go at once.
     resource_down: bool,
+    /// Condor-C jobs whose remote copy cosched removed itself
+    /// ([`Self::take_back_remote`]): the gridmanager may hold the local copy
+    /// ("Job disappeared from remote schedd") instead of letting it go, and
+    /// that hold is no failure of the job, only a removal to finish.
+    taken_back: std::collections::BTreeSet<(i64, i64)>,
+    /// Procs whose last event (005 or 009) has been seen: anything the
+    /// gridmanager writes for them afterwards is about an execution that no
+    /// longer belongs to the run's view of the job.
+    gone: std::collections::BTreeSet<(i64, i64)>,
 }
 
 /// Of some Condor-C jobs: (finished remotely, running remotely unknown to
@@ -184,6 +193,8 @@ impl CondorSite {
             later: BTreeMap::new(),
             later_due: None,
             resource_down: false,
+            taken_back: Default::default(),
+            gone: Default::default(),
         }
     }
 
@@ -329,7 +340,7 @@ impl CondorSite {
     /// first, so that the execution cut short is counted.
     async fn remove_now(&mut self, jobs: &[JobId]) -> Vec<SiteEvent> {
         let mut procs: Vec<(i64, i64)> = jobs.iter().filter_map(|j| self.out.get(j)).copied().collect();
-        let (finished, running, forwarding) = self.remote_progress(&procs).await;
+        let (mut finished, running, forwarding) = self.remote_progress(&procs).await;
         // Being forwarded: removing it now would leave its remote copy held
         // at the remote schedd; wait for its remote id (not forever).
         let now = self.now();
@@ -350,6 +361,26 @@ impl CondorSite {
         for (job, first) in wait {
             self.later.insert(job, (Later::Remove, first));
         }
+        procs.retain(|p| !finished.contains(p));
+        // The remote copies go first, at their schedd: the gridmanager acts
+        // on a local removal only at its next poll, and in between an idle
+        // copy can start and a running one finish, its result thrown away
+        // and its execution unseen. Those that have not started go first
+        // (atomically: what is left had started or finished when they went),
+        // then the started ones, each counted as cut short whether or not
+        // the local copy heard of its start. A copy that finished stays.
+        let (mut taken_back, left) = self.take_back_remote(&procs, "JobStatus == 1 || JobStatus == 5").await;
+        let started: Vec<(i64, i64)> =
+            left.iter().filter(|(_, s)| matches!(s, 2 | 7)).map(|(p, _)| *p).collect();
+        finished.extend(left.iter().filter(|(_, s)| matches!(s, 4 | 6)).map(|(p, _)| *p));
+        let (killed, left) = self.take_back_remote(&started, "JobStatus == 2 || JobStatus == 7").await;
+        finished.extend(left.iter().filter(|(_, s)| matches!(s, 4 | 6)).map(|(p, _)| *p));
+        let running: Vec<((i64, i64), Time)> = running
+            .into_iter()
+            .filter(|(p, _)| !killed.contains(p))
+            .chain(killed.iter().map(|&p| (p, now)))
+            .collect();
+        taken_back.extend(killed);
         if !finished.is_empty() {
             tracing::info!(
                 site = %self.config.name,
@@ -360,8 +391,17 @@ impl CondorSite {
         }
         let events: Vec<SiteEvent> = running
             .iter()
+            .filter(|(proc, _)| procs.contains(proc))
             .filter_map(|(proc, at)| self.procs.get(proc).map(|&job| SiteEvent::Started { job, at: *at }))
             .collect();
+        tracing::debug!(
+            site = %self.config.name,
+            "removing {} job(s): {} removed at the remote schedd, {} running there unheard of, {} finished there",
+            procs.len(),
+            taken_back.len(),
+            events.len(),
+            finished.len()
+        );
         if !self.remove_procs(&procs, false).await {
             let now = self.now();
             for &job in jobs {
@@ -408,7 +448,7 @@ impl CondorSite {
         let local: BTreeMap<(i64, i64), LocalAd> = ads.iter().filter_map(LocalAd::read).collect();
         let remote = remote_states(&self.condor, &self.config.name, local.values()).await;
         let mut events = Vec::new();
-        let mut idle = Vec::new();
+        let mut idle: Vec<(i64, i64)> = Vec::new();
         for (job, proc) in targets {
             let first = self.later.get(&job).map_or(now, |l| l.1);
             let Some(ad) = local.get(&proc) else {
@@ -433,7 +473,23 @@ impl CondorSite {
                 }
             }
         }
-        if !idle.is_empty() && !self.remove_procs(&idle, true).await {
+        // A Condor-C job's remote copy can start between the look above and
+        // the gridmanager acting on a local removal: take it back at its
+        // schedd first, where "not started" is part of the removal itself.
+        let (taken_back, left) = self.take_back_remote(&idle, "JobStatus == 1 || JobStatus == 5").await;
+        let started: Vec<(i64, i64)> =
+            left.iter().filter(|(_, s)| matches!(s, 2 | 4 | 6 | 7)).map(|(p, _)| *p).collect();
+        for proc in &started {
+            if let Some(&job) = self.procs.get(proc) {
+                events.push(SiteEvent::WithdrawDeclined { job, at: now });
+            }
+        }
+        idle.retain(|p| !taken_back.contains(p) && !started.contains(p));
+        // Their remote copies are gone: nothing can run for them any more.
+        let mut all = self.remove_procs(&taken_back, false).await;
+        all &= self.remove_procs(&idle, true).await;
+        if !all {
+            idle.extend(taken_back);
             for (job, proc) in &self.out {
                 if idle.contains(proc) {
                     self.later.entry(*job).or_insert((Later::Withdraw, now));
@@ -441,6 +497,60 @@ impl CondorSite {
             }
         }
         events
+    }
+
+    /// For the Condor-C jobs among `procs` whose remote copy is known:
+    /// removes at the remote schedd those remote copies whose status
+    /// satisfies `statuses` (the remote schedd evaluates it with the
+    /// removal, so it cannot race a change there), then asks which are
+    /// gone. Returns (taken back, the others still there with their remote
+    /// `JobStatus`). Jobs in neither (another grid type, no remote copy yet,
+    /// a remote schedd that cannot be asked or will not let us remove) are
+    /// left to the local queue as before.
+    async fn take_back_remote(
+        &mut self,
+        procs: &[(i64, i64)],
+        statuses: &str,
+    ) -> (Vec<(i64, i64)>, Vec<((i64, i64), i64)>) {
+        let condor_c =
+            self.config.grid_resource.as_ref().is_some_and(|g| g.raw.trim_start().starts_with("condor "));
+        if !condor_c || procs.is_empty() {
+            return Default::default();
+        }
+        let attributes = ["ClusterId", "ProcId", "JobStatus", "GridJobId"];
+        let ads = match self.condor.query(&procs_constraint(procs), &attributes).await {
+            Ok(ads) => ads,
+            Err(e) => {
+                tracing::debug!(site = %self.config.name, "cannot look for remote copies: {e}");
+                return Default::default();
+            }
+        };
+        let local: Vec<LocalAd> = ads.iter().filter_map(LocalAd::read).map(|(_, ad)| ad).collect();
+        let by_schedd = by_remote_schedd(local.iter());
+        let (mut taken, mut left) = (Vec::new(), Vec::new());
+        for ((schedd, pool), pairs) in by_schedd {
+            let remotes: Vec<(i64, i64)> = pairs.iter().map(|p| p.1).collect();
+            let ids = procs_constraint(&remotes);
+            let matching = format!("({ids}) && ({statuses})");
+            if let Err(e) = self.condor.remove_remote(&schedd, &pool, &matching).await {
+                tracing::debug!(site = %self.config.name, "removing remote copies at {schedd}: {e}");
+                continue;
+            }
+            let asked =
+                self.condor.query_remote(&schedd, &pool, &ids, &["ClusterId", "ProcId", "JobStatus"]).await;
+            let Ok(ads) = asked else { continue };
+            let status = job_statuses(&ads);
+            for (local, remote) in pairs {
+                match status.get(&remote) {
+                    None | Some(3) => {
+                        self.taken_back.insert(local);
+                        taken.push(local);
+                    }
+                    Some(&status) => left.push((local, status)),
+                }
+            }
+        }
+        (taken, left)
     }
 
     /// Of `procs` (Condor-C jobs only): those whose remote copy has finished
@@ -492,9 +602,31 @@ impl CondorSite {
     fn translate(&mut self, events: Vec<Event>) -> Vec<SiteEvent> {
         let mut out = Vec::new();
         for event in events {
-            let Some(&job) = self.procs.get(&(event.cluster, event.proc)) else {
+            let proc = (event.cluster, event.proc);
+            let Some(&job) = self.procs.get(&proc) else {
                 continue;
             };
+            if self.gone.contains(&proc) {
+                tracing::warn!(
+                    site = %self.config.name,
+                    "job {} ({}.{}): event {:03} after the job left the queue; ignored",
+                    job.0,
+                    proc.0,
+                    proc.1,
+                    event.code
+                );
+                continue;
+            }
+            if event.code == 12 && self.taken_back.contains(&proc) {
+                // Held because its remote copy, which cosched removed, is
+                // gone: finish the removal.
+                let now = self.now();
+                self.later.insert(job, (Later::Remove, now));
+                continue;
+            }
+            if matches!(event.code, 5 | 9) {
+                self.gone.insert(proc);
+            }
             let Some(translated) = site_event(job, event_run_time(&event, self.epoch_unix), &event) else {
                 continue;
             };
@@ -669,29 +801,15 @@ async fn remote_states<'a>(
     site: &str,
     ads: impl Iterator<Item = &'a LocalAd>,
 ) -> BTreeMap<(i64, i64), i64> {
-    // (schedd, pool) → [(local proc, remote proc)]
-    type Pairs = Vec<((i64, i64), (i64, i64))>;
-    let mut by_schedd: BTreeMap<(String, String), Pairs> = BTreeMap::new();
-    for ad in ads {
-        if let Some((schedd, pool, remote)) = ad.condor_c_remote() {
-            by_schedd.entry((schedd, pool)).or_default().push((ad.proc, remote));
-        }
-    }
     let mut out = BTreeMap::new();
-    for ((schedd, pool), pairs) in by_schedd {
+    for ((schedd, pool), pairs) in by_remote_schedd(ads) {
         let remotes: Vec<(i64, i64)> = pairs.iter().map(|p| p.1).collect();
         let asked = condor
             .query_remote(&schedd, &pool, &procs_constraint(&remotes), &["ClusterId", "ProcId", "JobStatus"])
             .await;
         match asked {
             Ok(ads) => {
-                let seen: BTreeMap<(i64, i64), i64> = ads
-                    .iter()
-                    .filter_map(|ad| {
-                        let id = (ad.get("ClusterId")?.as_i64()?, ad.get("ProcId")?.as_i64()?);
-                        Some((id, ad.get("JobStatus")?.as_i64()?))
-                    })
-                    .collect();
+                let seen = job_statuses(&ads);
                 for (local, remote) in pairs {
                     out.insert(local, seen.get(&remote).copied().unwrap_or(-1));
                 }
@@ -700,6 +818,77 @@ async fn remote_states<'a>(
         }
     }
     out
+}
+
+/// `JobStatus` by (cluster, proc) of `condor_q -json` ads.
+fn job_statuses(ads: &[serde_json::Value]) -> BTreeMap<(i64, i64), i64> {
+    ads.iter()
+        .filter_map(|ad| {
+            let id = (ad.get("ClusterId")?.as_i64()?, ad.get("ProcId")?.as_i64()?);
+            Some((id, ad.get("JobStatus")?.as_i64()?))
+        })
+        .collect()
+}
+
+/// Condor-C jobs with a remote copy, by (remote schedd, pool): (local proc,
+/// remote proc) pairs.
+type RemotePairs = BTreeMap<(String, String), Vec<((i64, i64), (i64, i64))>>;
+
+fn by_remote_schedd<'a>(ads: impl Iterator<Item = &'a LocalAd>) -> RemotePairs {
+    let mut by_schedd = RemotePairs::new();
+    for ad in ads {
+        if let Some((schedd, pool, remote)) = ad.condor_c_remote() {
+            by_schedd.entry((schedd, pool)).or_default().push((ad.proc, remote));
+        }
+    }
+    by_schedd
+}
+
+/// Removes the copies of run `run_id`'s jobs that the gridmanager left at
+/// the remote schedd of each Condor-C site in `sites` and that are not
+/// running (a local copy removed while it was being forwarded leaves its
+/// remote copy held, "Spooling input data files", for good). Called once
+/// every job of the run has settled, when no remote copy is still wanted.
+/// Returns how many were removed; a schedd that cannot be asked is warned
+/// about and skipped.
+pub async fn remove_forwarded_leftovers(condor: &Condor, run_id: &str, sites: &[SiteConfig]) -> usize {
+    let run = crate::submit_desc::plain_id(run_id);
+    // Forwarded copies carry the run's attributes and SubmitterGlobalJobId;
+    // the run's own jobs never carry the latter.
+    let constraint = format!(
+        "CoschedRun == \"{run}\" && SubmitterGlobalJobId =!= undefined && (JobStatus == 1 || JobStatus == 5)"
+    );
+    let mut schedds = std::collections::BTreeSet::new();
+    for site in sites {
+        let Some(grid) = &site.grid_resource else { continue };
+        if let ["condor", schedd, pool] = grid.raw.split_whitespace().collect::<Vec<_>>()[..] {
+            schedds.insert((site.name.clone(), schedd.to_string(), pool.to_string()));
+        }
+    }
+    let mut removed = 0;
+    for (site, schedd, pool) in schedds {
+        let left = match condor.query_remote(&schedd, &pool, &constraint, &["ClusterId", "ProcId"]).await {
+            Ok(ads) => ads.len(),
+            Err(e) => {
+                tracing::warn!(site, "cannot look for copies left at the remote schedd {schedd}: {e}");
+                continue;
+            }
+        };
+        if left == 0 {
+            continue;
+        }
+        match condor.remove_remote(&schedd, &pool, &constraint).await {
+            Ok(()) => {
+                tracing::info!(site, "removed {left} copies of this run's jobs that HTCondor left at {schedd}");
+                removed += left;
+            }
+            Err(e) => tracing::warn!(
+                site,
+                "{left} copies of this run's jobs are left at the remote schedd {schedd} and cannot be removed: {e}"
+            ),
+        }
+    }
+    removed
 }
 
 /// `(ClusterId == C && ProcId == P) || …`: our own jobs by the ids HTCondor
@@ -1263,6 +1452,54 @@ mod tests {
             ["-constraint", "((ClusterId == 40 && ProcId == 1)) && JobStatus == 1"]
         );
         assert!(site.later.is_empty(), "job 5 left the queue: its log says how");
+    }
+
+    /// Withdrawing Condor-C jobs: their remote copies are removed at the
+    /// remote schedd first, with "not started" in the constraint; one whose
+    /// remote copy started in the meantime is declined, not removed.
+    #[tokio::test]
+    async fn condor_c_withdrawal_takes_remote_copies_back_atomically() {
+        let s = setup();
+        let asked = s.bin.join("remote.count");
+        script(
+            &s.bin,
+            "condor_q",
+            &format!(
+                r#"case "$*" in
+*-name*)
+  n=$(cat '{c}' 2>/dev/null || echo 0); echo $((n + 1)) > '{c}'
+  if [ "$n" -eq 0 ]; then
+    echo '[{{"ClusterId": 12, "ProcId": 0, "JobStatus": 1}}, {{"ClusterId": 12, "ProcId": 1, "JobStatus": 1}}]'
+  else
+    echo '[{{"ClusterId": 12, "ProcId": 1, "JobStatus": 2}}]'
+  fi ;;
+*)
+  echo '[{{"ClusterId": 40, "ProcId": 0, "JobStatus": 1, "Managed": "External", "GridJobStatus": "IDLE", "GridJobId": "condor s@h 127.0.0.1:9618 12.0"}},'
+  echo ' {{"ClusterId": 40, "ProcId": 1, "JobStatus": 1, "Managed": "External", "GridJobStatus": "IDLE", "GridJobId": "condor s@h 127.0.0.1:9618 12.1"}}]' ;;
+esac"#,
+                c = asked.display()
+            ),
+        );
+        script(&s.bin, "condor_rm", "echo ok");
+        let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..5))]);
+        let out = site.withdraw(vec![JobId(3), JobId(4)]).await;
+        // 12.1 started between the first look and the removal: declined.
+        assert!(matches!(out.as_slice(), [SiteEvent::WithdrawDeclined { job: JobId(4), .. }]), "{out:?}");
+        assert_eq!(
+            args(&s.bin, "condor_rm"),
+            [
+                "-name",
+                "s@h",
+                "-pool",
+                "127.0.0.1:9618",
+                "-constraint",
+                "((ClusterId == 12 && ProcId == 0) || (ClusterId == 12 && ProcId == 1)) && (JobStatus == 1 || JobStatus == 5)",
+                // The local copy of 12.0, whatever its status: nothing runs for it now.
+                "-constraint",
+                "(ClusterId == 40 && ProcId == 0)",
+            ]
+        );
+        assert!(site.later.is_empty());
     }
 
     /// 026 and 025 in a site's log become ResourceDown and ResourceUp.

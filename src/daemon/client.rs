@@ -176,8 +176,24 @@ pub fn render_status(r: &RunStatus) -> String {
             site.done,
             site.agtime.map_or("-".to_string(), |a| format!("{a:.0}s")),
         );
+        if let Some(note) = unreachable_note(r, site) {
+            let _ = writeln!(s, "    {note}");
+        }
     }
     s
+}
+
+/// `schedd unreachable since t = 120 s (for 40 s): ERROR…` for a site whose
+/// schedd does not answer, as a foreground run's progress says it.
+fn unreachable_note(r: &RunStatus, site: &super::protocol::SiteStatus) -> Option<String> {
+    let since = site.unreachable_since?;
+    let error = site.unreachable_error.as_deref().and_then(|e| e.lines().find(|l| !l.trim().is_empty()));
+    Some(format!(
+        "{}: schedd unreachable since t = {since:.0} s (for {:.0} s){}",
+        site.name,
+        (r.time - since).max(0.0),
+        error.map(|e| format!(": {}", e.trim())).unwrap_or_default()
+    ))
 }
 
 /// One line per run for `watch` into a file or pipe: what changes as it goes.
@@ -190,6 +206,9 @@ pub fn status_line(r: &RunStatus) -> String {
     for site in &r.sites {
         let _ =
             write!(s, "; {} {}q/{}r/{}d", site.name, site.queued + site.held_back, site.running, site.done);
+        if let Some(since) = site.unreachable_since {
+            let _ = write!(s, " schedd unreachable since t = {since:.0} s");
+        }
     }
     if let Some(m) = &r.message {
         let _ = write!(s, " — {m}");

@@ -175,6 +175,12 @@ pub struct SiteStatus {
     pub done: u64,
     /// Mean AgTime (queue wait + run time) of recent jobs, seconds.
     pub agtime: Option<f64>,
+    /// Since when (the run's clock, like `time`) the site's schedd has not
+    /// answered, and its last error; absent while it answers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_since: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unreachable_error: Option<String>,
 }
 
 #[cfg(test)]

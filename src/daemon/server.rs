@@ -404,7 +404,8 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             1.0,
             crate::run::progress::Display::Quiet,
         );
-        let observer = Box::new(StatusObserver { entry: entry.clone(), tally });
+        let unreachable = vec![None; entry.sites.len()];
+        let observer = Box::new(StatusObserver { entry: entry.clone(), tally, unreachable });
         let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;
         let (cancel, drained) = {
             let b = share::lock(&entry.board);
@@ -449,11 +450,19 @@ struct StatusObserver {
     /// The same tally of events as `cosched submit`'s summary (executions
     /// cut short), so both say the same.
     tally: crate::run::progress::Progress,
+    /// Per site, since when (run time) its schedd has not answered.
+    unreachable: Vec<Option<(Time, String)>>,
 }
 
 impl Observer for StatusObserver {
     fn event(&mut self, now: Time, site: SiteId, event: &crate::policy::SiteEvent) {
         self.tally.event(now, site, event);
+    }
+
+    fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        if let Some(slot) = self.unreachable.get_mut(site.index()) {
+            *slot = down;
+        }
     }
 
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
@@ -473,6 +482,7 @@ impl Observer for StatusObserver {
                 let c = book.counts(site);
                 let view = policy.site_view(site);
                 let held_back = held.get(i).copied().unwrap_or(0);
+                let down = self.unreachable.get(i).cloned().flatten();
                 SiteStatus {
                     name: name.clone(),
                     capacity: view.capacity,
@@ -485,6 +495,8 @@ impl Observer for StatusObserver {
                     held: u64::from(c.held),
                     done: u64::from(c.done),
                     agtime: view.agtime,
+                    unreachable_since: down.as_ref().map(|d| d.0),
+                    unreachable_error: down.map(|d| d.1),
                 }
             })
             .collect();

@@ -15,6 +15,10 @@ pub trait Observer: Send {
     /// The policy explained itself (see [`Policy::take_decisions`]); in time
     /// order, right after the [`Observer::action`]s of the same input.
     fn decisions(&mut self, _decisions: &[Decision]) {}
+    /// A site's schedd has not answered since `down.0` (run time; with its
+    /// last error), or (`None`) answers again. Told by the edges, which run
+    /// the HTCondor commands, just before [`Observer::progress`].
+    fn site_unreachable(&mut self, _site: SiteId, _down: Option<(Time, String)>) {}
     /// Called after each batch of inputs; cheap observers may redraw here.
     fn progress(&mut self, _now: Time, _policy: &dyn Policy) {}
     /// The run ended.

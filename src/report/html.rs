@@ -25,6 +25,10 @@ pub const DEFINITIONS: &[(&str, &str)] = &[
     ),
     ("goodput area", "sum of turnarounds: the area under the sorted-turnaround graph; degraded runs have a larger one"),
     ("site", "the GridResource of the job's 027 (or grid 001) event, else the log file's name"),
+    (
+        "cut short",
+        "executions removed (009, not after a hold) while they ran, and their slot-time: last execute (001) to the removal; 0 on a healthy run",
+    ),
 ];
 
 fn opt(v: Option<f64>) -> String {
@@ -149,6 +153,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
         ("jobs", c.jobs.to_string()),
         ("terminated (succeeded / failed)", format!("{} ({} / {})", c.terminated, c.succeeded, c.failed)),
         ("removed / held / unfinished", format!("{} / {} / {}", c.removed, c.held, c.unfinished)),
+        ("executions cut short (slot-time lost)", cut_short(c)),
         ("sites", s.sites.len().to_string()),
         ("makespan", hours_or_secs(s.makespan_s)),
         ("efficiency (equation 2)", s.efficiency_pct.map_or("–".into(), |e| format!("{e:.1} %"))),
@@ -176,16 +181,17 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
     }
     decisions_section(&mut h, s);
 
-    h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
+    h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>cut short (slot-time)</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
     for site in &s.sites {
         let _ = writeln!(
             h,
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             esc(&site.name),
             site.counts.jobs,
             site.counts.succeeded,
             site.counts.failed,
             site.counts.removed,
+            esc(&cut_short(&site.counts)),
             opt(site.mean_agtime_s),
             opt(site.mean_queue_wait_s),
             opt(site.mean_run_time_s),
@@ -336,16 +342,21 @@ pub fn write_jobs_csv(
     Ok(())
 }
 
+/// `N (slot-time)` of the executions cut short.
+fn cut_short(c: &crate::report::metrics::Counts) -> String {
+    format!("{} ({})", c.cut_short, hours_or_secs(Some(c.cut_short_seconds)))
+}
+
 /// One row per site.
 pub fn sites_csv(s: &Summary) -> String {
     let mut out = String::from(
-        "site,grid,jobs,terminated,succeeded,failed,removed,held,unfinished,mean_agtime_s,mean_queue_wait_s,mean_run_time_s,cpu_hours,elapsed_hours,throughput_cpu_h_per_h,peak_running\n",
+        "site,grid,jobs,terminated,succeeded,failed,removed,held,unfinished,mean_agtime_s,mean_queue_wait_s,mean_run_time_s,cpu_hours,elapsed_hours,throughput_cpu_h_per_h,peak_running,cut_short,cut_short_seconds\n",
     );
     for site in &s.sites {
         let c = &site.counts;
         let _ = writeln!(
             out,
-            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
+            "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}",
             csv_field(&site.name),
             site.grid,
             c.jobs,
@@ -361,7 +372,9 @@ pub fn sites_csv(s: &Summary) -> String {
             csv_num(Some(site.cpu_hours)),
             csv_num(Some(site.elapsed_hours)),
             csv_num(site.throughput),
-            site.peak_running
+            site.peak_running,
+            c.cut_short,
+            csv_num(Some(c.cut_short_seconds))
         );
     }
     out

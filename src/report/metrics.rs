@@ -67,12 +67,20 @@ pub struct Counts {
     pub removed: usize,
     pub held: usize,
     pub unfinished: usize,
+    /// Executions removed while they ran ([`JobRecord::cut_short_seconds`]),
+    /// and the slot-seconds they had used: thrown away.
+    pub cut_short: usize,
+    pub cut_short_seconds: f64,
 }
 
 impl Counts {
-    fn add(&mut self, end: &JobEnd) {
+    fn add(&mut self, job: &JobRecord) {
         self.jobs += 1;
-        match end {
+        if let Some(seconds) = job.cut_short_seconds() {
+            self.cut_short += 1;
+            self.cut_short_seconds += seconds;
+        }
+        match &job.end {
             JobEnd::Success => {
                 self.terminated += 1;
                 self.succeeded += 1;
@@ -216,7 +224,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
 
     let mut counts = Counts::default();
     for j in jobs {
-        counts.add(&j.end);
+        counts.add(j);
     }
     let turnarounds: Vec<f64> = jobs.iter().filter_map(JobRecord::turnaround).collect();
     let waits: Vec<f64> = jobs.iter().filter_map(JobRecord::queue_wait).collect();
@@ -340,7 +348,7 @@ fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
 fn site_summary(name: &str, jobs: &[&JobRecord], occ: &Occupancy) -> SiteSummary {
     let mut counts = Counts::default();
     for j in jobs {
-        counts.add(&j.end);
+        counts.add(j);
     }
     let first = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
     let last = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);

@@ -129,6 +129,18 @@ impl JobRecord {
             _ => None,
         }
     }
+    /// The slot-seconds of an execution cut short: the job was removed
+    /// (009, not after a hold, which had already freed the slot) while it
+    /// ran, from its last start to the removal. The rule of the run's own
+    /// summary and `cosched status` (`run::progress`), applied to the same
+    /// user-log events, so the three agree.
+    pub fn cut_short_seconds(&self) -> Option<f64> {
+        if self.end != JobEnd::Removed {
+            return None;
+        }
+        let &(start, _) = self.runs.last()?;
+        Some((self.ended? - start).max(0.0))
+    }
     /// The thesis's AgTime (queue wait + run time). For a terminated job it is
     /// its turnaround, also when the start was not seen (grid job finished
     /// between polls).

@@ -154,6 +154,9 @@ impl Observer for Recording<'_> {
         self.record(decisions);
         self.inner.decisions(decisions);
     }
+    fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        self.inner.site_unreachable(site, down);
+    }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
         self.flush();
         self.inner.progress(now, policy);

@@ -532,6 +532,9 @@ impl Observer for Progress {
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
         self.record(site, event);
     }
+    fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
+        self.set_unreachable(site, down);
+    }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
         self.draw(now, policy, false);
     }

@@ -18,8 +18,6 @@
 //! never passes without it. `COSCHED_REAL_POOL=skip` skips the suite (one
 //! line, success) on a developer's machine without root; CI never sets it.
 //! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases.
-//! `COSCHED_REAL_POOL_STRICT=1` adds the assertions that need the policy of
-//! issue 13 (no running job removed on a healthy site).
 
 // Real processes on a real pool: wall-clock deadlines are the point here.
 #![allow(clippy::disallowed_methods)]
