@@ -74,8 +74,11 @@
 //! What cosched deliberately does not do: it never talks to a schedd except
 //! through the three documented commands (no Python bindings, no
 //! `condor_history`), never edits a user log, and never removes a job it did
-//! not submit (every `condor_rm` names our own clusters and procs, never an
-//! attribute that Condor-C's forwarded copies carry too).
+//! not submit: every local `condor_rm` names our own clusters and procs,
+//! never an attribute that Condor-C's forwarded copies carry too; at a
+//! Condor-C site's remote schedd it removes only the forwarded copies of our
+//! own jobs (by their remote ids, or by the run's id together with
+//! `SubmitterGlobalJobId` once the run has settled), never one that finished.
 //!
 //! Tests: `tests/it` drives the fake HTCondor; `tests/real_pool` drives a real
 //! HTCondor 25 pool (`../shared/htcondor`, root) and counts executions.
