@@ -104,6 +104,49 @@ fn a_knee_is_found_and_held_near_it_whatever_the_jitter() {
 }
 
 #[test]
+fn a_collapse_is_seen_before_the_collapsed_jobs_end() {
+    // A knee of 11 with steep thrash (beta 2) below the first window of 16:
+    // the first cohort runs slowed, and the first probe runs every job
+    // fifteen times slower or more, past any healthy run seen. The test must
+    // still reach its verdict while those jobs run (they testify once past
+    // twice the longest healthy run), not when they end. Waits of 120 s keep
+    // jobs queued ahead, so the verdict shows as their withdrawal.
+    let steep = SiteParams {
+        capacity: Capacity::Finite(11.0),
+        beta: 2.0,
+        wait_mean: 120.0,
+        ..SiteParams::healthy("steep", 60)
+    };
+    let scenario = Scenario {
+        desc: "steep knee below the first window".into(),
+        n_jobs: 400,
+        base_runtime: 60.0,
+        jitter: 0.2,
+        sites: vec![steep],
+    };
+    for seed in 1..=5 {
+        let config = PolicyConfig::named("adaptive").expect("known policy");
+        let r = sim::run(&scenario, &config, seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: conservation: {:?}", r.errors);
+        let probe = r.trace.iter().find(|t| t.why.contains("window 32")).map(|t| t.time);
+        let probe = probe.unwrap_or_else(|| panic!("seed {seed}: no probe above the first window"));
+        let cut = r
+            .trace
+            .iter()
+            .find(|t| {
+                t.time > probe && (t.why.contains("idle beyond window") || t.why.contains("degraded ≥"))
+            })
+            .map(|t| t.time);
+        let cut = cut.unwrap_or_else(|| panic!("seed {seed}: the probe was never judged degraded"));
+        // A healthy run here is 60 s ± 20%; a collapsed one fifteen times that.
+        assert!(
+            cut - probe <= 8.0 * 72.0,
+            "seed {seed}: the probe began at {probe:.0} s, the cut came at {cut:.0} s"
+        );
+    }
+}
+
+#[test]
 fn a_dead_site_is_abandoned_within_the_idle_timeout() {
     // Beside a healthy site, one that never starts anything: the run must
     // finish no later than it would without the dead site plus the default

@@ -44,9 +44,11 @@
 //! their whole runs and against it only with their time above the level);
 //! running jobs testify only at ages
 //! between the shortest and the longest healthy run seen (outside, survival
-//! is the kernel's or the tail's assumption); and past the longest run
-//! seen lies the mass 1/(n + 1)
-//! that the next of n + 1 draws is the longest. Measured on a healthy
+//! is the kernel's or the tail's assumption), or once past twice the
+//! longest, where no healthy run was seen near them (as having survived to
+//! there: a collapsed site's jobs would otherwise say nothing until they
+//! end, many run times later); and past the longest run seen lies the mass
+//! 1/(n + 1) that the next of n + 1 draws is the longest. Measured on a healthy
 //! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
 //! naive test had six.
 //!
@@ -89,8 +91,8 @@
 //! to sites that start them.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
-//! run-time quantiles and mean wait; a warm run starts there and tests from
-//! its first job.
+//! run-time quantiles with the shortest and longest run seen, and mean wait;
+//! a warm run starts there and tests from its first job.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned; sites that did not change are not

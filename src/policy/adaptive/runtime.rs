@@ -111,7 +111,15 @@ impl Distribution {
 
     /// From remembered quantiles (probabilities 0, 1/n, …, 1), e.g. of an
     /// earlier run: each quantile stands for an equal share of the runs.
-    pub fn from_quantiles(q: &[f64]) -> Option<Distribution> {
+    /// `seen` is the shortest and longest run that earlier run saw end: the
+    /// quantiles come from a smoothed estimate, whose extremes lie outside
+    /// what was seen by the kernel's spread; smoothed again, a warm start
+    /// would take running jobs younger than any healthy run as evidence of
+    /// a slowdown (hundreds of them at once on a big site). So no quantile
+    /// is taken below the shortest run seen. The longest is left as it is:
+    /// there the spread errs towards health (a point mass at the longest
+    /// run would call every healthy job just past it slowed).
+    pub fn from_quantiles(q: &[f64], seen: Option<(f64, f64)>) -> Option<Distribution> {
         if q.len() < 3
             || q.windows(2).any(|w| w[1] < w[0])
             || q[0].partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater)
@@ -119,8 +127,12 @@ impl Distribution {
         {
             return None;
         }
+        let shortest = match seen {
+            Some((lo, hi)) if lo > 0.0 && lo <= hi => lo.min(q[q.len() - 1]),
+            _ => q[0],
+        };
         let share = 1.0 / q.len() as f64;
-        let steps: Vec<(f64, f64)> = q.iter().map(|&t| (t, share)).collect();
+        let steps: Vec<(f64, f64)> = q.iter().map(|&t| (t.max(shortest), share)).collect();
         Some(Self::smoothed(&steps, 0.0, SAMPLE))
     }
 
@@ -261,6 +273,13 @@ pub struct Exposure {
 }
 
 impl Exposure {
+    /// The same job as seen at `age` (younger than now): its time before
+    /// the test and above the level shrunk in proportion.
+    pub fn truncated(self, age: f64) -> Exposure {
+        let f = if self.age > 0.0 { (age / self.age).clamp(0.0, 1.0) } else { 1.0 };
+        Exposure { age: self.age * f, before: self.before * f, above: self.above * f }
+    }
+
     fn healthy_work(&self, kappa: f64) -> f64 {
         (self.age - self.above * (1.0 - 1.0 / kappa)).max(0.0)
     }
@@ -340,8 +359,28 @@ mod tests {
         assert!(d.mean() > 105.0 && d.mean() <= 105.0 + reserved + 1.0, "{}", d.mean());
         let q = d.quantiles(4);
         assert_eq!(q.len(), 5);
-        let back = Distribution::from_quantiles(&q).unwrap();
+        let back = Distribution::from_quantiles(&q, None).unwrap();
         assert!((back.mean() - d.mean()).abs() < 0.15 * d.mean(), "{} vs {}", back.mean(), d.mean());
+    }
+
+    /// A warm start judges running jobs no younger than the shortest run the
+    /// earlier run saw, not from the smoothed quantiles' lowest, which the
+    /// kernel spreads below it.
+    #[test]
+    fn remembered_quantiles_start_at_the_shortest_run_seen() {
+        let runs: Vec<f64> = (0..32).map(|k| 336.0 + 396.0 * f64::from(k) / 31.0).collect();
+        let d = Distribution::estimate(&ended(&runs)).unwrap();
+        let seen = (d.shortest_seen(), d.longest_seen());
+        assert_eq!(seen, (336.0, 732.0));
+        let q = d.quantiles(16);
+        // The smoothed estimate's extremes lie outside what was seen.
+        assert!(q[0] < seen.0 && q[16] > seen.1, "{q:?}");
+        let unbounded = Distribution::from_quantiles(&q, None).unwrap();
+        assert!(unbounded.shortest_seen() < seen.0);
+        let back = Distribution::from_quantiles(&q, Some(seen)).unwrap();
+        assert_eq!(back.shortest_seen(), seen.0);
+        assert!(back.longest_seen() >= seen.1);
+        assert!((back.mean() - d.mean()).abs() < 0.05 * d.mean(), "{} vs {}", back.mean(), d.mean());
     }
 
     /// The test's false alarms: healthy runs (uniform jitter from none to

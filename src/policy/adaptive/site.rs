@@ -117,6 +117,12 @@ struct Test {
 /// The slowdowns weighed, as multiples of κ.
 const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 
+/// A running job older than this many times the longest healthy run seen
+/// testifies again (see [`Site::llrs`]): with run times ±50% around their
+/// mean, the longest of the eight a test needs is within 10% of the longest possible,
+/// so no healthy job gets there.
+const FAR_PAST: f64 = 2.0;
+
 /// The learned distribution is known up to its scale: it comes from a few
 /// dozen runs, whose mean is uncertain by a few percent (the standard error
 /// of a mean of n runs of spread ±50% is about 0.3/√n: 7% at 16 runs).
@@ -264,7 +270,9 @@ impl Site {
     /// Warm start: the remembered capacity is the floor and the window; the
     /// remembered run times are the healthy distribution from the first job.
     fn remember(&mut self, m: &SiteMemory) {
-        if let Some(d) = m.runtime_quantiles.as_deref().and_then(Distribution::from_quantiles) {
+        if let Some(d) =
+            m.runtime_quantiles.as_deref().and_then(|q| Distribution::from_quantiles(q, m.runtime_range))
+        {
             self.dist = Some(d);
         }
         if let Some(c) = m.capacity.filter(|c| *c >= 1.0) {
@@ -487,10 +495,21 @@ impl Site {
             .take(TEST_JOBS)
             .take_while(|(start, _)| now - start.time() > lowest)
             .filter_map(|(_, job)| self.runs.get(job))
-            // Past the longest healthy run seen, survival is the tail's
-            // assumption, not data: such a job testifies when it ends.
-            .filter(|r| !r.overloaded && now - r.start <= known)
-            .map(|r| self.exposure(r, now));
+            .filter(|r| !r.overloaded)
+            .filter_map(|r| {
+                // Past the longest healthy run seen, survival is the tail's
+                // assumption, not data: such a job testifies when it ends,
+                // or once it has run `FAR_PAST` times that long, as having
+                // survived to there (no healthy run was seen near it; a
+                // collapsed site's jobs would otherwise say nothing until
+                // they end, many run times later).
+                let e = self.exposure(r, now);
+                match e.age {
+                    age if age <= known => Some(e),
+                    age if age >= FAR_PAST * known => Some(e.truncated(FAR_PAST * known)),
+                    _ => None,
+                }
+            });
         for e in running {
             for (j, &scale) in SCALES.iter().enumerate() {
                 for (k, stretch) in STRETCH.iter().enumerate() {
@@ -678,7 +697,11 @@ impl Site {
             capacity: (self.searched && self.any_started).then_some(self.floor),
             ceiling: (self.ceiling < self.cap).then_some(self.ceiling),
             baseline_runtime: self.dist.as_ref().map(Distribution::mean),
-            runtime_range: quantiles.as_ref().map(|q| (q[0], q[q.len() - 1])),
+            runtime_range: self
+                .dist
+                .as_ref()
+                .filter(|_| self.ready())
+                .map(|d| (d.shortest_seen(), d.longest_seen())),
             runtime_quantiles: quantiles,
             mean_wait: self.waits.mean(now),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
