@@ -16,7 +16,9 @@
 //!   the oracle may know (the simulator fills it, the policy layer owns it).
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
-//!   that site's I/O. Same code for HTCondor, simulation and replay.
+//!   that site's I/O (for HTCondor it merges the submissions that queued up
+//!   behind a slow `condor_submit` into one batch). Same code for HTCondor,
+//!   simulation and replay.
 //! - [`userlog`] — HTCondor user (job event) logs: incremental parser (`text`,
 //!   `xml`), follower of growing logs (`follow`), reader of finished logs in
 //!   bounded memory (`reader`), the dump format (`json`), the per-job fold of

@@ -691,6 +691,12 @@ pub fn site_event(job: JobId, at: Time, event: &Event) -> Option<SiteEvent> {
 }
 
 impl SiteBackend for CondorSite {
+    /// Each batch costs a `condor_submit` process (a fork of cosched and an
+    /// exec): under load, merging what queued up is what keeps up.
+    fn merges_submits(&self) -> bool {
+        true
+    }
+
     async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         if jobs.is_empty() {
             return Vec::new();

@@ -20,6 +20,10 @@
 //! - Every `select!` is `biased` so that, under tokio's paused clock, a run is
 //!   a deterministic function of its inputs (the simulator relies on this).
 //! - The engine never loops forever: past `horizon` it stops and reports a hang.
+//! - A site task carries out its commands in the order sent. Submissions
+//!   that queued up while its backend was busy may go as one batch
+//!   ([`SiteBackend::merges_submits`]): a backend sees one batch either way,
+//!   and records and reports it as one, so nothing above it can tell.
 
 pub mod observe;
 
@@ -51,7 +55,20 @@ pub trait SiteBackend: Send + 'static {
     /// future whenever a command arrives, and no event may be lost by that.
     /// An empty vector means the backend has nothing more to say, ever.
     fn next_events(&mut self) -> impl Future<Output = Vec<SiteEvent>> + Send;
+    /// Whether submissions that queued up for this site while it was busy
+    /// may go as one batch ([`MAX_MERGED_SUBMIT`] jobs at most). Worth it
+    /// where each batch costs a process (`condor_submit`); the simulated
+    /// backends keep the batches the policy made, so that `cosched bench`
+    /// measures the policy alone.
+    fn merges_submits(&self) -> bool {
+        false
+    }
 }
+
+/// Jobs one merged submission holds at most: submissions are merged only
+/// while they wait, so this bounds the submit file and the time one
+/// `condor_submit` takes, not how many jobs a policy may send.
+pub const MAX_MERGED_SUBMIT: usize = 1000;
 
 /// The run's clock: seconds since the run began. A resumed run keeps its
 /// original origin through `offset`; a run on the fake HTCondor in scaled real
@@ -339,21 +356,32 @@ async fn site_task<B: SiteBackend>(
     stop: CancellationToken,
 ) {
     let mut backend_open = true;
+    // A command taken from the channel while merging submissions, to be
+    // carried out next: commands keep their order.
+    let mut held: Option<Command> = None;
     loop {
         enum Step {
             Command(Command),
             Events(Vec<SiteEvent>),
             Stop,
         }
-        let step = tokio::select! {
-            biased;
-            _ = stop.cancelled() => Step::Stop,
-            cmd = commands.recv() => cmd.map_or(Step::Stop, Step::Command),
-            evs = backend.next_events(), if backend_open => Step::Events(evs),
+        let step = match held.take() {
+            Some(cmd) => Step::Command(cmd),
+            None => tokio::select! {
+                biased;
+                _ = stop.cancelled() => Step::Stop,
+                cmd = commands.recv() => cmd.map_or(Step::Stop, Step::Command),
+                evs = backend.next_events(), if backend_open => Step::Events(evs),
+            },
         };
         let out = match step {
             Step::Stop => return,
-            Step::Command(Command::Submit(jobs)) => backend.submit(jobs).await,
+            Step::Command(Command::Submit(mut jobs)) => {
+                if backend.merges_submits() {
+                    held = merge_waiting_submits(&mut jobs, &mut commands);
+                }
+                backend.submit(jobs).await
+            }
             Step::Command(Command::Remove(jobs)) => backend.remove(jobs).await,
             Step::Command(Command::Withdraw(jobs)) => backend.withdraw(jobs).await,
             Step::Events(evs) => {
@@ -367,6 +395,25 @@ async fn site_task<B: SiteBackend>(
             return;
         }
     }
+}
+
+/// Appends to `jobs` the submissions waiting right behind it in `commands`,
+/// up to [`MAX_MERGED_SUBMIT`] jobs. Stops at the first other command, which
+/// it returns to be carried out next: a removal or withdrawal must not
+/// overtake a submission sent before it, nor a submission one sent before.
+/// Never waits: only what has queued up is merged.
+fn merge_waiting_submits(
+    jobs: &mut Vec<JobId>,
+    commands: &mut mpsc::UnboundedReceiver<Command>,
+) -> Option<Command> {
+    while jobs.len() < MAX_MERGED_SUBMIT {
+        match commands.try_recv() {
+            Ok(Command::Submit(more)) if jobs.len() + more.len() <= MAX_MERGED_SUBMIT => jobs.extend(more),
+            Ok(other) => return Some(other),
+            Err(_) => return None,
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -411,6 +458,115 @@ mod tests {
 
     fn decision(at: Time, site: u32, kind: DecisionKind) -> Decision {
         Decision { at, site: SiteId(site), kind }
+    }
+
+    /// What a backend was asked to do, in order: (what, job ids).
+    type Asked = Vec<(&'static str, Vec<u64>)>;
+
+    /// A backend that records what it was asked to do.
+    struct Recorder {
+        merges: bool,
+        done: std::sync::Arc<std::sync::Mutex<Asked>>,
+    }
+
+    impl Recorder {
+        fn log(&self, what: &'static str, jobs: &[JobId]) {
+            self.done.lock().unwrap().push((what, jobs.iter().map(|j| j.0).collect()));
+        }
+    }
+
+    impl SiteBackend for Recorder {
+        async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+            self.log("submit", &jobs);
+            vec![SiteEvent::Submitted { jobs, at: 0.0 }]
+        }
+        async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+            self.log("remove", &jobs);
+            Vec::new()
+        }
+        async fn withdraw(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+            self.log("withdraw", &jobs);
+            Vec::new()
+        }
+        async fn next_events(&mut self) -> Vec<SiteEvent> {
+            std::future::pending().await
+        }
+        fn merges_submits(&self) -> bool {
+            self.merges
+        }
+    }
+
+    /// Runs one site task over `commands`, all queued before it starts (as
+    /// they are while a slow `condor_submit` runs); returns what the backend
+    /// was asked and the jobs reported submitted.
+    fn site_task_over(merges: bool, commands: Vec<Command>) -> (Asked, Vec<u64>) {
+        let rt =
+            tokio::runtime::Builder::new_current_thread().enable_time().start_paused(true).build().unwrap();
+        let done = std::sync::Arc::default();
+        let backend = Recorder { merges, done: std::sync::Arc::clone(&done) };
+        let (tx, rx) = mpsc::unbounded_channel();
+        for c in commands {
+            tx.send(c).unwrap();
+        }
+        drop(tx);
+        let (events_tx, mut events_rx) = mpsc::unbounded_channel();
+        rt.block_on(site_task(SiteId(0), backend, rx, events_tx, CancellationToken::new()));
+        let mut submitted = Vec::new();
+        while let Ok((_, events)) = events_rx.try_recv() {
+            for e in events {
+                if let SiteEvent::Submitted { jobs, .. } = e {
+                    submitted.extend(jobs.iter().map(|j| j.0));
+                }
+            }
+        }
+        let done = std::mem::take(&mut *done.lock().unwrap());
+        (done, submitted)
+    }
+
+    fn jobs(ids: std::ops::Range<u64>) -> Vec<JobId> {
+        ids.map(JobId).collect()
+    }
+
+    #[test]
+    fn waiting_submissions_go_as_one_batch_and_nothing_overtakes_a_removal() {
+        let commands = || {
+            vec![
+                Command::Submit(jobs(0..1)),
+                Command::Submit(jobs(1..3)),
+                Command::Remove(jobs(0..1)),
+                Command::Submit(jobs(3..4)),
+                Command::Withdraw(jobs(1..2)),
+                Command::Submit(jobs(4..5)),
+                Command::Submit(jobs(5..6)),
+            ]
+        };
+        let (done, submitted) = site_task_over(true, commands());
+        let expected: Vec<(&str, Vec<u64>)> = vec![
+            ("submit", vec![0, 1, 2]),
+            ("remove", vec![0]),
+            ("submit", vec![3]),
+            ("withdraw", vec![1]),
+            ("submit", vec![4, 5]),
+        ];
+        assert_eq!(done, expected);
+        assert_eq!(submitted, (0..6).collect::<Vec<_>>(), "every job reported submitted once");
+        let (done, _) = site_task_over(false, commands());
+        assert_eq!(done.len(), 7, "a backend that does not merge gets the batches as sent: {done:?}");
+    }
+
+    #[test]
+    fn a_merged_submission_holds_at_most_the_limit_and_loses_no_job() {
+        let n = MAX_MERGED_SUBMIT as u64;
+        let commands =
+            (0..2 * n + 7).step_by(3).map(|i| Command::Submit(jobs(i..(i + 3).min(2 * n + 7)))).collect();
+        let (done, submitted) = site_task_over(true, commands);
+        assert!(
+            done.iter().all(|(_, b)| b.len() <= MAX_MERGED_SUBMIT),
+            "{:?}",
+            done.iter().map(|d| d.1.len()).collect::<Vec<_>>()
+        );
+        assert_eq!(done.len(), 3, "as few batches as the limit allows");
+        assert_eq!(submitted, (0..2 * n + 7).collect::<Vec<_>>(), "in order, each once");
     }
 
     #[test]

@@ -126,7 +126,8 @@ impl Occupancy {
 }
 
 /// Queued and running jobs of one site over time: a step function; each point
-/// holds from its time until the next point's.
+/// holds from its time until the next point's. On an axis in spans
+/// ([`OccupancyAxis`]) each point is the largest count of its span.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Occupancy {
     /// Seconds since the report's origin.
@@ -169,6 +170,10 @@ pub struct Summary {
     /// All sites together.
     #[serde(skip)]
     pub total_occupancy: Occupancy,
+    /// The width in seconds of the spans the occupancies are reduced to
+    /// ([`OccupancyAxis`]), or `None` when they are exact.
+    #[serde(skip)]
+    pub occupancy_span: Option<f64>,
     /// What the policy decided, per site of a cosched run (see
     /// [`decision_series`]); empty for other logs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
@@ -211,6 +216,40 @@ pub struct VerdictPoint {
 /// Sites charted one by one; the rest are charted as "others".
 pub const TOP_SITES: usize = super::svg::MAX_SERIES;
 
+/// Steps an occupancy keeps at most. Its exact step function has a step per
+/// distinct event time (some four per job), which a run of 10^6 jobs makes
+/// millions of, per site and again for all sites together, and the charts
+/// drew every one: 604 MB for the report of 10^5 jobs. No chart is wider
+/// than this many pixels anyway.
+pub const MAX_OCCUPANCY_STEPS: usize = 2000;
+
+/// The time axis every occupancy of one report shares: exact, or cut into
+/// [`MAX_OCCUPANCY_STEPS`] equal spans of `[origin, horizon]` each holding
+/// the largest count of its span (so peaks survive, and `peak_running` and
+/// the efficiency stay exact). Shared so that the stacked charts can add
+/// the sites span by span.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OccupancyAxis {
+    pub origin: f64,
+    pub horizon: f64,
+    /// Width of a span, seconds; `None`: exact.
+    pub span: Option<f64>,
+}
+
+impl OccupancyAxis {
+    /// Exact when all of `jobs` together make no more than
+    /// [`MAX_OCCUPANCY_STEPS`] changes to the counts, else in spans.
+    pub fn for_jobs(jobs: &[JobRecord], origin: f64, horizon: f64) -> Self {
+        let mut n = 0usize;
+        for j in jobs {
+            job_deltas(j, horizon, |_| n += 1);
+        }
+        let span = (n > MAX_OCCUPANCY_STEPS && horizon > origin)
+            .then(|| (horizon - origin) / MAX_OCCUPANCY_STEPS as f64);
+        OccupancyAxis { origin, horizon, span }
+    }
+}
+
 /// Computes the report's numbers.
 pub fn summarize(jobs: &[JobRecord]) -> Summary {
     let origin = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
@@ -242,11 +281,12 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         }
         list.push(j);
     }
+    let axis = OccupancyAxis::for_jobs(jobs, origin, horizon);
     let mut sites = Vec::new();
     let mut occupancy = Vec::new();
     for name in site_order {
         let sj = &by_site[name];
-        let occ = occupancy_of(sj, origin, horizon);
+        let occ = occupancy_of(sj, axis);
         sites.push(site_summary(name, sj, &occ));
         occupancy.push(occ);
     }
@@ -257,7 +297,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     let (others, others_occupancy) = if sites.len() > TOP_SITES {
         let rest: Vec<&JobRecord> =
             sites[TOP_SITES..].iter().flat_map(|s| by_site[s.name.as_str()].iter().copied()).collect();
-        let occ = occupancy_of(&rest, origin, horizon);
+        let occ = occupancy_of(&rest, axis);
         let name = format!("others ({} sites)", sites.len() - TOP_SITES);
         let mut summary = site_summary(&name, &rest, &occ);
         summary.grid = false;
@@ -267,7 +307,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     };
 
     let all: Vec<&JobRecord> = jobs.iter().collect();
-    let total_occupancy = occupancy_of(&all, origin, horizon);
+    let total_occupancy = occupancy_of(&all, axis);
     let peak_running = total_occupancy.running.iter().copied().max().unwrap_or(0);
     let mean_run_time_s = Stats::of(&runs).map(|s| s.mean);
     let efficiency_pct = match (makespan_s, mean_run_time_s) {
@@ -295,6 +335,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         occupancy,
         others_occupancy,
         total_occupancy,
+        occupancy_span: axis.span,
         decisions: Vec::new(),
     }
 }
@@ -309,6 +350,7 @@ pub fn decision_series(
 ) -> Vec<DecisionSeries> {
     let origin = summary.origin;
     let horizon = origin + summary.total_occupancy.t.last().copied().unwrap_or(0.0);
+    let axis = OccupancyAxis { origin, horizon, span: summary.occupancy_span };
     let at = |t: f64| (decisions.epoch_naive + t - origin).max(0.0);
     decisions
         .sites
@@ -330,12 +372,7 @@ pub fn decision_series(
                 }
             }
             let own: Vec<&JobRecord> = jobs.iter().filter(|j| j.file == s.log).collect();
-            DecisionSeries {
-                site: s.site.clone(),
-                windows,
-                verdicts,
-                running: occupancy_of(&own, origin, horizon),
-            }
+            DecisionSeries { site: s.site.clone(), windows, verdicts, running: occupancy_of(&own, axis) }
         })
         .collect()
 }
@@ -368,42 +405,92 @@ fn site_summary(name: &str, jobs: &[&JobRecord], occ: &Occupancy) -> SiteSummary
     }
 }
 
-/// Queued/running step function of `jobs`. Held jobs count as neither.
-/// Jobs still queued or running when the logs end stay so until `horizon`.
-fn occupancy_of(jobs: &[&JobRecord], origin: f64, horizon: f64) -> Occupancy {
+/// Queued/running step function of `jobs` on `axis`. Held jobs count as
+/// neither. Jobs still queued or running when the logs end stay so until
+/// the horizon.
+fn occupancy_of(jobs: &[&JobRecord], axis: OccupancyAxis) -> Occupancy {
+    let OccupancyAxis { origin, horizon, span } = axis;
     // (time, Δqueued, Δrunning). Counted first: a million jobs make some
     // four million deltas, and a doubling vector would hold room for eight.
     let mut n = 0;
     for j in jobs {
         job_deltas(j, horizon, |_| n += 1);
     }
-    let mut deltas: Vec<(f64, i64, i64)> = Vec::with_capacity(n);
+    let mut deltas: Vec<(f64, i32, i32)> = Vec::with_capacity(n);
     for j in jobs {
         job_deltas(j, horizon, |d| deltas.push(d));
     }
     // Deltas at one time are summed together: their order does not matter,
     // and an unstable sort needs no extra memory.
     deltas.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    let mut occ = Occupancy::default();
+    // (time since origin, queued, running) after each distinct time.
     let (mut q, mut r) = (0i64, 0i64);
     let mut i = 0;
-    while i < deltas.len() {
-        let t = deltas[i].0;
+    let steps = std::iter::from_fn(|| {
+        let &(t, _, _) = deltas.get(i)?;
         while i < deltas.len() && deltas[i].0 == t {
-            q += deltas[i].1;
-            r += deltas[i].2;
+            q += i64::from(deltas[i].1);
+            r += i64::from(deltas[i].2);
             i += 1;
         }
-        occ.t.push(t - origin);
-        occ.queued.push(q.max(0) as u32);
-        occ.running.push(r.max(0) as u32);
+        Some((t - origin, q.max(0) as u32, r.max(0) as u32))
+    });
+    match span {
+        None => {
+            let mut occ = Occupancy::default();
+            for (t, q, r) in steps {
+                occ.t.push(t);
+                occ.queued.push(q);
+                occ.running.push(r);
+            }
+            occ
+        }
+        Some(width) => in_spans(steps, horizon - origin, width),
     }
+}
+
+/// The step function `steps` (as [`occupancy_of`] makes it) over
+/// `[0, length]` cut into spans of `width`: one step per span, each the
+/// largest count held in it, and a last one at `length`. Every occupancy on
+/// one axis gets the same steps.
+fn in_spans(steps: impl Iterator<Item = (f64, u32, u32)>, length: f64, width: f64) -> Occupancy {
+    let n = ((length / width).round() as usize).max(1);
+    let first = |t: f64| ((t / width).floor().max(0.0) as usize).min(n - 1);
+    // A value held up to `end` reaches the span before a boundary `end` is on.
+    let last = |end: f64| ((end / width).ceil().max(1.0) as usize - 1).min(n - 1);
+    let mut queued = vec![0u32; n];
+    let mut running = vec![0u32; n];
+    let mut held: Option<(f64, u32, u32)> = None;
+    let mut hold = |from: f64, to: f64, q: u32, r: u32| {
+        for k in first(from)..=last(to).max(first(from)) {
+            queued[k] = queued[k].max(q);
+            running[k] = running[k].max(r);
+        }
+    };
+    for (t, q, r) in steps {
+        if let Some((from, hq, hr)) = held.replace((t, q, r)) {
+            if t > from {
+                hold(from, t, hq, hr);
+            }
+        }
+    }
+    let (end_q, end_r) = match held {
+        Some((from, q, r)) => {
+            hold(from, from, q, r);
+            (q, r)
+        }
+        None => (0, 0),
+    };
+    let mut occ = Occupancy { t: (0..n).map(|k| k as f64 * width).collect(), queued, running };
+    occ.t.push(length);
+    occ.queued.push(end_q);
+    occ.running.push(end_r);
     occ
 }
 
 /// One job's changes to the queued and running counts, as (time, Δqueued,
 /// Δrunning).
-fn job_deltas(j: &JobRecord, horizon: f64, mut delta: impl FnMut((f64, i64, i64))) {
+fn job_deltas(j: &JobRecord, horizon: f64, mut delta: impl FnMut((f64, i32, i32))) {
     let stop = j.held_at.into_iter().chain(j.ended).fold(horizon, f64::min);
     // Queued from submission until the first run (or the stop), and
     // between runs (after an eviction).
@@ -464,6 +551,79 @@ mod tests {
         let site = &s.sites[0];
         assert!((site.cpu_hours - 150.0 / 3600.0).abs() < 1e-12);
         assert!((site.throughput.unwrap() - 150.0 / 110.0).abs() < 1e-9);
+    }
+
+    /// `n` jobs at three sites, submitted one a second, each queued a
+    /// while and running a while (deterministic, uneven).
+    fn many_jobs(n: usize) -> Vec<JobRecord> {
+        let sites: Vec<std::sync::Arc<str>> = ["a", "b", "c"].iter().map(|&s| s.into()).collect();
+        (0..n)
+            .map(|i| {
+                let submitted = 1000.0 + i as f64;
+                let started = submitted + (i * 7919 % 600) as f64;
+                let ended = started + 300.0 + (i * 104_729 % 900) as f64;
+                JobRecord {
+                    file: i % 3,
+                    cluster: i as i64,
+                    proc: 0,
+                    subproc: 0,
+                    site: sites[i % 3].clone(),
+                    grid: false,
+                    submitted,
+                    started: Some(started),
+                    ended: Some(ended),
+                    held_at: None,
+                    end: JobEnd::Success,
+                    running_seconds: ended - started,
+                    runs: vec![(started, Some(ended))],
+                }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn occupancies_are_bounded_whatever_the_jobs_and_keep_their_peaks() {
+        for n in [10_000, 40_000] {
+            let jobs = many_jobs(n);
+            let s = summarize(&jobs);
+            let span = s.occupancy_span.expect("this many changes are cut into spans");
+            let all = s.occupancy.iter().chain(s.others_occupancy.iter()).chain([&s.total_occupancy]);
+            for occ in all {
+                assert_eq!(occ.t.len(), MAX_OCCUPANCY_STEPS + 1, "{n} jobs");
+                assert_eq!(occ.t, s.total_occupancy.t, "one axis for all");
+            }
+            // The exact step function, to compare with.
+            let refs: Vec<&JobRecord> = jobs.iter().collect();
+            let horizon = s.origin + s.total_occupancy.t.last().unwrap();
+            let exact = occupancy_of(&refs, OccupancyAxis { origin: s.origin, horizon, span: None });
+            assert!(exact.t.len() > 4 * MAX_OCCUPANCY_STEPS, "the exact one is long: {}", exact.t.len());
+            assert_eq!(s.peak_running, exact.running.iter().copied().max().unwrap(), "peak kept exactly");
+            // Each span holds the largest count within it: never below the
+            // exact count at any moment, and reached somewhere in the span.
+            for (k, &t0) in s.total_occupancy.t[..MAX_OCCUPANCY_STEPS].iter().enumerate() {
+                let (_, top) = s.total_occupancy.at(t0);
+                let within: Vec<u32> = exact
+                    .t
+                    .iter()
+                    .zip(&exact.running)
+                    .filter(|(&t, _)| t >= t0 && t < t0 + span)
+                    .map(|(_, &r)| r)
+                    .chain([exact.at(t0).1])
+                    .collect();
+                assert_eq!(top, within.iter().copied().max().unwrap(), "span {k} of {n} jobs");
+            }
+        }
+    }
+
+    #[test]
+    fn the_page_does_not_grow_with_the_jobs() {
+        let page = |n| {
+            super::super::html::page(&summarize(&many_jobs(n)), &["a".into(), "b".into(), "c".into()], 0)
+                .len()
+        };
+        let (small, large) = (page(10_000), page(80_000));
+        assert!(large < small * 3 / 2, "{small} bytes for 10^4 jobs, {large} for 8×10^4: it grows with them");
+        assert!(large < 2_000_000, "{large} bytes");
     }
 
     #[test]

@@ -206,9 +206,26 @@ impl Frame {
 
     /// A closed polygon through `points` (data coordinates).
     pub fn polygon(&mut self, points: &[(f64, f64)], fill: &str, tooltip: &str) {
+        // In tenths of a pixel, as written. Points that draw nothing (a
+        // repeat, or the middle of a horizontal or vertical run: most of a
+        // step function's) are left out.
+        let at =
+            |&(x, y): &(f64, f64)| ((self.px(x) * 10.0).round() as i64, (self.py(y) * 10.0).round() as i64);
+        let mut kept: Vec<(i64, i64)> = Vec::with_capacity(points.len());
+        for p in points.iter().map(at) {
+            if let [.., a, b] = kept[..] {
+                if (a.0 == b.0 && b.0 == p.0) || (a.1 == b.1 && b.1 == p.1) {
+                    kept.pop();
+                }
+            }
+            if kept.last() != Some(&p) {
+                kept.push(p);
+            }
+        }
         let mut d = String::new();
-        for (i, &(x, y)) in points.iter().enumerate() {
-            let _ = write!(d, "{}{:.1},{:.1}", if i == 0 { "M" } else { "L" }, self.px(x), self.py(y));
+        for (i, &(x, y)) in kept.iter().enumerate() {
+            let _ =
+                write!(d, "{}{:.1},{:.1}", if i == 0 { "M" } else { "L" }, x as f64 / 10.0, y as f64 / 10.0);
         }
         d.push('Z');
         let _ = write!(

@@ -468,6 +468,27 @@ mod e2e {
         assert_eq!(json["summary"]["counts"]["succeeded"], n, "{}", json["summary"]["counts"]);
     }
 
+    #[test]
+    fn submissions_that_wait_for_a_slow_condor_submit_share_one_and_every_job_runs_once() {
+        // condor_submit takes half a real second and jobs about a sixth
+        // (60 simulated seconds): while a site's batch is being submitted,
+        // jobs there end and the policy asks for more, which queue up.
+        let s = Setup::new(|c| c.submit_delay = 0.5);
+        let n = 120;
+        let out = s.submit(n, &[]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert_eq!(summary(&out)["done"], n);
+        s.assert_each_job_ran_once(n, "merged batches");
+        assert_eq!(s.left_in_queue(), 0, "nothing may be left at the sites");
+        // One condor_submit per submission the policy asked for would be
+        // some n of them.
+        let calls = s.submit_calls();
+        assert!(
+            calls * 4 <= n,
+            "{calls} condor_submit calls for {n} jobs: waiting submissions were not merged"
+        );
+    }
+
     /// A pool of a healthy site and one whose shared resource saturates at
     /// 4 jobs and thrashes past it, with sites.toml for `policy`; the
     /// adaptive policy starts at the knee so that its first probe past it
