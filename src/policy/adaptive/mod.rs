@@ -60,10 +60,12 @@
 //!   `probe_gain` × the floor (no ceiling known: an overshoot is at most that
 //!   factor past the knee) or to the geometric middle of floor and ceiling
 //!   (bisection, as the thesis's binary search);
-//! - *degraded at level n with slowdown s* (s estimated by maximum
-//!   likelihood): the site delivered what `n / s` jobs at full speed would —
-//!   its knee if the resource only shares, a lower bound if it thrashes — so
-//!   the window goes there (never below the floor) and the ceiling to n.
+//! - *degraded at level n with slowdown s* (s the least slowdown the
+//!   evidence proves, the first past the threshold; the most likely one
+//!   cuts deeper and was measured worse on the family): the site delivered
+//!   what `n / s` jobs at full speed would — its knee if the resource only
+//!   shares, a lower bound if it thrashes — so the window goes there (never
+//!   below the floor) and the ceiling to n.
 //!   Running jobs are never removed for it: the site drains by getting
 //!   nothing, and the next test starts once it has;
 //! - *converged* (ceiling within 1 + `precision` of the floor): the level is
