@@ -119,8 +119,8 @@ const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 
 /// A running job older than this many times the longest healthy run seen
 /// testifies again (see [`Site::llrs`]): with run times ±50% around their
-/// mean, the longest of the eight a test needs is within 10% of the longest possible,
-/// so no healthy job gets there.
+/// mean, the longest of the eight runs a test needs is within 10% of the
+/// longest possible, so no healthy job gets to twice it.
 const FAR_PAST: f64 = 2.0;
 
 /// The learned distribution is known up to its scale: it comes from a few
