@@ -99,8 +99,9 @@ pub struct SiteMemory {
     /// Uncongested run time of one job there, seconds.
     pub baseline_runtime: Option<f64>,
     /// Shortest and longest uncongested run times seen there, seconds (once
-    /// enough were seen for the extremes to mean something): the spread the
-    /// stall and pace tests judge by, which the mean alone cannot give.
+    /// enough were seen for the extremes to mean something): where a warm
+    /// start's test may trust the remembered distribution, whose quantiles,
+    /// taken from a smoothed estimate, reach beyond what was seen.
     #[serde(default)]
     pub runtime_range: Option<(f64, f64)>,
     /// Healthy run-time quantiles at probabilities 0, 1/16, …, 1: the
