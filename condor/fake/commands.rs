@@ -3,8 +3,10 @@
 //!
 //! Each command holds the pool lock for its whole read-modify-write of the
 //! queue, and writes the user-log events it is responsible for (000 for
-//! submit, 009 for removal) before it saves the queue: if it dies in between,
-//! an event may be duplicated later but is never lost.
+//! submit, 009 for removal) after it saves the queue, as HTCondor's schedd
+//! logs a change once committed; events a killed command did not write are
+//! written by the next holder of the lock ([`super::pool::Pool::commit`]). An event thus
+//! always describes a change that happened, and is never lost.
 
 use super::events;
 use super::expr::{AdValue, Expr};
@@ -104,6 +106,7 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
         Ok(q) => q,
         Err(e) => return fail(&format!("ERROR: Can't read the fake pool's queue: {e}")),
     };
+    queue.write_unwritten();
     queue.submit_calls += 1;
     let p_transient = pool.config.submit_transient_fail;
     if p_transient > 0.0
@@ -140,7 +143,10 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
         .iter()
         .filter_map(|j| j.log.clone().map(|log| (log, events::submitted(j.id(), unix))))
         .collect();
-    if let Some((log, e)) = events::append_all(&log_events).into_iter().next() {
+    // condor_submit refuses a log it cannot write before it queues anything.
+    let logs: Vec<(PathBuf, String)> =
+        log_events.iter().map(|(log, _)| (log.clone(), String::new())).collect();
+    if let Some((log, e)) = events::append_all(&logs).into_iter().next() {
         return fail_saving(
             &queue,
             &format!("ERROR: Invalid log file: \"{}\" ({})", log.display(), os_text(&e)),
@@ -150,7 +156,11 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
         jobs.iter().map(|j| HistoryRecord::of(j, HistoryStatus::Queued, now)).collect();
     let n = jobs.len() as u64;
     queue.jobs.extend(jobs);
-    if let Err(e) = pool.save_queue(&queue) {
+    // The submit events follow the commit: written before it, a condor_submit
+    // killed in between left an event for a cluster id the next submit took
+    // again, and a resumed run that found "its" cluster in the log waited for
+    // a job that was never queued.
+    if let Err(e) = pool.commit(&mut queue, &log_events) {
         return fail(&format!("ERROR: Can't write the fake pool's queue: {e}"));
     }
     if let Err(e) = pool.append_history(&records) {
@@ -444,6 +454,7 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         Ok(q) => q,
         Err(e) => return fail(&format!("ERROR: Can't read the fake pool's queue: {e}")),
     };
+    queue.write_unwritten();
     let now = pool.sim_now();
     let user = current_user();
     let (removed, kept): (Vec<Job>, Vec<Job>) = std::mem::take(&mut queue.jobs)
@@ -458,13 +469,12 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         .iter()
         .filter_map(|j| j.log.clone().map(|log| (log, events::aborted(j.id(), unix, &user))))
         .collect();
-    // A log that cannot be written does not stop the removal (HTCondor's
-    // schedd would remove the job all the same).
-    let _ = events::append_all(&log_events);
     queue.removals.extend(removed.iter().map(|j| Removal { cluster: j.cluster, proc: j.proc, at: now }));
     let records: Vec<HistoryRecord> =
         removed.iter().map(|j| HistoryRecord::of(j, HistoryStatus::Removed, now)).collect();
-    if let Err(e) = pool.save_queue(&queue) {
+    // A log that cannot be written does not stop the removal (HTCondor's
+    // schedd would remove the job all the same).
+    if let Err(e) = pool.commit(&mut queue, &log_events) {
         return fail(&format!("ERROR: Can't write the fake pool's queue: {e}"));
     }
     let _ = pool.append_history(&records);

@@ -72,6 +72,11 @@ pub(crate) fn try_lock(path: &Path) -> io::Result<Option<FileLock>> {
 }
 
 /// Writes `bytes` to `path` through a temp file and a rename.
+/// The length of a user log; 0 when it does not exist yet.
+fn log_length(log: &Path) -> u64 {
+    std::fs::metadata(log).map_or(0, |m| m.len())
+}
+
 pub(crate) fn write_atomic(path: &Path, bytes: &[u8]) -> io::Result<()> {
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(format!(".tmp{}", std::process::id()));
@@ -157,11 +162,45 @@ pub(crate) struct Queue {
     pub jobs: Vec<Job>,
     #[serde(default)]
     pub removals: Vec<Removal>,
+    /// User-log events of the last committed change that may not be in their
+    /// logs yet (see [`Pool::commit`]).
+    #[serde(default)]
+    pub unwritten: Vec<Unwritten>,
+}
+
+/// Text a committed change appends to a user log, and the log's length
+/// before it: the text is in the log once the log is longer than that (logs
+/// only grow, and only under the pool lock).
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub(crate) struct Unwritten {
+    pub log: PathBuf,
+    pub at: u64,
+    pub text: String,
+}
+
+impl Queue {
+    /// Writes the events a killed command committed but did not write, and
+    /// forgets them (the caller saves the queue with its own change). Hold
+    /// the pool lock.
+    pub fn write_unwritten(&mut self) {
+        for u in std::mem::take(&mut self.unwritten) {
+            if log_length(&u.log) <= u.at {
+                let _ = super::events::append(&u.log, &u.text);
+            }
+        }
+    }
 }
 
 impl Default for Queue {
     fn default() -> Self {
-        Queue { next_cluster: 1, next_remote: 1, submit_calls: 0, jobs: Vec::new(), removals: Vec::new() }
+        Queue {
+            next_cluster: 1,
+            next_remote: 1,
+            submit_calls: 0,
+            jobs: Vec::new(),
+            removals: Vec::new(),
+            unwritten: Vec::new(),
+        }
     }
 }
 
@@ -306,6 +345,30 @@ impl Pool {
         write_atomic(&self.path(QUEUE_FILE), &bytes)
     }
 
+    /// Saves `queue` with the user-log events of its change, then writes
+    /// the events, as HTCondor's schedd logs a change once it has committed
+    /// it: an event always describes a committed change, and a command killed
+    /// between the two leaves the events in `queue.json`, for the next holder
+    /// of the lock to write ([`Queue::write_unwritten`]), never lost. Returns
+    /// the logs that could not be written. Hold the pool lock.
+    pub fn commit(
+        &self,
+        queue: &mut Queue,
+        events: &[(PathBuf, String)],
+    ) -> io::Result<Vec<(PathBuf, io::Error)>> {
+        queue.write_unwritten();
+        let mut by_log: BTreeMap<&Path, String> = BTreeMap::new();
+        for (log, text) in events {
+            by_log.entry(log.as_path()).or_default().push_str(text);
+        }
+        queue.unwritten = by_log
+            .into_iter()
+            .map(|(log, text)| Unwritten { log: log.to_path_buf(), at: log_length(log), text })
+            .collect();
+        self.save_queue(queue)?;
+        Ok(super::events::append_all(events))
+    }
+
     /// (inode, length, mtime) of the queue file, to notice other writers.
     pub fn queue_stamp(&self) -> Option<(u64, u64, i64, i64)> {
         use std::os::unix::fs::MetadataExt;
@@ -427,4 +490,35 @@ pub(crate) fn stop_schedd(pool_dir: &Path) -> io::Result<()> {
         }
     }
     Err(io::Error::other(format!("the fake schedd (pid {pid}) of {} did not stop", pool_dir.display())))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A committed event is written once: by the next holder of the lock if
+    /// the command that committed it died first, not again if it did not.
+    #[test]
+    fn unwritten_events_are_written_exactly_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("job.log");
+        std::fs::write(&log, "000 first\n").unwrap();
+        let pending = || vec![Unwritten { log: log.clone(), at: 10, text: "009 second\n".into() }];
+        let mut queue = Queue { unwritten: pending(), ..Queue::default() };
+        queue.write_unwritten();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "000 first\n009 second\n");
+        assert!(queue.unwritten.is_empty());
+        // The same entry again, as left by a command that did write it.
+        let mut queue = Queue { unwritten: pending(), ..Queue::default() };
+        queue.write_unwritten();
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "000 first\n009 second\n");
+        // A log that does not exist yet gets the whole text.
+        let fresh = dir.path().join("new.log");
+        let mut queue = Queue {
+            unwritten: vec![Unwritten { log: fresh.clone(), at: 0, text: "000 x\n".into() }],
+            ..Queue::default()
+        };
+        queue.write_unwritten();
+        assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "000 x\n");
+    }
 }

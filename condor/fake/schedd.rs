@@ -161,6 +161,8 @@ impl Schedd {
         let stamp = self.pool.queue_stamp();
         if stamp != self.queue_stamp {
             self.queue = self.pool.load_queue()?;
+            // Before any event of ours: a killed command's come first.
+            self.queue.write_unwritten();
             self.queue_stamp = stamp;
         }
         let now = self.pool.sim_now();

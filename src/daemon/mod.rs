@@ -146,7 +146,7 @@ pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
             .map_err(|e| format!("{}: creating the socket directory: {e}", dir.display()))?;
     }
     if path.exists() {
-        if std::os::unix::net::UnixStream::connect(path).is_ok() {
+        if live_daemon_at(path)? {
             return Err(format!("{}: another daemon is listening there; stop it first", path.display()));
         }
         std::fs::remove_file(path)
@@ -160,6 +160,39 @@ pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
             .map_err(|e| format!("{}: giving the socket to group {gid}: {e}", path.display()))?;
     }
     Ok(listener)
+}
+
+/// Whether a daemon answers on `path`. A connection alone does not say so:
+/// after a daemon is killed, a child it was forking keeps the listening
+/// socket open until its `exec`, and accepts connections that nobody
+/// answers. So a ping must be answered; a socket that accepts but stays mute
+/// is looked at again until it goes away (then it was stale), for a few
+/// seconds at most.
+#[allow(clippy::disallowed_methods)] // a bounded wait at start-up needs the real clock
+fn live_daemon_at(path: &std::path::Path) -> Result<bool, String> {
+    use std::io::{BufRead, BufReader, Write};
+    use std::time::{Duration, Instant};
+    const PATIENCE: Duration = Duration::from_secs(5);
+    let start = Instant::now();
+    loop {
+        let Ok(mut stream) = std::os::unix::net::UnixStream::connect(path) else { return Ok(false) };
+        let _ = stream.set_read_timeout(Some(Duration::from_secs(1)));
+        let mut line = String::new();
+        if writeln!(stream, "{{\"op\":\"ping\"}}").is_ok() {
+            let _ = BufReader::new(&stream).read_line(&mut line);
+        }
+        if !line.trim().is_empty() {
+            return Ok(true);
+        }
+        if start.elapsed() >= PATIENCE {
+            return Err(format!(
+                "{}: something accepts connections there but does not answer a ping after {PATIENCE:?}; \
+                 if no cosched daemon runs, remove the socket and start again",
+                path.display()
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 /// `cosched daemon --config PATH`.

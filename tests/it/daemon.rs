@@ -212,17 +212,39 @@ impl Daemon {
         r["runs"][0].clone()
     }
 
-    fn wait_finished(&self, ids: &[u64]) {
+    /// Waits for every run in `ids` to end `done`; on a timeout it prints
+    /// what a stall needs to be diagnosed: the run's status, the end of the
+    /// daemon's log and the pool's unsettled jobs.
+    #[allow(clippy::disallowed_methods)] // a bounded wait needs the real clock
+    fn wait_finished(&self, ids: &[u64], pool: &std::path::Path) {
         for &id in ids {
-            wait_for(&format!("run {id} to finish"), PATIENCE, || {
+            let start = Instant::now();
+            loop {
                 let run = self.run(id);
                 let state = run["state"].as_str().unwrap_or("").to_string();
                 match state.as_str() {
-                    "done" => Some(()),
+                    "done" => break,
                     "failed" | "cancelled" => panic!("run {id} ended {state}: {run}\n{}", self.log_text()),
-                    _ => None,
+                    _ => {}
                 }
-            });
+                if start.elapsed() >= PATIENCE {
+                    let log = self.log_text();
+                    let tail: Vec<&str> = log.lines().rev().take(80).collect();
+                    let unsettled: Vec<String> = fake_condor::history(pool)
+                        .iter()
+                        .filter(|r| matches!(r.status, HistoryStatus::Queued | HistoryStatus::Held))
+                        .map(|r| format!("{r:?}"))
+                        .collect();
+                    panic!(
+                        "gave up after {PATIENCE:?} waiting for run {id} to finish: {run}\n\
+                         jobs still queued or held at the pool ({}):\n{}\ndaemon log (last 80 lines):\n{}",
+                        unsettled.len(),
+                        unsettled.join("\n"),
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
         }
     }
 
@@ -344,7 +366,7 @@ fn sigterm_then_restart_resumes_both_runs() {
         let run = d.run(id);
         assert!(run["state"] == "running" || run["state"] == "done", "run {id} after restart: {run}");
     }
-    d.wait_finished(&[a, b]);
+    d.wait_finished(&[a, b], &s.pool);
     assert_eq!(d.run(a)["owner"], USER_A);
     s.assert_exactly_once(2, n, &format!("after SIGTERM with {left_out} job(s) left at the sites"));
 }
@@ -401,7 +423,7 @@ fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     );
     eprintln!("seed {seed}: {before} job(s) done across the crashes");
     let d = s.start();
-    d.wait_finished(&ids);
+    d.wait_finished(&ids, &s.pool);
     s.assert_exactly_once(2, n, &format!("seed {seed}"));
 }
 
