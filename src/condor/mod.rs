@@ -416,6 +416,37 @@ impl Condor {
             })
             .collect())
     }
+
+    /// The clusters of several cosched batches still in the queue, as
+    /// (batch, cluster) pairs: [`Condor::find_batch`] for many batches at
+    /// once. A resumed run settles every unknown submission with it, one
+    /// `condor_q` per 100 batches rather than one each (a `condor_q` is a
+    /// fork of a process that may hold hundreds of MB).
+    pub async fn find_batches(
+        &self,
+        run: &str,
+        batches: &[String],
+    ) -> Result<Vec<(String, i64)>, CondorError> {
+        let run = crate::submit_desc::plain_id(run);
+        let mut found = Vec::new();
+        for chunk in batches.chunks(100) {
+            let names: Vec<String> = chunk
+                .iter()
+                .map(|b| format!("CoschedBatch == \"{}\"", crate::submit_desc::plain_id(b)))
+                .collect();
+            let constraint = format!(
+                "CoschedRun == \"{run}\" && SubmitterGlobalJobId =?= undefined && ({})",
+                names.join(" || ")
+            );
+            let ads = self.query(&constraint, &["ClusterId", "CoschedBatch"]).await?;
+            found.extend(ads.iter().filter_map(|ad| {
+                let cluster = ad.get("ClusterId")?.as_i64()?;
+                let batch = ad.get("CoschedBatch")?.as_str()?;
+                Some((batch.to_string(), cluster))
+            }));
+        }
+        Ok(found)
+    }
 }
 
 /// Parses `condor_q -json` output: empty (nothing matched) or a JSON array.

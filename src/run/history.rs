@@ -40,7 +40,36 @@ pub struct TimeBase {
     pub rate: f64,
 }
 
+/// Where a submission of unknown outcome was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum FoundIn {
+    Log,
+    Queue,
+}
+
+impl FoundIn {
+    fn text(self) -> &'static str {
+        match self {
+            FoundIn::Log => "found in the user log",
+            FoundIn::Queue => "found with condor_q",
+        }
+    }
+}
+
+/// A site's recorded submissions and its user log as read so far.
+struct SiteLog {
+    path: std::path::PathBuf,
+    subs: Vec<Submission>,
+    events: Vec<Event>,
+    consumed: u64,
+}
+
 /// Settles unknown submissions (recording the outcome) and builds the past.
+///
+/// Every site's log is read first, and settles what it can; the batches no
+/// log settles are looked for with one `condor_q` for all of them, not one
+/// each: a week's run resumes with an unknown batch at each of its hundreds
+/// of sites.
 pub async fn rebuild(
     db: &Arc<Mutex<Db>>,
     run: &str,
@@ -52,7 +81,6 @@ pub async fn rebuild(
 ) -> Result<Past, Failure> {
     let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
     let mut past = Past::default();
-    let mut per_site: Vec<Vec<Step>> = Vec::new();
     // Read once and dealt out by site: a week's run has tens of thousands of
     // batches, and reading them all again for every site was most of a resume.
     let mut subs_by_site: Vec<Vec<Submission>> = vec![Vec::new(); site_names.len()];
@@ -64,13 +92,16 @@ pub async fn rebuild(
             }
         }
     }
+    let mut logs: Vec<SiteLog> = Vec::with_capacity(site_names.len());
+    let mut outcomes: BTreeMap<String, Option<(i64, FoundIn)>> = BTreeMap::new();
+    let mut ask: Vec<String> = Vec::new();
     for (name, subs) in site_names.iter().zip(subs_by_site) {
-        let log_path = CondorSite::log_path(run_dir, name);
+        let path = CondorSite::log_path(run_dir, name);
         let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
         for sub in &unknown {
             wait_for_orphans(&sub.submit_file, Duration::from_secs_f64(submit_timeout.max(1.0) + 5.0)).await;
         }
-        let (mut events, mut consumed) = read_log(&log_path)?;
+        let (events, consumed) = read_log(&path, 0)?;
         let recorded: BTreeSet<i64> = subs
             .iter()
             .filter_map(|s| match s.state {
@@ -78,16 +109,36 @@ pub async fn rebuild(
                 _ => None,
             })
             .collect();
-        let mut settled: BTreeMap<String, i64> = BTreeMap::new();
         for sub in &unknown {
-            let outcome = settle(sub, &unknown, &events, &recorded, run, condor).await?;
+            match found_in_log(sub, unknown.len(), &events, &recorded) {
+                Some(cluster) => {
+                    outcomes.insert(sub.batch.clone(), Some((cluster, FoundIn::Log)));
+                }
+                None => ask.push(sub.batch.clone()),
+            }
+        }
+        logs.push(SiteLog { path, subs, events, consumed });
+    }
+    if !ask.is_empty() {
+        for (batch, outcome) in found_in_queue(&ask, run, condor).await? {
+            outcomes.insert(batch, outcome);
+        }
+    }
+    let mut per_site: Vec<Vec<Step>> = Vec::with_capacity(logs.len());
+    for SiteLog { path, subs, mut events, mut consumed } in logs {
+        let mut settled: BTreeMap<String, i64> = BTreeMap::new();
+        let mut from_queue = false;
+        for sub in subs.iter().filter(|s| s.state == SubmissionState::Intent) {
             let db = db.lock().unwrap_or_else(|p| p.into_inner());
-            match outcome {
+            match outcomes.get(&sub.batch).copied().flatten() {
                 Some((cluster, how)) => {
                     db.record_submitted(run, &sub.batch, cluster).map_err(state_err)?;
                     settled.insert(sub.batch.clone(), cluster);
-                    past.reconciled
-                        .push((sub.batch.clone(), format!("submitted as cluster {cluster} ({how})")));
+                    from_queue |= how == FoundIn::Queue;
+                    past.reconciled.push((
+                        sub.batch.clone(),
+                        format!("submitted as cluster {cluster} ({})", how.text()),
+                    ));
                 }
                 None => {
                     let why =
@@ -99,10 +150,12 @@ pub async fn rebuild(
                 }
             }
         }
-        if !unknown.is_empty() {
+        if from_queue {
             // A batch found through condor_q may have had its submit events
             // written since the log was read.
-            (events, consumed) = read_log(&log_path)?;
+            let (more, end) = read_log(&path, consumed)?;
+            events.extend(more);
+            consumed = end;
         }
         let mut procs: BTreeMap<(i64, i64), JobId> = BTreeMap::new();
         let mut start = SiteStart::default();
@@ -153,7 +206,7 @@ pub fn succeeded_jobs(
                 }
             }
         }
-        let (events, _) = read_log(&CondorSite::log_path(run_dir, name))?;
+        let (events, _) = read_log(&CondorSite::log_path(run_dir, name), 0)?;
         for event in &events {
             let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
             if let Some(SiteEvent::Ended { outcome: crate::policy::Outcome::Success, .. }) =
@@ -166,68 +219,91 @@ pub fn succeeded_jobs(
     Ok(done)
 }
 
-/// Decides what became of an unknown submission: `Some((cluster, how))` when
-/// it is in the queue or the log, `None` when it never happened.
-async fn settle(
-    sub: &Submission,
-    unknown: &[&Submission],
-    events: &[Event],
-    recorded: &BTreeSet<i64>,
-    run: &str,
-    condor: &Condor,
-) -> Result<Option<(i64, &'static str)>, Failure> {
-    // One condor_submit at a time per site: with one unknown batch, a cluster
-    // in the log that no submission claims is that batch's.
-    if unknown.len() == 1 {
-        let strangers: BTreeSet<i64> = events
-            .iter()
-            .filter(|e| e.code == 0 && !recorded.contains(&e.cluster))
-            .map(|e| e.cluster)
-            .collect();
-        if strangers.len() == 1 {
-            let cluster = *strangers.iter().next().unwrap_or(&-1);
-            let procs = events.iter().filter(|e| e.code == 0 && e.cluster == cluster).count();
-            if procs == sub.jobs.len() {
-                return Ok(Some((cluster, "found in the user log")));
-            }
-            tracing::warn!(
-                "batch {}: cluster {cluster} in the user log has {procs} job(s), the batch {}",
-                sub.batch,
-                sub.jobs.len()
-            );
-        } else if strangers.len() > 1 {
-            tracing::warn!("batch {}: several unrecorded clusters in the user log: {strangers:?}", sub.batch);
-        }
+/// The cluster of an unknown submission, when its site's log shows it. One
+/// `condor_submit` runs at a time per site: with one unknown batch, a
+/// cluster in the log that no submission claims is that batch's (a submit
+/// event is written once the schedd has queued the cluster, and cluster ids
+/// are never reused).
+fn found_in_log(sub: &Submission, unknown: usize, events: &[Event], recorded: &BTreeSet<i64>) -> Option<i64> {
+    if unknown != 1 {
+        return None;
     }
-    let found = condor.find_batch(run, &sub.batch).await.map_err(|e| {
-        Failure::failed(format!(
-            "cannot tell whether batch {} was submitted before cosched stopped: {e}\n\
-             Nothing was resubmitted. Run `cosched submit --resume` again once condor_q works.",
-            sub.batch
-        ))
-    })?;
-    let clusters: BTreeSet<i64> = found.iter().map(|f| f.0).collect();
-    match clusters.len() {
-        0 => Ok(None),
-        1 => Ok(clusters.iter().next().map(|c| (*c, "found with condor_q"))),
-        _ => Err(Failure::failed(format!(
-            "batch {} is in the queue more than once (clusters {clusters:?}); remove the extra clusters \
-             with condor_rm and run `cosched submit --resume` again",
-            sub.batch
-        ))),
+    let strangers: BTreeSet<i64> =
+        events.iter().filter(|e| e.code == 0 && !recorded.contains(&e.cluster)).map(|e| e.cluster).collect();
+    if strangers.len() > 1 {
+        tracing::warn!("batch {}: several unrecorded clusters in the user log: {strangers:?}", sub.batch);
+        return None;
     }
+    let cluster = *strangers.iter().next()?;
+    let procs = events.iter().filter(|e| e.code == 0 && e.cluster == cluster).count();
+    if procs == sub.jobs.len() {
+        return Some(cluster);
+    }
+    tracing::warn!(
+        "batch {}: cluster {cluster} in the user log has {procs} job(s), the batch {}",
+        sub.batch,
+        sub.jobs.len()
+    );
+    None
 }
 
-/// Reads a whole user log: its complete events and the offset just past them.
-fn read_log(path: &Path) -> Result<(Vec<Event>, u64), Failure> {
-    match std::fs::read(path) {
+/// What became of each of `batches` by `condor_q`: `Some((cluster, _))`
+/// when it is in the queue, `None` when it never got there. A batch queued
+/// twice, or a `condor_q` that fails, stops the resume before anything is
+/// resubmitted.
+async fn found_in_queue(
+    batches: &[String],
+    run: &str,
+    condor: &Condor,
+) -> Result<Vec<(String, Option<(i64, FoundIn)>)>, Failure> {
+    let found = condor.find_batches(run, batches).await.map_err(|e| {
+        Failure::failed(format!(
+            "cannot tell whether {} batch(es) ({} …) were submitted before cosched stopped: {e}\n\
+             Nothing was resubmitted. Run `cosched submit --resume` again once condor_q works.",
+            batches.len(),
+            batches[0]
+        ))
+    })?;
+    let mut clusters: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
+    for (batch, cluster) in found {
+        clusters.entry(batch).or_default().insert(cluster);
+    }
+    batches
+        .iter()
+        .map(|batch| {
+            let theirs = clusters.get(&crate::submit_desc::plain_id(batch));
+            match theirs.map_or(0, BTreeSet::len) {
+                0 => Ok((batch.clone(), None)),
+                1 => Ok((batch.clone(), theirs.and_then(|c| c.first()).map(|c| (*c, FoundIn::Queue)))),
+                _ => Err(Failure::failed(format!(
+                    "batch {batch} is in the queue more than once (clusters {:?}); remove the extra clusters \
+                     with condor_rm and run `cosched submit --resume` again",
+                    theirs.map(|c| c.iter().collect::<Vec<_>>()).unwrap_or_default()
+                ))),
+            }
+        })
+        .collect()
+}
+
+/// Reads a user log from byte `from` (the end of a complete event, or 0):
+/// its complete events and the offset just past them.
+fn read_log(path: &Path, from: u64) -> Result<(Vec<Event>, u64), Failure> {
+    let read = || -> std::io::Result<Vec<u8>> {
+        use std::io::{Read, Seek};
+        let mut file = std::fs::File::open(path)?;
+        file.seek(std::io::SeekFrom::Start(from))?;
+        let mut bytes = Vec::new();
+        file.read_to_end(&mut bytes)?;
+        Ok(bytes)
+    };
+    match read() {
         Ok(bytes) => {
             let mut parser = Parser::new();
             let events = parser.feed(&bytes);
             for d in parser.take_diagnostics() {
-                tracing::warn!("{} at byte {}: {}", path.display(), d.offset, d.message);
+                tracing::warn!("{} at byte {}: {}", path.display(), from + d.offset, d.message);
             }
-            Ok((events, parser.consumed()))
+            Ok((events, from + parser.consumed()))
         }
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok((Vec::new(), 0)),
         Err(e) => Err(Failure::failed(format!("cannot read the user log {}: {e}", path.display()))),
@@ -408,6 +484,65 @@ fn orphan_running(needle: &[u8]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Two sites, each with a batch whose `condor_submit` never answered and
+    /// that its (empty) log does not show: one is in the queue, one never got
+    /// there. One `condor_q` settles both, and the database says so.
+    #[tokio::test]
+    async fn the_unknown_batches_of_every_site_are_settled_with_one_condor_q() {
+        use crate::condor::testing::{args, script};
+        use crate::state::{RunRecord, RunStatus};
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        script(
+            &bin,
+            "condor_q",
+            r#"echo '[{"ClusterId":7,"CoschedBatch":"a-b00001"},{"ClusterId":7,"CoschedBatch":"a-b00001"}]'"#,
+        );
+        let db = Db::open(&dir.path().join("state.db")).unwrap();
+        db.create_run(&RunRecord {
+            id: "r1".into(),
+            created: "2026-11-26T00:00:00Z".into(),
+            n_jobs: 3,
+            sites_path: dir.path().join("sites.toml"),
+            sites_text: String::new(),
+            job_path: dir.path().join("job.sub"),
+            job_text: String::new(),
+            policy: "adaptive".into(),
+            epoch_unix: 0.0,
+            simulate: false,
+            speedup: 1.0,
+            status: RunStatus::Running,
+        })
+        .unwrap();
+        let file = |b: &str| dir.path().join(format!("{b}.sub"));
+        db.record_intent("r1", "a", 0, "a-b00001", &[JobId(0), JobId(1)], &file("a-b00001")).unwrap();
+        db.record_intent("r1", "b", 1, "b-b00001", &[JobId(2)], &file("b-b00001")).unwrap();
+        let db = Arc::new(Mutex::new(db));
+        let condor = Condor::new(&crate::config::CondorSettings {
+            bin_dir: Some(bin.clone()),
+            submit_timeout: 5.0,
+            ..Default::default()
+        });
+        let names = ["a".to_string(), "b".to_string()];
+        let base = TimeBase { epoch_unix: 0.0, rate: 1.0 };
+        let past = rebuild(&db, "r1", &names, dir.path(), &condor, 0.0, base).await.unwrap();
+
+        let calls = args(&bin, "condor_q");
+        assert_eq!(calls.iter().filter(|a| *a == "-json").count(), 1, "one condor_q: {calls:?}");
+        let constraint = calls.iter().find(|a| a.contains("CoschedRun")).expect("a constraint");
+        assert!(constraint.contains("a-b00001") && constraint.contains("b-b00001"), "{constraint}");
+        assert_eq!(past.sites[0].known, vec![(7, vec![JobId(0), JobId(1)])]);
+        assert!(past.sites[1].known.is_empty());
+        let states: BTreeMap<String, SubmissionState> =
+            db.lock().unwrap().submissions("r1").unwrap().into_iter().map(|s| (s.batch, s.state)).collect();
+        assert_eq!(states["a-b00001"], SubmissionState::Submitted { cluster: 7 });
+        assert!(matches!(states["b-b00001"], SubmissionState::Failed { .. }), "{states:?}");
+        // The replayed history has the submission the log lacks.
+        assert!(past.history.iter().any(|(site, e)| site.0 == 0
+            && matches!(e, SiteEvent::Submitted { jobs, .. } if *jobs == vec![JobId(0), JobId(1)])));
+    }
 
     fn sub(t: Time) -> Step {
         Step::submitted(1, vec![JobId(0)], t)
