@@ -40,36 +40,15 @@ pub struct TimeBase {
     pub rate: f64,
 }
 
-/// Where a submission of unknown outcome was found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum FoundIn {
-    Log,
-    Queue,
-}
-
-impl FoundIn {
-    fn text(self) -> &'static str {
-        match self {
-            FoundIn::Log => "found in the user log",
-            FoundIn::Queue => "found with condor_q",
-        }
-    }
-}
-
-/// A site's recorded submissions and its user log as read so far.
-struct SiteLog {
-    path: std::path::PathBuf,
-    subs: Vec<Submission>,
-    events: Vec<Event>,
-    consumed: u64,
-}
-
 /// Settles unknown submissions (recording the outcome) and builds the past.
 ///
-/// Every site's log is read first, and settles what it can; the batches no
-/// log settles are looked for with one `condor_q` for all of them, not one
-/// each: a week's run resumes with an unknown batch at each of its hundreds
-/// of sites.
+/// The queue is asked once about every unknown batch of the run (a week's
+/// run resumes with one at each of its hundreds of sites, and a `condor_q`
+/// is a fork of a process that may hold hundreds of MB), after every
+/// `condor_submit` left by the stopped run has exited. Then each site's log
+/// is read, settles what it can, the answer settles the rest, and the site's
+/// history is built before the next site's log is read: memory holds one
+/// site's log at a time.
 pub async fn rebuild(
     db: &Arc<Mutex<Db>>,
     run: &str,
@@ -81,6 +60,7 @@ pub async fn rebuild(
 ) -> Result<Past, Failure> {
     let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
     let mut past = Past::default();
+    let mut per_site: Vec<Vec<Step>> = Vec::new();
     // Read once and dealt out by site: a week's run has tens of thousands of
     // batches, and reading them all again for every site was most of a resume.
     let mut subs_by_site: Vec<Vec<Submission>> = vec![Vec::new(); site_names.len()];
@@ -92,16 +72,18 @@ pub async fn rebuild(
             }
         }
     }
-    let mut logs: Vec<SiteLog> = Vec::with_capacity(site_names.len());
-    let mut outcomes: BTreeMap<String, Option<(i64, FoundIn)>> = BTreeMap::new();
-    let mut ask: Vec<String> = Vec::new();
+    let unknown_batches: Vec<&Submission> =
+        subs_by_site.iter().flatten().filter(|s| s.state == SubmissionState::Intent).collect();
+    for sub in &unknown_batches {
+        wait_for_orphans(&sub.submit_file, Duration::from_secs_f64(submit_timeout.max(1.0) + 5.0)).await;
+    }
+    let asked: Vec<String> = unknown_batches.iter().map(|s| s.batch.clone()).collect();
+    // A failed condor_q matters only for a batch that no log settles.
+    let queued = if asked.is_empty() { Ok(BTreeMap::new()) } else { in_queue(&asked, run, condor).await };
     for (name, subs) in site_names.iter().zip(subs_by_site) {
-        let path = CondorSite::log_path(run_dir, name);
+        let log_path = CondorSite::log_path(run_dir, name);
         let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
-        for sub in &unknown {
-            wait_for_orphans(&sub.submit_file, Duration::from_secs_f64(submit_timeout.max(1.0) + 5.0)).await;
-        }
-        let (events, consumed) = read_log(&path, 0)?;
+        let (mut events, mut consumed) = read_log(&log_path, 0)?;
         let recorded: BTreeSet<i64> = subs
             .iter()
             .filter_map(|s| match s.state {
@@ -109,36 +91,45 @@ pub async fn rebuild(
                 _ => None,
             })
             .collect();
-        for sub in &unknown {
-            match found_in_log(sub, unknown.len(), &events, &recorded) {
-                Some(cluster) => {
-                    outcomes.insert(sub.batch.clone(), Some((cluster, FoundIn::Log)));
-                }
-                None => ask.push(sub.batch.clone()),
-            }
-        }
-        logs.push(SiteLog { path, subs, events, consumed });
-    }
-    if !ask.is_empty() {
-        for (batch, outcome) in found_in_queue(&ask, run, condor).await? {
-            outcomes.insert(batch, outcome);
-        }
-    }
-    let mut per_site: Vec<Vec<Step>> = Vec::with_capacity(logs.len());
-    for SiteLog { path, subs, mut events, mut consumed } in logs {
         let mut settled: BTreeMap<String, i64> = BTreeMap::new();
         let mut from_queue = false;
-        for sub in subs.iter().filter(|s| s.state == SubmissionState::Intent) {
+        for sub in &unknown {
+            let outcome = match found_in_log(sub, unknown.len(), &events, &recorded) {
+                Some(cluster) => Some((cluster, "found in the user log")),
+                None => {
+                    let queued = queued.as_ref().map_err(|e| {
+                        Failure::failed(format!(
+                            "cannot tell whether batch {} was submitted before cosched stopped: {e}\n\
+                             Nothing was resubmitted. Run `cosched submit --resume` again once condor_q works.",
+                            sub.batch
+                        ))
+                    })?;
+                    match queued
+                        .get(&crate::submit_desc::plain_id(&sub.batch))
+                        .map(|c| c.iter().collect::<Vec<_>>())
+                    {
+                        None => None,
+                        Some(clusters) if clusters.len() == 1 => {
+                            from_queue = true;
+                            Some((*clusters[0], "found with condor_q"))
+                        }
+                        Some(clusters) => {
+                            return Err(Failure::failed(format!(
+                                "batch {} is in the queue more than once (clusters {clusters:?}); remove the \
+                                 extra clusters with condor_rm and run `cosched submit --resume` again",
+                                sub.batch
+                            )))
+                        }
+                    }
+                }
+            };
             let db = db.lock().unwrap_or_else(|p| p.into_inner());
-            match outcomes.get(&sub.batch).copied().flatten() {
+            match outcome {
                 Some((cluster, how)) => {
                     db.record_submitted(run, &sub.batch, cluster).map_err(state_err)?;
                     settled.insert(sub.batch.clone(), cluster);
-                    from_queue |= how == FoundIn::Queue;
-                    past.reconciled.push((
-                        sub.batch.clone(),
-                        format!("submitted as cluster {cluster} ({})", how.text()),
-                    ));
+                    past.reconciled
+                        .push((sub.batch.clone(), format!("submitted as cluster {cluster} ({how})")));
                 }
                 None => {
                     let why =
@@ -153,7 +144,7 @@ pub async fn rebuild(
         if from_queue {
             // A batch found through condor_q may have had its submit events
             // written since the log was read.
-            let (more, end) = read_log(&path, consumed)?;
+            let (more, end) = read_log(&log_path, consumed)?;
             events.extend(more);
             consumed = end;
         }
@@ -247,42 +238,19 @@ fn found_in_log(sub: &Submission, unknown: usize, events: &[Event], recorded: &B
     None
 }
 
-/// What became of each of `batches` by `condor_q`: `Some((cluster, _))`
-/// when it is in the queue, `None` when it never got there. A batch queued
-/// twice, or a `condor_q` that fails, stops the resume before anything is
-/// resubmitted.
-async fn found_in_queue(
+/// The clusters in the queue of each of `batches` (by its name as a
+/// submit file writes it), from one `condor_q`.
+async fn in_queue(
     batches: &[String],
     run: &str,
     condor: &Condor,
-) -> Result<Vec<(String, Option<(i64, FoundIn)>)>, Failure> {
-    let found = condor.find_batches(run, batches).await.map_err(|e| {
-        Failure::failed(format!(
-            "cannot tell whether {} batch(es) ({} …) were submitted before cosched stopped: {e}\n\
-             Nothing was resubmitted. Run `cosched submit --resume` again once condor_q works.",
-            batches.len(),
-            batches[0]
-        ))
-    })?;
+) -> Result<BTreeMap<String, BTreeSet<i64>>, String> {
+    let found = condor.find_batches(run, batches).await.map_err(|e| e.to_string())?;
     let mut clusters: BTreeMap<String, BTreeSet<i64>> = BTreeMap::new();
     for (batch, cluster) in found {
         clusters.entry(batch).or_default().insert(cluster);
     }
-    batches
-        .iter()
-        .map(|batch| {
-            let theirs = clusters.get(&crate::submit_desc::plain_id(batch));
-            match theirs.map_or(0, BTreeSet::len) {
-                0 => Ok((batch.clone(), None)),
-                1 => Ok((batch.clone(), theirs.and_then(|c| c.first()).map(|c| (*c, FoundIn::Queue)))),
-                _ => Err(Failure::failed(format!(
-                    "batch {batch} is in the queue more than once (clusters {:?}); remove the extra clusters \
-                     with condor_rm and run `cosched submit --resume` again",
-                    theirs.map(|c| c.iter().collect::<Vec<_>>()).unwrap_or_default()
-                ))),
-            }
-        })
-        .collect()
+    Ok(clusters)
 }
 
 /// Reads a user log from byte `from` (the end of a complete event, or 0):

@@ -282,7 +282,13 @@ impl<'a> Case<'a> {
         let missing: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) == 0).collect();
         let twice: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) > 1).collect();
         assert!(missing.is_empty(), "{}: jobs that never completed: {missing:?}", self.name);
-        assert!(twice.is_empty(), "{}: jobs completed more than once: {twice:?}", self.name);
+        assert!(
+            twice.is_empty(),
+            "{}: jobs completed more than once: {twice:?}\nledger:\n{}\n{}",
+            self.name,
+            std::fs::read_to_string(self.path("ledger")).unwrap_or_default(),
+            self.user_logs()
+        );
         assert!(
             ledger.jobs.keys().all(|i| *i < n),
             "{}: executions of jobs beyond N: {:?}",
@@ -294,6 +300,29 @@ impl<'a> Case<'a> {
             assert_eq!(out.trim(), format!("job {i}"), "{}: out.{i}", self.name);
         }
         ledger
+    }
+
+    /// Every HTCondor user log under the case's directory, for a failure
+    /// message: what HTCondor said happened (evictions, restarts) is what
+    /// tells a job run twice by HTCondor from one cosched sent twice.
+    fn user_logs(&self) -> String {
+        fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
+            for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+                let path = entry.path();
+                if path.is_dir() {
+                    walk(&path, out);
+                } else if path.extension().is_some_and(|e| e == "log") {
+                    out.push(path);
+                }
+            }
+        }
+        let mut logs = Vec::new();
+        walk(&self.dir, &mut logs);
+        logs.sort();
+        logs.iter()
+            .map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default()))
+            .collect::<Vec<_>>()
+            .join("\n")
     }
 
     /// The run's own jobs still idle, running or held in the queue (found by
