@@ -5,9 +5,10 @@
 //! - `pool.toml` — [`PoolConfig`], written once by `install`.
 //! - `pool.lock` — every reader and writer of the queue holds an exclusive
 //!   `flock` on it, so the queue is never seen half-updated.
-//! - `queue.json` — [`Queue`]: the jobs still in the queue and the cluster
-//!   counter. Replaced by temp file + rename, so a process killed at any moment
-//!   leaves either the old or the new queue.
+//! - `queue.json` — [`Queue`]: the jobs still in the queue, the cluster
+//!   counter and the user-log events of the last change until they are
+//!   written ([`Pool::commit`]). Replaced by temp file + rename, so a process
+//!   killed at any moment leaves either the old or the new queue.
 //! - `history.jsonl` — one [`HistoryRecord`] line per status change of every
 //!   proc ever queued; [`history`] keeps each proc's last line.
 //! - `schedd.lock`, `schedd.pid`, `schedd.log` — the single schedd instance.
