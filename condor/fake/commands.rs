@@ -160,11 +160,8 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
     // killed in between left an event for a cluster id the next submit took
     // again, and a resumed run that found "its" cluster in the log waited for
     // a job that was never queued.
-    if let Err(e) = pool.commit(&mut queue, &log_events) {
+    if let Err(e) = pool.commit(&mut queue, &log_events, &records) {
         return fail(&format!("ERROR: Can't write the fake pool's queue: {e}"));
-    }
-    if let Err(e) = pool.append_history(&records) {
-        return fail(&format!("ERROR: Can't write the fake pool's history: {e}"));
     }
     if let Err(e) = pool.ensure_schedd() {
         return fail(&format!("ERROR: Can't start the fake schedd: {e}"));
@@ -474,10 +471,9 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         removed.iter().map(|j| HistoryRecord::of(j, HistoryStatus::Removed, now)).collect();
     // A log that cannot be written does not stop the removal (HTCondor's
     // schedd would remove the job all the same).
-    if let Err(e) = pool.commit(&mut queue, &log_events) {
+    if let Err(e) = pool.commit(&mut queue, &log_events, &records) {
         return fail(&format!("ERROR: Can't write the fake pool's queue: {e}"));
     }
-    let _ = pool.append_history(&records);
     // A running schedd applies the removals to its models; without one there
     // is no model to update, unless jobs are left that need a schedd anyway.
     if !queue.jobs.is_empty() {

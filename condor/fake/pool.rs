@@ -18,7 +18,7 @@ use super::{PoolConfig, POOL_ENV, SCHEDD_NAME};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
+use std::io;
 use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -346,28 +346,44 @@ impl Pool {
         write_atomic(&self.path(QUEUE_FILE), &bytes)
     }
 
-    /// Saves `queue` with the user-log events of its change, then writes
-    /// the events, as HTCondor's schedd logs a change once it has committed
-    /// it: an event always describes a committed change, and a command killed
-    /// between the two leaves the events in `queue.json`, for the next holder
-    /// of the lock to write ([`Queue::write_unwritten`]), never lost. Returns
-    /// the logs that could not be written. Hold the pool lock.
+    /// Saves `queue` with the user-log events and history records of its
+    /// change, then writes them, as HTCondor's schedd logs a change once it
+    /// has committed it: an event always describes a committed change, and a
+    /// process killed between the two leaves the events and records in
+    /// `queue.json`, for the next holder of the lock to write
+    /// ([`Queue::write_unwritten`]), never lost. Returns the user logs that
+    /// could not be written; an error if the queue or the history could not.
+    /// Hold the pool lock.
     pub fn commit(
         &self,
         queue: &mut Queue,
         events: &[(PathBuf, String)],
+        records: &[HistoryRecord],
     ) -> io::Result<Vec<(PathBuf, io::Error)>> {
         queue.write_unwritten();
         let mut by_log: BTreeMap<&Path, String> = BTreeMap::new();
         for (log, text) in events {
             by_log.entry(log.as_path()).or_default().push_str(text);
         }
+        let history = self.path(HISTORY_FILE);
+        let mut history_text = String::new();
+        for r in records {
+            history_text.push_str(&serde_json::to_string(r).map_err(io::Error::other)?);
+            history_text.push('\n');
+        }
         queue.unwritten = by_log
             .into_iter()
+            .chain((!history_text.is_empty()).then_some((history.as_path(), history_text.clone())))
             .map(|(log, text)| Unwritten { log: log.to_path_buf(), at: log_length(log), text })
             .collect();
         self.save_queue(queue)?;
-        Ok(super::events::append_all(events))
+        // Written now; the saved copy stays for a reader after a kill.
+        queue.unwritten.clear();
+        let failures = super::events::append_all(events);
+        if !history_text.is_empty() {
+            super::events::append(&history, &history_text)?;
+        }
+        Ok(failures)
     }
 
     /// (inode, length, mtime) of the queue file, to notice other writers.
@@ -375,20 +391,6 @@ impl Pool {
         use std::os::unix::fs::MetadataExt;
         let m = std::fs::metadata(self.path(QUEUE_FILE)).ok()?;
         Some((m.ino(), m.len(), m.mtime(), m.mtime_nsec()))
-    }
-
-    /// Appends records to the history, in one write. Hold the pool lock.
-    pub fn append_history(&self, records: &[HistoryRecord]) -> io::Result<()> {
-        if records.is_empty() {
-            return Ok(());
-        }
-        let mut text = String::new();
-        for r in records {
-            text.push_str(&serde_json::to_string(r).map_err(io::Error::other)?);
-            text.push('\n');
-        }
-        let mut f = OpenOptions::new().create(true).append(true).open(self.path(HISTORY_FILE))?;
-        f.write_all(text.as_bytes())
     }
 
     /// Starts the schedd unless one runs. Call with the pool lock held: the
@@ -521,5 +523,38 @@ mod tests {
         };
         queue.write_unwritten();
         assert_eq!(std::fs::read_to_string(&fresh).unwrap(), "000 x\n");
+    }
+
+    /// A process killed right after saving its commit (the state a
+    /// `fake_condor::stop` mid-tick can leave) wrote neither its events nor
+    /// its history records: the next loader writes both, once.
+    #[test]
+    fn a_commit_cut_after_its_save_is_completed_by_the_next_loader() {
+        let dir = tempfile::tempdir().unwrap();
+        let pool = Pool { dir: dir.path().to_path_buf(), config: PoolConfig::default(), epoch: 0.0 };
+        let log = dir.path().join("job.log");
+        std::fs::write(&log, "000 first\n").unwrap();
+        let record = HistoryRecord {
+            cluster: 1,
+            proc: 2,
+            run: None,
+            job: None,
+            batch: None,
+            site: "local".into(),
+            status: HistoryStatus::Succeeded,
+            time: 9.0,
+        };
+        let mut queue = Queue::default();
+        pool.commit(&mut queue, &[(log.clone(), "005 done\n".into())], std::slice::from_ref(&record))
+            .unwrap();
+        assert_eq!(history(dir.path()), std::slice::from_ref(&record));
+        // Undo the writes that followed the save, as a kill before them would.
+        std::fs::write(&log, "000 first\n").unwrap();
+        std::fs::remove_file(pool.path(HISTORY_FILE)).unwrap();
+        for _ in 0..2 {
+            pool.load_queue().unwrap().write_unwritten();
+            assert_eq!(std::fs::read_to_string(&log).unwrap(), "000 first\n005 done\n");
+            assert_eq!(history(dir.path()), std::slice::from_ref(&record));
+        }
     }
 }

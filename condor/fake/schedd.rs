@@ -274,12 +274,14 @@ impl Schedd {
             writes.sort_by(|a, b| a.0.total_cmp(&b.0));
             let in_order: Vec<(PathBuf, String)> =
                 writes.into_iter().map(|(_, log, text)| (log, text)).collect();
-            for (log, e) in events::append_all(&in_order) {
+            // Committed before written, like condor_submit's: a schedd
+            // killed between the two (`fake_condor::stop` in a test) left a
+            // 005 in the log for a job whose history still said queued.
+            let failures = self.pool.commit(&mut self.queue, &in_order, &records)?;
+            self.queue_stamp = self.pool.queue_stamp();
+            for (log, e) in failures {
                 self.note(&format!("cannot write to user log {}: {e}", log.display()));
             }
-            self.pool.save_queue(&self.queue)?;
-            self.queue_stamp = self.pool.queue_stamp();
-            self.pool.append_history(&records)?;
         }
 
         if self.queue.jobs.is_empty() && self.attempts.is_empty() {
