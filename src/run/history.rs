@@ -9,7 +9,7 @@ use crate::state::{Db, Submission, SubmissionState};
 use crate::userlog::{Event, Parser};
 use crate::Failure;
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -80,10 +80,14 @@ pub async fn rebuild(
     let asked: Vec<String> = unknown_batches.iter().map(|s| s.batch.clone()).collect();
     // A failed condor_q matters only for a batch that no log settles.
     let queued = if asked.is_empty() { Ok(BTreeMap::new()) } else { in_queue(&asked, run, condor).await };
-    for (name, subs) in site_names.iter().zip(subs_by_site) {
-        let log_path = CondorSite::log_path(run_dir, name);
+    let mut logs =
+        ReadAhead::start(site_names.iter().map(|name| CondorSite::log_path(run_dir, name)).collect());
+    for subs in subs_by_site {
+        let Some((log_path, read)) = logs.next().await else {
+            return Err(Failure::failed("reading the user logs stopped before the last site".to_string()));
+        };
         let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
-        let (mut events, mut consumed) = read_log(&log_path, 0)?;
+        let (mut events, mut consumed) = read?;
         let recorded: BTreeSet<i64> = subs
             .iter()
             .filter_map(|s| match s.state {
@@ -253,9 +257,55 @@ async fn in_queue(
     Ok(clusters)
 }
 
+/// Reads the logs at `paths` ahead of the caller, on up to [`READERS`]
+/// threads (site `i` on reader `i mod n`), and hands them over in order:
+/// parsing is most of a resume's reading, and it overlaps with settling and
+/// translating earlier sites. Memory holds at most two logs per reader
+/// besides the caller's.
+struct ReadAhead {
+    readers: Vec<tokio::sync::mpsc::Receiver<(PathBuf, LogRead)>>,
+    next: usize,
+}
+
+/// A log's complete events and the offset just past them ([`read_log`]).
+type LogRead = Result<(Vec<Event>, u64), Failure>;
+
+/// Threads parsing logs during a resume (the machine's cores, at most this).
+const READERS: usize = 4;
+
+impl ReadAhead {
+    fn start(paths: Vec<PathBuf>) -> ReadAhead {
+        let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, READERS);
+        let readers = (0..n)
+            .map(|reader| {
+                let (tx, rx) = tokio::sync::mpsc::channel(1);
+                let mine: Vec<PathBuf> = paths.iter().skip(reader).step_by(n).cloned().collect();
+                tokio::task::spawn_blocking(move || {
+                    for path in mine {
+                        let read = read_log(&path, 0);
+                        if tx.blocking_send((path, read)).is_err() {
+                            return;
+                        }
+                    }
+                });
+                rx
+            })
+            .collect();
+        ReadAhead { readers, next: 0 }
+    }
+
+    /// The next site's log path and what reading it gave.
+    async fn next(&mut self) -> Option<(PathBuf, LogRead)> {
+        let n = self.readers.len();
+        let got = self.readers[self.next % n].recv().await;
+        self.next += 1;
+        got
+    }
+}
+
 /// Reads a user log from byte `from` (the end of a complete event, or 0):
 /// its complete events and the offset just past them.
-fn read_log(path: &Path, from: u64) -> Result<(Vec<Event>, u64), Failure> {
+fn read_log(path: &Path, from: u64) -> LogRead {
     let read = || -> std::io::Result<Vec<u8>> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(path)?;

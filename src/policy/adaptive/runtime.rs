@@ -61,16 +61,22 @@ fn normal_pdf(z: f64) -> f64 {
     (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
 }
 
-/// Upper tail of the standard normal (Abramowitz & Stegun 26.2.17, error < 1e-7).
-fn normal_upper(z: f64) -> f64 {
-    if z < 0.0 {
-        return 1.0 - normal_upper(-z);
-    }
-    let t = 1.0 / (1.0 + 0.231_641_9 * z);
+/// Upper tail of the standard normal (Abramowitz & Stegun 26.2.17, error <
+/// 1e-7), given `pdf` = `normal_pdf(z)`: the kernel smoothing needs both,
+/// and the exponential is most of their cost.
+fn normal_upper_with_pdf(z: f64, pdf: f64) -> f64 {
+    let x = z.abs();
+    let t = 1.0 / (1.0 + 0.231_641_9 * x);
     let poly = t
         * (0.319_381_53
             + t * (-0.356_563_782 + t * (1.781_477_937 + t * (-1.821_255_978 + t * 1.330_274_429))));
-    normal_pdf(z) * poly
+    // The density is even: pdf(−z) = pdf(z) to the bit.
+    let upper = pdf * poly;
+    if z < 0.0 {
+        1.0 - upper
+    } else {
+        upper
+    }
 }
 
 impl Distribution {
@@ -162,8 +168,9 @@ impl Distribution {
             let (mut f, mut s) = (0.0, 0.0);
             for &(tk, m) in steps {
                 let z = (t - tk) / bandwidth;
-                f += m * normal_pdf(z) / bandwidth;
-                s += m * normal_upper(z);
+                let pdf = normal_pdf(z);
+                f += m * pdf / bandwidth;
+                s += m * normal_upper_with_pdf(z, pdf);
             }
             // The unseen mass waits past the last ended run.
             let dt = (t - last).max(0.0);
@@ -288,23 +295,51 @@ impl Exposure {
     /// `scale` times what the learned distribution says, and its time with
     /// more than L running is slowed by κ" ÷ healthy as learned;
     /// `slowed_now` says whether it ended while more than L ran. κ = 1 is
-    /// the rescaled healthy hypothesis.
-    pub fn ended_llr(&self, d: &Distribution, kappa: f64, scale: f64, slowed_now: bool) -> f64 {
+    /// the rescaled healthy hypothesis. `healthy` is the job's
+    /// [`Exposure::ended_healthy`].
+    pub fn ended_llr(
+        &self,
+        d: &Distribution,
+        kappa: f64,
+        scale: f64,
+        slowed_now: bool,
+        healthy: &Healthy,
+    ) -> f64 {
         let rate = if slowed_now { 1.0 / kappa } else { 1.0 };
+        let slowed =
+            (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa) / scale) * rate / scale + healthy.outlier;
+        slowed.ln() - healthy.ln
+    }
+
+    /// The healthy side of [`Exposure::ended_llr`], which depends on neither
+    /// κ nor the scale: a test weighs dozens of (κ, scale) hypotheses per
+    /// job and takes this once.
+    pub fn ended_healthy(&self, d: &Distribution) -> Healthy {
         let outlier = OUTLIERS * d.outlier_density();
-        let slowed = (1.0 - OUTLIERS) * d.density(self.healthy_work(kappa) / scale) * rate / scale + outlier;
-        let healthy = (1.0 - OUTLIERS) * d.density(self.age) + outlier;
-        slowed.ln() - healthy.ln()
+        Healthy { outlier, ln: ((1.0 - OUTLIERS) * d.density(self.age) + outlier).ln() }
     }
 
     /// The same for the job having run this long without ending (still
-    /// running, or cut short by a failure unrelated to load).
-    pub fn running_llr(&self, d: &Distribution, kappa: f64, scale: f64) -> f64 {
-        let outlier = OUTLIERS * d.outlier_survival(self.age);
-        let slowed = (1.0 - OUTLIERS) * d.survival(self.healthy_work(kappa) / scale) + outlier;
-        let healthy = (1.0 - OUTLIERS) * d.survival(self.age) + outlier;
-        slowed.ln() - healthy.ln()
+    /// running, or cut short by a failure unrelated to load); `healthy` is
+    /// its [`Exposure::running_healthy`].
+    pub fn running_llr(&self, d: &Distribution, kappa: f64, scale: f64, healthy: &Healthy) -> f64 {
+        let slowed = (1.0 - OUTLIERS) * d.survival(self.healthy_work(kappa) / scale) + healthy.outlier;
+        slowed.ln() - healthy.ln
     }
+
+    /// The healthy side of [`Exposure::running_llr`].
+    pub fn running_healthy(&self, d: &Distribution) -> Healthy {
+        let outlier = OUTLIERS * d.outlier_survival(self.age);
+        Healthy { outlier, ln: ((1.0 - OUTLIERS) * d.survival(self.age) + outlier).ln() }
+    }
+}
+
+/// A job's likelihood under "healthy as learned" (log), and the outliers'
+/// share that every hypothesis mixes in.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Healthy {
+    outlier: f64,
+    ln: f64,
 }
 
 #[cfg(test)]
@@ -351,7 +386,11 @@ mod tests {
         assert!(d.density(1e9) < 1e-12 && d.density(0.0) < 1e-3 * d.density(105.0));
         // A job far slower than healthy is not evidence for "25% slower" alone.
         let late = Exposure { age: 1000.0, before: 0.0, above: 1000.0 };
-        assert!(late.ended_llr(&d, 1.25, 1.0, true).abs() < 0.3, "{}", late.ended_llr(&d, 1.25, 1.0, true));
+        assert!(
+            late.ended_llr(&d, 1.25, 1.0, true, &late.ended_healthy(&d)).abs() < 0.3,
+            "{}",
+            late.ended_llr(&d, 1.25, 1.0, true, &late.ended_healthy(&d))
+        );
         // The mean is the knots' (a symmetric sample, centred on 105) but for
         // the share 1/(n + 1) = 1/5 reserved past the longest run (120), whose
         // tail reaches no further than a mean half a run beyond it.
@@ -399,7 +438,10 @@ mod tests {
             for _ in 0..200 {
                 let llr: f64 = (0..40)
                     .map(|_| draw())
-                    .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, 1.0, true))
+                    .map(|t| {
+                        let e = Exposure { age: t, before: 0.0, above: t };
+                        e.ended_llr(&d, 1.25, 1.0, true, &e.ended_healthy(&d))
+                    })
                     .sum();
                 alarms += usize::from(llr >= (0.95f64 / 0.001).ln());
                 leaning += usize::from(llr > 0.0);
@@ -418,7 +460,10 @@ mod tests {
             let d = Distribution::estimate(&ended(&base)).unwrap();
             let llr: f64 = (0..40)
                 .map(|_| 1.3 * draw())
-                .map(|t| Exposure { age: t, before: 0.0, above: t }.ended_llr(&d, 1.25, 1.0, true))
+                .map(|t| {
+                    let e = Exposure { age: t, before: 0.0, above: t };
+                    e.ended_llr(&d, 1.25, 1.0, true, &e.ended_healthy(&d))
+                })
                 .sum();
             assert!(llr > 6.9, "jitter {jitter}: 40 jobs 30% slow give only {llr}");
         }

@@ -443,11 +443,12 @@ impl Site {
             }
         }
         if let (Some(d), false) = (&self.dist, run.overloaded) {
+            let healthy = if ok { exposure.ended_healthy(d) } else { exposure.running_healthy(d) };
             let llr = |kappa: f64, scale: f64| {
                 if ok {
-                    exposure.ended_llr(d, kappa, scale, above_now)
+                    exposure.ended_llr(d, kappa, scale, above_now, &healthy)
                 } else {
-                    exposure.running_llr(d, kappa, scale)
+                    exposure.running_llr(d, kappa, scale, &healthy)
                 }
             };
             for (j, &scale) in SCALES.iter().enumerate() {
@@ -511,11 +512,12 @@ impl Site {
                 }
             });
         for e in running {
+            let healthy = e.running_healthy(d);
             for (j, &scale) in SCALES.iter().enumerate() {
                 for (k, stretch) in STRETCH.iter().enumerate() {
-                    llr[k][j] += e.running_llr(d, self.rules.kappa * stretch, scale);
+                    llr[k][j] += e.running_llr(d, self.rules.kappa * stretch, scale, &healthy);
                 }
-                null[j] += e.running_llr(d, 1.0, scale);
+                null[j] += e.running_llr(d, 1.0, scale, &healthy);
             }
         }
         let best = |l: &[f64; SCALES.len()]| l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
@@ -571,8 +573,7 @@ impl Site {
         if self.test.above <= 0.0 {
             return None;
         }
-        let d = self.dist.clone()?;
-        let llrs = self.llrs(&d, now);
+        let llrs = self.llrs(self.dist.as_ref()?, now);
         let llr = llrs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let level = self.test.above_jobs / self.test.above;
         let verdict = if llr >= self.rules.upper {
