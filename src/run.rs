@@ -681,8 +681,15 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     };
     watch.progress.replay(&history);
     if !json {
+        // A week's run replays millions of events first (seconds): say so,
+        // or the silence before the first progress line looks like a hang.
+        let replaying = if history.is_empty() {
+            String::new()
+        } else {
+            format!("; replaying its {} past events first", history.len())
+        };
         eprintln!(
-            "cosched: {} run {} of {} jobs over {} site(s) with policy {}; state in {}",
+            "cosched: {} run {} of {} jobs over {} site(s) with policy {}{replaying}; state in {}",
             if resumed { "resuming" } else { "starting" },
             run.id,
             run.n_jobs,

@@ -316,7 +316,9 @@ fn read_log(path: &Path, from: u64) -> LogRead {
     };
     match read() {
         Ok(bytes) => {
-            let mut parser = Parser::new();
+            // Outlines: a policy is told the same of an outline as of the
+            // whole event (what `site_event` reads), at several times the speed.
+            let mut parser = Parser::new().outline();
             let events = parser.feed(&bytes);
             for d in parser.take_diagnostics() {
                 tracing::warn!("{} at byte {}: {}", path.display(), from + d.offset, d.message);

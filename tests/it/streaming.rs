@@ -8,6 +8,8 @@
 //! they streamed), not with the commands' own code.
 
 use crate::util;
+use cosched::condor::site_event;
+use cosched::policy::JobId;
 use cosched::report::model::{from_userlog, jobs_from_events};
 use cosched::userlog::{parse_bytes, Diagnostic, Event, EventBody, LogReader, READ_CHUNK};
 use serde_json::{json, Value};
@@ -56,7 +58,8 @@ fn read_all(path: &Path, chunk: usize, outline: bool) -> (Vec<Event>, Vec<Diagno
 }
 
 /// An outline keeps what the folds use: header, variant, and the fields
-/// `from_userlog` reads.
+/// `from_userlog` reads; and what a policy is told of the event, which a
+/// resumed run reads from outlines.
 fn assert_outline_matches(path: &Path, outline: &[Event], full: &[Event]) {
     assert_eq!(outline.len(), full.len(), "{}", path.display());
     for (o, f) in outline.iter().zip(full) {
@@ -74,6 +77,13 @@ fn assert_outline_matches(path: &Path, outline: &[Event], full: &[Event]) {
             f.offset
         );
         assert_eq!(from_userlog(o), from_userlog(f), "{} at {}", path.display(), f.offset);
+        assert_eq!(
+            site_event(JobId(0), 0.0, o),
+            site_event(JobId(0), 0.0, f),
+            "{} at {}",
+            path.display(),
+            f.offset
+        );
     }
 }
 
