@@ -469,7 +469,7 @@ fn schedd_stopped_two_minutes(pool: &Pool) {
     assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     let s = summary(&out, "schedd-stopped");
     assert_eq!(s["done"], 30);
-    case.assert_each_completed_once(30);
+    case.assert_each_sent_once_and_completed(30, &case.path("st/state.db"));
     // The outage kills the gridmanager (a child of the schedd) while it
     // forwards jobs: on this pool, which is its own Condor-C remote, the
     // copies it was creating stay held ("Spooling input data files") and the

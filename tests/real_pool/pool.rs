@@ -289,6 +289,11 @@ impl<'a> Case<'a> {
             std::fs::read_to_string(self.path("ledger")).unwrap_or_default(),
             self.user_logs()
         );
+        self.assert_only_jobs_below_ran_and_wrote_their_output(n, &ledger);
+        ledger
+    }
+
+    fn assert_only_jobs_below_ran_and_wrote_their_output(&self, n: u64, ledger: &Ledger) {
         assert!(
             ledger.jobs.keys().all(|i| *i < n),
             "{}: executions of jobs beyond N: {:?}",
@@ -299,13 +304,64 @@ impl<'a> Case<'a> {
             let out = std::fs::read_to_string(self.path(&format!("out.{i}"))).unwrap_or_default();
             assert_eq!(out.trim(), format!("job {i}"), "{}: out.{i}", self.name);
         }
+    }
+
+    /// For a case that stops the schedd: every job 0..n completed, and
+    /// cosched sent each exactly once. A stopped schedd that never recorded
+    /// a job's end runs that job again when it is back (HTCondor's
+    /// at-least-once execution), in the same cluster.proc: a second
+    /// completion is then HTCondor's, and is printed, not failed. cosched's
+    /// duplicates are what fails: a job in two submitted batches of the
+    /// state database (`state_db`), or a cluster in a user log that no
+    /// batch recorded (a `condor_submit` that succeeded unseen and was
+    /// retried).
+    pub fn assert_each_sent_once_and_completed(&self, n: u64, state_db: &Path) -> Ledger {
+        let ledger = self.ledger();
+        let missing: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) == 0).collect();
+        assert!(missing.is_empty(), "{}: jobs that never completed: {missing:?}", self.name);
+        let db = rusqlite::Connection::open(state_db).unwrap();
+        let mut statement =
+            db.prepare("SELECT cluster, jobs FROM submissions WHERE state = 'submitted'").unwrap();
+        let batches: Vec<(i64, Vec<u64>)> = statement
+            .query_map([], |row| {
+                let jobs: String = row.get(1)?;
+                Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
+            })
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
+        for job in batches.iter().flat_map(|(_, jobs)| jobs) {
+            *sent.entry(*job).or_default() += 1;
+        }
+        let sent_twice: Vec<(&u64, &u32)> = sent.iter().filter(|(_, times)| **times > 1).collect();
+        assert!(sent_twice.is_empty(), "{}: jobs sent in more than one batch: {sent_twice:?}", self.name);
+        let recorded: std::collections::BTreeSet<i64> = batches.iter().map(|(cluster, _)| *cluster).collect();
+        let mut logged = std::collections::BTreeSet::new();
+        for log in self.user_log_paths() {
+            let (events, _) = cosched::userlog::parse_bytes(&std::fs::read(&log).unwrap_or_default());
+            logged.extend(events.iter().filter(|e| e.code == 0).map(|e| e.cluster));
+        }
+        let unrecorded: Vec<&i64> = logged.difference(&recorded).collect();
+        assert!(
+            unrecorded.is_empty(),
+            "{}: clusters in the user logs that no batch recorded: {unrecorded:?}\n{}",
+            self.name,
+            self.user_logs()
+        );
+        self.assert_only_jobs_below_ran_and_wrote_their_output(n, &ledger);
+        let rerun: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) > 1).collect();
+        if !rerun.is_empty() {
+            println!(
+                "{}: jobs HTCondor ran to completion again after the outage (each sent once): {rerun:?}",
+                self.name
+            );
+        }
         ledger
     }
 
-    /// Every HTCondor user log under the case's directory, for a failure
-    /// message: what HTCondor said happened (evictions, restarts) is what
-    /// tells a job run twice by HTCondor from one cosched sent twice.
-    fn user_logs(&self) -> String {
+    /// Every HTCondor user log under the case's directory.
+    fn user_log_paths(&self) -> Vec<PathBuf> {
         fn walk(dir: &Path, out: &mut Vec<PathBuf>) {
             for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
                 let path = entry.path();
@@ -319,7 +375,15 @@ impl<'a> Case<'a> {
         let mut logs = Vec::new();
         walk(&self.dir, &mut logs);
         logs.sort();
-        logs.iter()
+        logs
+    }
+
+    /// Every user log's text, for a failure message: what HTCondor said
+    /// happened (evictions, restarts) is what tells a job run twice by
+    /// HTCondor from one cosched sent twice.
+    fn user_logs(&self) -> String {
+        self.user_log_paths()
+            .iter()
             .map(|p| format!("--- {}\n{}", p.display(), std::fs::read_to_string(p).unwrap_or_default()))
             .collect::<Vec<_>>()
             .join("\n")
