@@ -822,22 +822,29 @@ fn naive_local(unix: f64) -> f64 {
     unix + f64::from(offset)
 }
 
-/// Cancels `shutdown` on SIGINT or SIGTERM.
-async fn watch_signals(shutdown: CancellationToken, seen: Arc<std::sync::atomic::AtomicBool>) {
+/// Cancels `shutdown` on SIGINT or SIGTERM. The handlers are installed when
+/// this is called, not when the returned task first runs (see the daemon's
+/// `watch_signals`): a signal in between would kill cosched uncleanly.
+fn watch_signals(
+    shutdown: CancellationToken,
+    seen: Arc<std::sync::atomic::AtomicBool>,
+) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut int), Ok(mut term)) = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()))
-    else {
-        tracing::warn!("cannot watch SIGINT/SIGTERM; Ctrl-C will kill cosched without a clean stop");
-        return;
-    };
-    tokio::select! {
-        biased;
-        _ = int.recv() => {}
-        _ = term.recv() => {}
+    let installed = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
+    async move {
+        let (Ok(mut int), Ok(mut term)) = installed else {
+            tracing::warn!("cannot watch SIGINT/SIGTERM; Ctrl-C will kill cosched without a clean stop");
+            return;
+        };
+        tokio::select! {
+            biased;
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+        seen.store(true, std::sync::atomic::Ordering::SeqCst);
+        eprintln!("\ncosched: stopping: no more submissions; jobs out are left alone");
+        shutdown.cancel();
     }
-    seen.store(true, std::sync::atomic::Ordering::SeqCst);
-    eprintln!("\ncosched: stopping: no more submissions; jobs out are left alone");
-    shutdown.cancel();
 }
 
 /// Wraps a built policy, given the clock rate (the daemon's fair-share cap).

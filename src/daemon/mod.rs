@@ -235,20 +235,29 @@ fn refuse_root(simulated: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-async fn watch_signals(shutdown: CancellationToken, reload: mpsc::UnboundedSender<()>) {
+/// Installs the handlers now, and returns the task that acts on them. Not an
+/// `async fn`: its body would install them only once the spawned task first
+/// ran, and a SIGTERM before that (systemd's stop right after READY=1, seen
+/// under load) killed the daemon without a clean stop or its STOPPING=1.
+fn watch_signals(
+    shutdown: CancellationToken,
+    reload: mpsc::UnboundedSender<()>,
+) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
-    let (Ok(mut term), Ok(mut int), Ok(mut hup)) =
-        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()))
-    else {
-        tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
-        return;
-    };
-    loop {
-        tokio::select! {
-            biased;
-            _ = term.recv() => { tracing::info!("SIGTERM: stopping"); shutdown.cancel(); return; }
-            _ = int.recv() => { tracing::info!("SIGINT: stopping"); shutdown.cancel(); return; }
-            _ = hup.recv() => { tracing::info!("SIGHUP: reloading the configuration"); let _ = reload.send(()); }
+    let installed =
+        (signal(SignalKind::terminate()), signal(SignalKind::interrupt()), signal(SignalKind::hangup()));
+    async move {
+        let (Ok(mut term), Ok(mut int), Ok(mut hup)) = installed else {
+            tracing::error!("cannot install signal handlers; stop the daemon with SIGKILL");
+            return;
+        };
+        loop {
+            tokio::select! {
+                biased;
+                _ = term.recv() => { tracing::info!("SIGTERM: stopping"); shutdown.cancel(); return; }
+                _ = int.recv() => { tracing::info!("SIGINT: stopping"); shutdown.cancel(); return; }
+                _ = hup.recv() => { tracing::info!("SIGHUP: reloading the configuration"); let _ = reload.send(()); }
+            }
         }
     }
 }
