@@ -45,10 +45,11 @@ pub struct TimeBase {
 /// The queue is asked once about every unknown batch of the run (a week's
 /// run resumes with one at each of its hundreds of sites, and a `condor_q`
 /// is a fork of a process that may hold hundreds of MB), after every
-/// `condor_submit` left by the stopped run has exited. Then each site's log
-/// is read, settles what it can, the answer settles the rest, and the site's
-/// history is built before the next site's log is read: memory holds one
-/// site's log at a time.
+/// `condor_submit` left by the stopped run has exited. Then, site by site,
+/// the log settles what it can, the answer settles the rest, and the site's
+/// history is built; the logs are parsed a few sites ahead ([`ReadAhead`]),
+/// so memory holds a few sites' logs at a time, never all of them (that
+/// was 1.74 GB at a million jobs).
 pub async fn rebuild(
     db: &Arc<Mutex<Db>>,
     run: &str,
