@@ -47,7 +47,7 @@ pub struct TimeBase {
 /// is a fork of a process that may hold hundreds of MB), after every
 /// `condor_submit` left by the stopped run has exited. Then, site by site,
 /// the log settles what it can, the answer settles the rest, and the site's
-/// history is built; the logs are parsed a few sites ahead ([`ReadAhead`]),
+/// history is built; the logs are parsed a few sites ahead (`ReadAhead`),
 /// so memory holds a few sites' logs at a time, never all of them (that
 /// was 1.74 GB at a million jobs).
 pub async fn rebuild(
