@@ -85,7 +85,11 @@ pub async fn rebuild(
         ReadAhead::start(site_names.iter().map(|name| CondorSite::log_path(run_dir, name)).collect());
     for subs in subs_by_site {
         let Some((log_path, read)) = logs.next().await else {
-            return Err(Failure::failed("reading the user logs stopped before the last site".to_string()));
+            return Err(Failure::failed(
+                "a thread reading the user logs stopped before the last site (see the messages above); \
+                 nothing was resubmitted: run `cosched submit --resume` again"
+                    .to_string(),
+            ));
         };
         let unknown: Vec<&Submission> = subs.iter().filter(|s| s.state == SubmissionState::Intent).collect();
         let (mut events, mut consumed) = read?;
