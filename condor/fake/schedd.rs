@@ -7,7 +7,9 @@
 //! One instance per pool (an exclusive `flock` on `schedd.lock`). Each tick
 //! takes the pool lock, applies what the commands changed (new jobs,
 //! removals) at the simulated time they happened, steps the models event by
-//! event up to now, writes the events in time order, saves the queue. It
+//! event up to now, and commits the change: the queue is saved with the
+//! events (in time order) and history records, then these are written
+//! ([`Pool::commit`]), so a schedd stopped in between loses none. It
 //! exits after `schedd_idle_exit` real seconds with an empty queue — deciding
 //! so, and letting go of `schedd.lock`, under the pool lock, so a concurrent
 //! `condor_submit` either sees it running or starts a new one — on SIGTERM,
