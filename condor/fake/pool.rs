@@ -259,6 +259,8 @@ impl HistoryRecord {
 /// ordered by (cluster, proc). Missing or unreadable history reads as empty;
 /// a torn last line (a writer killed mid-write) is skipped.
 pub fn history(pool_dir: &Path) -> Vec<HistoryRecord> {
+    // Under the pool lock: never half of an append.
+    let Ok(_guard) = lock(&pool_dir.join(LOCK_FILE)) else { return Vec::new() };
     let Ok(text) = std::fs::read_to_string(pool_dir.join(HISTORY_FILE)) else { return Vec::new() };
     let mut latest: BTreeMap<(u64, u64), HistoryRecord> = BTreeMap::new();
     for line in text.lines() {
@@ -371,19 +373,23 @@ impl Pool {
             history_text.push_str(&serde_json::to_string(r).map_err(io::Error::other)?);
             history_text.push('\n');
         }
-        queue.unwritten = by_log
+        // The history before the user logs, here and in `write_unwritten`: a
+        // reader that sees an end in a log (tests poll logs without the
+        // lock) then finds its record. Written after, a test that read the
+        // history on seeing the last 005 found that job still queued.
+        queue.unwritten = (!history_text.is_empty())
+            .then_some((history.as_path(), history_text.clone()))
             .into_iter()
-            .chain((!history_text.is_empty()).then_some((history.as_path(), history_text.clone())))
+            .chain(by_log)
             .map(|(log, text)| Unwritten { log: log.to_path_buf(), at: log_length(log), text })
             .collect();
         self.save_queue(queue)?;
         // Written now; the saved copy stays for a reader after a kill.
         queue.unwritten.clear();
-        let failures = super::events::append_all(events);
         if !history_text.is_empty() {
             super::events::append(&history, &history_text)?;
         }
-        Ok(failures)
+        Ok(super::events::append_all(events))
     }
 
     /// (inode, length, mtime) of the queue file, to notice other writers.
