@@ -84,11 +84,14 @@ impl Default for CondorSettings {
 pub struct RunSettings {
     /// Attempts a job gets before it is reported as failed for good.
     pub max_attempts: u32,
+    /// Real seconds between checkpoints of a run's state, from which
+    /// `--resume` continues without replaying the whole run (0: none).
+    pub checkpoint_every: f64,
 }
 
 impl Default for RunSettings {
     fn default() -> Self {
-        RunSettings { max_attempts: 3 }
+        RunSettings { max_attempts: 3, checkpoint_every: 60.0 }
     }
 }
 
@@ -393,6 +396,7 @@ struct RawCondor {
 #[serde(deny_unknown_fields)]
 struct RawRun {
     max_attempts: Option<Spanned<u32>>,
+    checkpoint_every: Option<Spanned<f64>>,
 }
 
 #[derive(Deserialize)]
@@ -536,6 +540,16 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 problems.push(Problem::error(path, at(m.span()), "max_attempts must be at least 1"));
             }
             run.max_attempts = m.into_inner();
+        }
+        if let Some(every) = r.checkpoint_every {
+            if !(every.get_ref().is_finite() && *every.get_ref() >= 0.0) {
+                problems.push(Problem::error(
+                    path,
+                    at(every.span()),
+                    "checkpoint_every must be a number of seconds, 0 or more (0: no checkpoints)",
+                ));
+            }
+            run.checkpoint_every = every.into_inner();
         }
     }
 
@@ -718,7 +732,7 @@ pub fn check_submit_key(key: &str) -> Result<(), (String, Option<String>)> {
 const TOP_KEYS: [&str; 5] = ["policy", "condor", "run", "simulate", "site"];
 const CONDOR_KEYS: [&str; 5] =
     ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
-const RUN_KEYS: [&str; 1] = ["max_attempts"];
+const RUN_KEYS: [&str; 2] = ["max_attempts", "checkpoint_every"];
 const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
 const SITE_KEYS: [&str; 8] =
     ["name", "grid_resource", "max_jobs", "max_idle", "idle_timeout", "slots", "submit", "simulate"];

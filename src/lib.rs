@@ -34,7 +34,8 @@
 //! - [`state`] — the SQLite state database (runs, submissions, log offsets,
 //!   learned capacities, daemon runs); [`run`] — `cosched submit` end to end:
 //!   validation, `--simulate`, signals, `--resume` (`run::history` rebuilds a
-//!   stopped run's past), progress and summary (`run::progress`), the policy's
+//!   stopped run's past, from `run::checkpoint`'s last checkpoint when there
+//!   is one), progress and summary (`run::progress`), the policy's
 //!   decisions kept for the report (`run::decisions`).
 //! - [`fake_condor`] — `condor_submit`/`condor_rm`/`condor_q` look-alikes that
 //!   run the site model in scaled real time (the `cosched` binary answers to
@@ -72,6 +73,10 @@
 //!   schedd too, and removes with `JobStatus == 1` in the constraint); a
 //!   Condor-C job whose remote copy finished is never removed.
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
+//! - A checkpoint is a shortcut, never the record: the state database and the
+//!   user logs stay the truth, a policy restored from its checkpoint decides
+//!   what the original would have, and a checkpoint that does not fit is set
+//!   aside for a full replay.
 //!
 //! What cosched deliberately does not do: it never talks to a schedd except
 //! through the three documented commands (no Python bindings, no

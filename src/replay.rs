@@ -439,7 +439,7 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
     let report = runtime.block_on(async {
         let clock = RunClock::starting_at(0.0);
         let backends: Vec<ReplaySite> = samples.into_iter().map(|s| ReplaySite::new(s, clock)).collect();
-        let options = EngineOptions { horizon, history: Vec::new() };
+        let options = EngineOptions { horizon, history: Vec::new(), restored: false };
         engine::run(policy.as_mut(), backends, clock, options, &mut observer, CancellationToken::new()).await
     });
     let book = policy.book();

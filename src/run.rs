@@ -62,6 +62,22 @@
 //! `Start` cannot submit a job that is already out. Following the logs then
 //! continues exactly where the replay stopped.
 //!
+//! From a checkpoint ([`checkpoint`], every `[run] checkpoint_every` real
+//! seconds, of policies that keep one): the policy and the progress tally
+//! are restored as they were between two inputs, and only what lies past
+//! each site's cursor is replayed: the log from the byte the policy had
+//! heard up to, and, from the state database, every batch whose outcome it
+//! had not heard (numbered from the cursor's `batches`, or settled just now
+//! as in point 2) as a `Submitted` of all its jobs (never from the log's
+//! tail, which may hold only a cluster's last submit events). A submit event
+//! before the cursor of a batch still unknown is found by reading that
+//! site's whole log, as above. The restored book holds decisions taken
+//! before the checkpoint that no replayed action names; the engine settles
+//! them as it settles replayed ones ([`engine::EngineOptions::restored`]):
+//! a job still submitting goes back to the pool, a removal or a withdrawal
+//! still pending is asked again. A checkpoint that does not fit (another run,
+//! a log shorter than its cursor) is set aside and everything is replayed.
+//!
 //! Run time: t = 0 is the run's `epoch_unix`. Real HTCondor runs at rate 1;
 //! on the fake HTCondor (`--simulate`, or a pool named by `COSCHED_FAKE_POOL`)
 //! the log stamps are a virtual wall clock `epoch + (real − epoch) × speedup`,
@@ -71,6 +87,7 @@
 //! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
 //! it; both exist only for testing against the fake HTCondor (CI runs as root).
 
+mod checkpoint;
 pub mod decisions;
 mod history;
 pub mod progress;
@@ -435,6 +452,8 @@ impl Plan {
             let config = simulated_pool(&recorded, run.epoch_unix, run.speedup)?;
             let bin = fake_condor::install(&pool_dir, &config)
                 .map_err(|e| Failure::failed(format!("cannot set up the simulated grid: {e}")))?;
+            fake_condor::start(&pool_dir)
+                .map_err(|e| Failure::failed(format!("cannot start the simulated grid's schedd: {e}")))?;
             sites.condor.bin_dir = Some(bin);
             rate = run.speedup;
             pool = Some(pool_dir);
@@ -523,6 +542,7 @@ struct Watch {
     stop: CancellationToken,
     permanent: Option<(String, String)>,
     names: Vec<String>,
+    checkpoints: Option<checkpoint::Writer>,
 }
 
 impl Observer for Watch {
@@ -544,6 +564,24 @@ impl Observer for Watch {
     }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
         self.progress.progress(now, policy);
+    }
+    fn checkpoint(&mut self, now: Time, policy: &dyn Policy, cursors: &[Option<engine::SiteCursor>]) {
+        let Some(writer) = &mut self.checkpoints else { return };
+        if !writer.due(now) {
+            return;
+        }
+        let Some(cursors) = cursors.iter().copied().collect::<Option<Vec<_>>>() else { return };
+        #[allow(clippy::disallowed_methods)] // reported, not decided on: what a checkpoint costs the run
+        let started = std::time::Instant::now();
+        match (policy.checkpoint(), self.progress.checkpoint()) {
+            (Some(state), Some(progress)) => {
+                let bytes = state.len() + progress.len();
+                writer.write(now, cursors, state, progress);
+                tracing::debug!("checkpoint of {bytes} bytes taken in {:?}", started.elapsed());
+            }
+            // A policy that keeps no checkpoint never will.
+            _ => self.checkpoints = None,
+        }
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.progress.finished(now, policy, ending);
@@ -579,6 +617,9 @@ impl Observer for ShowReachability<'_> {
             self.inner.site_unreachable(SiteId(i as u32), down);
         }
         self.inner.progress(now, policy);
+    }
+    fn checkpoint(&mut self, now: Time, policy: &dyn Policy, cursors: &[Option<engine::SiteCursor>]) {
+        self.inner.checkpoint(now, policy, cursors);
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.inner.finished(now, policy, ending);
@@ -657,15 +698,10 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     let run_dir = state.run_dir(&run.id);
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
     let shutdown = CancellationToken::new();
-    let Engaged { history, reconciled, backends, clock, reachability } =
-        engage(&db, &run, &run_dir, &sites, desc, rate, resumed, shutdown.clone()).await?;
-    for (batch, what) in &reconciled {
-        eprintln!("cosched: batch {batch}: {what}");
-    }
     let memory = db.lock().unwrap_or_else(|p| p.into_inner()).load_memory().map_err(state_failure)?;
     let spec = sites.run_spec(run.n_jobs, memory);
-    let mut policy = policy::build(&policy_config, &spec, None).map_err(Failure::usage)?;
-
+    let build = || policy::build(&policy_config, &spec, None).map_err(Failure::usage);
+    let mut policy = build()?;
     let display = if json {
         Display::Quiet
     } else if std::io::stderr().is_terminal() {
@@ -678,15 +714,42 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         stop: shutdown.clone(),
         permanent: None,
         names: names.clone(),
+        checkpoints: checkpoint::Writer::new(
+            &run_dir,
+            &run.id,
+            policy.name(),
+            sites.run.checkpoint_every,
+            rate,
+        ),
     };
+    let restored =
+        if resumed { restore(&run_dir, &run.id, &names, policy.as_mut(), &mut watch.progress) } else { None };
+    if restored.is_none() && resumed {
+        // A restore that failed half-way leaves nothing of it behind.
+        policy = build()?;
+        watch.progress = Progress::new(&run.id, names.clone(), run.n_jobs, rate, display);
+    }
+    let cursors = restored.as_ref().map(|c| c.cursors.clone());
+    let Engaged { history, reconciled, backends, clock, reachability } =
+        engage(&db, &run, &run_dir, &sites, desc, rate, resumed, cursors, shutdown.clone()).await?;
+    for (batch, what) in &reconciled {
+        eprintln!("cosched: batch {batch}: {what}");
+    }
     watch.progress.replay(&history);
-    if !json {
+    if !json || resumed {
         // A week's run replays millions of events first (seconds): say so,
         // or the silence before the first progress line looks like a hang.
+        let since = match &restored {
+            Some(c) => format!(
+                " from its checkpoint of {} ago",
+                progress::format_duration((engine::wall_clock_unix() - c.taken_unix).max(0.0))
+            ),
+            None => String::new(),
+        };
         let replaying = if history.is_empty() {
-            String::new()
+            since
         } else {
-            format!("; replaying its {} past events first", history.len())
+            format!("{since}; replaying its {} past events first", history.len())
         };
         eprintln!(
             "cosched: {} run {} of {} jobs over {} site(s) with policy {}{replaying}; state in {}",
@@ -708,7 +771,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         shutdown.clone(),
         unreachable.clone(),
     ));
-    let options = EngineOptions { history, ..EngineOptions::default() };
+    let options = EngineOptions { history, restored: restored.is_some(), horizon: horizon(&clock) };
     let report = {
         let mut shown =
             ShowReachability { inner: &mut watch, reachability, epoch_unix: run.epoch_unix, rate };
@@ -881,8 +944,10 @@ pub async fn drive_recorded(
     let rate = if run.speedup > 0.0 { run.speedup } else { 1.0 };
     let resumed =
         !db.lock().unwrap_or_else(|p| p.into_inner()).submissions(&run.id).map_err(state_failure)?.is_empty();
+    // The daemon's observer tallies the whole run from its events (no
+    // checkpoint of it is kept), so its runs resume by replaying them all.
     let Engaged { history, reconciled, backends, clock, reachability } =
-        engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed, shutdown.clone()).await?;
+        engage(&db, &run, &run_dir, &sites, Arc::new(desc), rate, resumed, None, shutdown.clone()).await?;
     for (batch, what) in &reconciled {
         tracing::info!("run {}: batch {batch}: {what}", run.id);
     }
@@ -900,7 +965,7 @@ pub async fn drive_recorded(
     for (site, event) in &history {
         observer.event(event.at().unwrap_or(0.0), *site, event);
     }
-    let options = EngineOptions { history, ..EngineOptions::default() };
+    let options = EngineOptions { history, horizon: horizon(&clock), ..EngineOptions::default() };
     let mut shown = ShowReachability { inner: observer, reachability, epoch_unix: run.epoch_unix, rate };
     let mut recording = decisions::Recording::new(&run_dir, &mut shown);
     let report = engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await;
@@ -961,13 +1026,15 @@ async fn engage(
     desc: Arc<SubmitDescription>,
     rate: f64,
     resumed: bool,
+    cursors: Option<Vec<engine::SiteCursor>>,
     stop: CancellationToken,
 ) -> Result<Engaged, Failure> {
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
     let condor = Arc::new(Condor::new(&sites.condor));
     let base = history::TimeBase { epoch_unix: run.epoch_unix, rate };
     let past = if resumed {
-        history::rebuild(db, &run.id, &names, run_dir, &condor, sites.condor.submit_timeout, base).await?
+        let timeout = sites.condor.submit_timeout;
+        history::rebuild(db, &run.id, &names, run_dir, &condor, timeout, base, cursors.as_deref()).await?
     } else {
         history::Past { sites: names.iter().map(|_| Default::default()).collect(), ..Default::default() }
     };
@@ -1004,6 +1071,34 @@ async fn engage(
         })
         .collect();
     Ok(Engaged { history: past.history, reconciled: past.reconciled, backends, clock, reachability })
+}
+
+/// Restores `policy` and `progress` from the run's checkpoint, if it has a
+/// usable one ([`checkpoint`]); on `None` either may be half restored.
+fn restore(
+    run_dir: &Path,
+    run: &str,
+    names: &[String],
+    policy: &mut dyn Policy,
+    progress: &mut Progress,
+) -> Option<checkpoint::Checkpoint> {
+    let logs: Vec<PathBuf> = names.iter().map(|name| CondorSite::log_path(run_dir, name)).collect();
+    let saved = checkpoint::load(run_dir, run, policy.name(), &logs)?;
+    let restored = policy.restore(&saved.policy_state).and_then(|()| progress.restore(&saved.progress));
+    match restored {
+        Ok(()) => Some(saved),
+        Err(why) => {
+            checkpoint::set_aside(&checkpoint::path(run_dir), &why);
+            None
+        }
+    }
+}
+
+/// When the engine gives up on jobs nothing starts: its default span from
+/// now, not from the run's start, which a resumed run (or one on the fake
+/// HTCondor at a high speedup) may be past already.
+fn horizon(clock: &RunClock) -> Time {
+    clock.now() + EngineOptions::default().horizon
 }
 
 /// Stores what a finished (or stopped) run learned and its final status.

@@ -166,6 +166,15 @@ pub fn install_with_exe(pool_dir: &Path, config: &PoolConfig, exe: &Path) -> std
     pool::install(pool_dir, config, exe)
 }
 
+/// Starts the pool's schedd unless one runs. A resumed `--simulate` run
+/// whose jobs are all out runs no command that would start it (each does),
+/// yet those jobs move only while it runs: after a reboot, say.
+pub fn start(pool_dir: &Path) -> std::io::Result<()> {
+    let pool = pool::Pool::open(pool_dir).map_err(std::io::Error::other)?;
+    let _held = pool.lock()?;
+    pool.ensure_schedd()
+}
+
 /// Stops the pool's schedd, if one runs, and waits (a few seconds at most)
 /// until it has let go of the pool.
 pub fn stop(pool_dir: &Path) -> std::io::Result<()> {

@@ -19,8 +19,8 @@
 mod site;
 
 pub use site::{
-    backoff, event_run_time, first_free_batches, remove_forwarded_leftovers, site_event, CondorSite,
-    NoJournal, Reachability, SubmitJournal,
+    backoff, batch_number, event_run_time, first_free_batches, remove_forwarded_leftovers, site_event,
+    CondorSite, NoJournal, Reachability, SubmitJournal,
 };
 
 use crate::config::CondorSettings;

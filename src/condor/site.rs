@@ -15,7 +15,7 @@
 
 use super::{ClusterRange, Condor, CondorError, ErrorKind};
 use crate::config::SiteConfig;
-use crate::engine::{RunClock, SiteBackend};
+use crate::engine::{RunClock, SiteBackend, SiteCursor};
 use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
 use crate::submit_desc::SubmitDescription;
 use crate::userlog::{Event, EventBody, Follower};
@@ -697,6 +697,10 @@ impl SiteBackend for CondorSite {
         true
     }
 
+    fn cursor(&self) -> Option<SiteCursor> {
+        Some(SiteCursor { log_offset: self.follower.offset(), batches: self.next_batch })
+    }
+
     async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         if jobs.is_empty() {
             return Vec::new();
@@ -1052,14 +1056,19 @@ pub fn first_free_batches(dir: &Path) -> BTreeMap<String, u64> {
     let Ok(entries) = std::fs::read_dir(dir) else { return next };
     for entry in entries.filter_map(|e| e.ok()) {
         let Ok(name) = entry.file_name().into_string() else { continue };
-        let Some((site, number)) = name.strip_suffix(".sub").and_then(|n| n.rsplit_once("-b")) else {
+        let Some(batch) = name.strip_suffix(".sub") else { continue };
+        let (Some((site, _)), Some(number)) = (batch.rsplit_once("-b"), batch_number(batch)) else {
             continue;
         };
-        let Ok(number) = number.parse::<u64>() else { continue };
         let free = next.entry(site.to_string()).or_insert(0);
         *free = (*free).max(number + 1);
     }
     next
+}
+
+/// The number of a batch named as [`CondorSite`] names them (`site-b00042`).
+pub fn batch_number(batch: &str) -> Option<u64> {
+    batch.rsplit_once("-b")?.1.parse().ok()
 }
 
 fn other_text(body: &EventBody) -> String {

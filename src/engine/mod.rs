@@ -63,6 +63,23 @@ pub trait SiteBackend: Send + 'static {
     fn merges_submits(&self) -> bool {
         false
     }
+    /// How far this backend's reports have got, for a checkpoint; asked
+    /// after each report and once before the first. `None` for a backend
+    /// whose run cannot resume (the simulated grids).
+    fn cursor(&self) -> Option<SiteCursor> {
+        None
+    }
+}
+
+/// How far a site's reports have got: every event its user log holds before
+/// `log_offset`, and the outcome of each of its batches numbered below
+/// `batches`, has been reported. A checkpoint keeps one per site, taken
+/// with the policy's state at the same instant, so a resumed run replays
+/// only what lies past it ([`crate::run`]'s resume).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct SiteCursor {
+    pub log_offset: u64,
+    pub batches: u64,
 }
 
 /// Jobs one merged submission holds at most: submissions are merged only
@@ -128,11 +145,15 @@ pub struct EngineOptions {
     /// Events fed to the policy before the first `Start` (a resumed run's
     /// history, replayed so that the policy rebuilds its state).
     pub history: Vec<(SiteId, SiteEvent)>,
+    /// The policy was restored from a checkpoint before the history: its
+    /// book may hold jobs decided before that, which no replayed action
+    /// names, still waiting for their site to confirm.
+    pub restored: bool,
 }
 
 impl Default for EngineOptions {
     fn default() -> Self {
-        EngineOptions { horizon: 30.0 * 86400.0, history: Vec::new() }
+        EngineOptions { horizon: 30.0 * 86400.0, history: Vec::new(), restored: false }
     }
 }
 
@@ -157,6 +178,10 @@ pub struct RunReport {
     pub peak_running: Vec<u32>,
 }
 
+/// What a site task sends the coordinator: events, and its backend's
+/// cursor just after them.
+type Report = (SiteId, Vec<SiteEvent>, Option<SiteCursor>);
+
 enum Command {
     Submit(Vec<JobId>),
     Remove(Vec<JobId>),
@@ -177,7 +202,8 @@ where
     B: SiteBackend,
 {
     let n_sites = backends.len();
-    let (event_tx, mut event_rx) = mpsc::unbounded_channel::<(SiteId, Vec<SiteEvent>)>();
+    let mut cursors: Vec<Option<SiteCursor>> = backends.iter().map(SiteBackend::cursor).collect();
+    let (event_tx, mut event_rx) = mpsc::unbounded_channel::<Report>();
     let tracker = tokio_util::task::TaskTracker::new();
     let stop_sites = shutdown.child_token();
     let mut commands = Vec::with_capacity(n_sites);
@@ -270,6 +296,34 @@ where
             Action::GiveUp { .. } => {}
         }
     }
+    // A restored checkpoint's book holds jobs decided before it was taken,
+    // which no replayed action names: the same holds for them. (Only then:
+    // a policy may keep decided jobs back on purpose, as the daemon's fair
+    // share does, and they are its to release.)
+    let mut unconfirmed: std::collections::BTreeMap<SiteId, (Vec<JobId>, Vec<JobId>)> = Default::default();
+    let restored_book = if options.restored { Some(policy.book()) } else { None };
+    for (job, state) in restored_book.into_iter().flat_map(|book| book.unconfirmed()) {
+        if !seen.insert(job) {
+            continue;
+        }
+        match *state {
+            JobState::Submitting { site } => not_submitted.entry(site).or_default().push(job),
+            JobState::Removing { site, .. } => unconfirmed.entry(site).or_default().0.push(job),
+            JobState::Withdrawing { site, .. } => unconfirmed.entry(site).or_default().1.push(job),
+            _ => {}
+        }
+    }
+    for (site, (remove, withdraw)) in unconfirmed {
+        let why = "decided before cosched restarted; not yet confirmed by the site".to_string();
+        if !remove.is_empty() {
+            observer.action(now, &Action::Remove { site, jobs: remove.clone(), why: why.clone() });
+            let _ = commands[site.index()].send(Command::Remove(remove));
+        }
+        if !withdraw.is_empty() {
+            observer.action(now, &Action::Withdraw { site, jobs: withdraw.clone(), why });
+            let _ = commands[site.index()].send(Command::Withdraw(withdraw));
+        }
+    }
     for (site, jobs) in not_submitted {
         let event = SiteEvent::SubmitFailed {
             jobs,
@@ -279,6 +333,7 @@ where
         dispatch(policy, now, Input::Site { site, event }, observer);
     }
     dispatch(policy, now, Input::Start, observer);
+    observer.checkpoint(now, policy, &cursors);
 
     let ending = loop {
         if policy.book().settled() {
@@ -286,7 +341,7 @@ where
         }
         let deadline = policy.next_deadline().map_or(options.horizon, |d| d.min(options.horizon));
         enum Wake {
-            Events(Option<(SiteId, Vec<SiteEvent>)>),
+            Events(Option<Report>),
             Deadline,
             Shutdown,
         }
@@ -303,7 +358,8 @@ where
                 // Every site task is gone and nothing can change any more.
                 break Ending::Hang;
             }
-            Wake::Events(Some((site, events))) => {
+            Wake::Events(Some((site, events, cursor))) => {
+                cursors[site.index()] = cursor;
                 for event in events {
                     observer.event(now, site, &event);
                     dispatch(policy, now, Input::Site { site, event }, observer);
@@ -311,6 +367,7 @@ where
                     peak_running[site.index()] = peak_running[site.index()].max(r);
                 }
                 observer.progress(now, policy);
+                observer.checkpoint(now, policy, &cursors);
             }
             Wake::Deadline => {
                 // The timer fired, so the deadline has come even when the clock
@@ -322,6 +379,7 @@ where
                 }
                 dispatch(policy, now, Input::Tick, observer);
                 observer.progress(now, policy);
+                observer.checkpoint(now, policy, &cursors);
             }
         }
     };
@@ -352,7 +410,7 @@ async fn site_task<B: SiteBackend>(
     site: SiteId,
     mut backend: B,
     mut commands: mpsc::UnboundedReceiver<Command>,
-    events: mpsc::UnboundedSender<(SiteId, Vec<SiteEvent>)>,
+    events: mpsc::UnboundedSender<Report>,
     stop: CancellationToken,
 ) {
     let mut backend_open = true;
@@ -391,7 +449,7 @@ async fn site_task<B: SiteBackend>(
                 evs
             }
         };
-        if !out.is_empty() && events.send((site, out)).is_err() {
+        if !out.is_empty() && events.send((site, out, backend.cursor())).is_err() {
             return;
         }
     }
@@ -512,7 +570,7 @@ mod tests {
         let (events_tx, mut events_rx) = mpsc::unbounded_channel();
         rt.block_on(site_task(SiteId(0), backend, rx, events_tx, CancellationToken::new()));
         let mut submitted = Vec::new();
-        while let Ok((_, events)) = events_rx.try_recv() {
+        while let Ok((_, events, _)) = events_rx.try_recv() {
             for e in events {
                 if let SiteEvent::Submitted { jobs, .. } = e {
                     submitted.extend(jobs.iter().map(|j| j.0));

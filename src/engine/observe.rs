@@ -2,7 +2,7 @@
 //! the status a daemon serves. Observers see every action and event but cannot
 //! change them, so a run is the same whether it is watched or not.
 
-use super::Ending;
+use super::{Ending, SiteCursor};
 use crate::policy::{Action, Decision, Policy, SiteEvent, SiteId, Time};
 use serde::Serialize;
 
@@ -21,6 +21,10 @@ pub trait Observer: Send {
     fn site_unreachable(&mut self, _site: SiteId, _down: Option<(Time, String)>) {}
     /// Called after each batch of inputs; cheap observers may redraw here.
     fn progress(&mut self, _now: Time, _policy: &dyn Policy) {}
+    /// The engine is between two inputs at `now`, and the policy's state
+    /// covers what each site reported up to its cursor (in site order):
+    /// where a run keeps checkpoints, this is when one may be taken.
+    fn checkpoint(&mut self, _now: Time, _policy: &dyn Policy, _cursors: &[Option<SiteCursor>]) {}
     /// The run ended.
     fn finished(&mut self, _now: Time, _policy: &dyn Policy, _ending: Ending) {}
 }

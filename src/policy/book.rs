@@ -12,7 +12,7 @@ use std::collections::BTreeSet;
 
 /// A time as an ordered key: the bits of a non-negative f64 order like the
 /// number (times before 0, which only a clock skew could give, count as 0).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize)]
 pub struct TimeKey(u64);
 
 impl TimeKey {
@@ -25,7 +25,7 @@ impl TimeKey {
 }
 
 /// The life of one job, as far as cosched knows it.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum JobState {
     /// Waiting in cosched's own pool; nothing at any site.
     Pool,
@@ -119,7 +119,7 @@ pub enum Change {
 }
 
 /// Per-site counts of our jobs, as `condor_q` would show them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct SiteCounts {
     pub submitting: u32,
     pub idle: u32,
@@ -137,7 +137,7 @@ impl SiteCounts {
     }
 }
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct JobBook {
     states: Vec<JobState>,
     attempts: Vec<u32>,
@@ -193,6 +193,17 @@ impl JobBook {
     /// Every job either succeeded or was given up.
     pub fn settled(&self) -> bool {
         self.done + self.given_up == self.n_jobs()
+    }
+    /// The jobs decided but not yet confirmed by their site (submitting,
+    /// removing, withdrawing), in index order: what a resumed run must
+    /// settle before it goes on.
+    pub fn unconfirmed(&self) -> impl Iterator<Item = (JobId, &JobState)> {
+        self.states.iter().enumerate().map(|(i, s)| (JobId(i as u64), s)).filter(|(_, s)| {
+            matches!(
+                s,
+                JobState::Submitting { .. } | JobState::Removing { .. } | JobState::Withdrawing { .. }
+            )
+        })
     }
     pub fn counts(&self, site: SiteId) -> SiteCounts {
         self.counts[site.index()]

@@ -297,6 +297,18 @@ pub trait Policy: Send {
     fn take_decisions(&mut self) -> Vec<Decision> {
         Vec::new()
     }
+    /// The policy's whole state, for [`Policy::restore`] into a policy built
+    /// from the same spec and parameters: a week's run resumes from it and
+    /// replays only what happened since, not millions of events. `None` for
+    /// a policy that keeps none (its run resumes by replaying everything).
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        None
+    }
+    /// Takes the state a [`Policy::checkpoint`] of the same run saved. On an
+    /// error the policy is as it was.
+    fn restore(&mut self, _saved: &[u8]) -> Result<(), String> {
+        Err(format!("policy {} keeps no checkpoint", self.name()))
+    }
 }
 
 /// Policy names accepted on command lines, in display order.

@@ -36,7 +36,7 @@ use super::{Action, JobBook, JobId, SiteId, Time};
 use std::collections::BTreeSet;
 
 /// What the planner knows of one site.
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SiteModel {
     /// Whether the site may be given jobs at all now.
     pub open: bool,
@@ -95,7 +95,7 @@ impl SiteModel {
 }
 
 /// The pool's finish horizon, cached between material changes.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Horizon {
     /// When the open sites could finish the pool (absolute time).
     at: Time,
@@ -105,7 +105,7 @@ struct Horizon {
 }
 
 /// Submissions and moves from per-site models (see the module docs).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Planner {
     models: Vec<SiteModel>,
     /// Each open site's key in `candidates`, if it has room.

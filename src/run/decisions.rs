@@ -161,6 +161,9 @@ impl Observer for Recording<'_> {
         self.flush();
         self.inner.progress(now, policy);
     }
+    fn checkpoint(&mut self, now: Time, policy: &dyn Policy, cursors: &[Option<crate::engine::SiteCursor>]) {
+        self.inner.checkpoint(now, policy, cursors);
+    }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.finish();
         self.inner.finished(now, policy, ending);

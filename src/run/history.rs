@@ -4,6 +4,7 @@
 //! The reasoning behind each step is in [`crate::run`]'s module docs.
 
 use crate::condor::{event_run_time, site_event, Condor, CondorSite};
+use crate::engine::SiteCursor;
 use crate::policy::{JobId, SiteEvent, SiteId, Time};
 use crate::state::{Db, Submission, SubmissionState};
 use crate::userlog::{Event, Parser};
@@ -40,7 +41,9 @@ pub struct TimeBase {
     pub rate: f64,
 }
 
-/// Settles unknown submissions (recording the outcome) and builds the past.
+/// Settles unknown submissions (recording the outcome) and builds the past:
+/// all of it, or with a checkpoint's `cursors` (one per site) only what lies
+/// past them, for a policy restored from that checkpoint.
 ///
 /// The queue is asked once about every unknown batch of the run (a week's
 /// run resumes with one at each of its hundreds of sites, and a `condor_q`
@@ -50,6 +53,7 @@ pub struct TimeBase {
 /// history is built; the logs are parsed a few sites ahead (`ReadAhead`),
 /// so memory holds a few sites' logs at a time, never all of them (that
 /// was 1.74 GB at a million jobs).
+#[allow(clippy::too_many_arguments)]
 pub async fn rebuild(
     db: &Arc<Mutex<Db>>,
     run: &str,
@@ -58,6 +62,7 @@ pub async fn rebuild(
     condor: &Condor,
     submit_timeout: f64,
     base: TimeBase,
+    cursors: Option<&[SiteCursor]>,
 ) -> Result<Past, Failure> {
     let state_err = |e: crate::state::StateError| Failure::failed(format!("state database: {e}"));
     let mut past = Past::default();
@@ -81,9 +86,16 @@ pub async fn rebuild(
     let asked: Vec<String> = unknown_batches.iter().map(|s| s.batch.clone()).collect();
     // A failed condor_q matters only for a batch that no log settles.
     let queued = if asked.is_empty() { Ok(BTreeMap::new()) } else { in_queue(&asked, run, condor).await };
-    let mut logs =
-        ReadAhead::start(site_names.iter().map(|name| CondorSite::log_path(run_dir, name)).collect());
-    for subs in subs_by_site {
+    let cursor = |site: usize| cursors.and_then(|c| c.get(site).copied());
+    let mut logs = ReadAhead::start(
+        site_names
+            .iter()
+            .enumerate()
+            .map(|(i, name)| (CondorSite::log_path(run_dir, name), cursor(i).map_or(0, |c| c.log_offset)))
+            .collect(),
+    );
+    for (site, subs) in subs_by_site.into_iter().enumerate() {
+        let cursor = cursor(site);
         let Some((log_path, read)) = logs.next().await else {
             return Err(Failure::failed(
                 "a thread reading the user logs stopped before the last site (see the messages above); \
@@ -102,8 +114,18 @@ pub async fn rebuild(
             .collect();
         let mut settled: BTreeMap<String, i64> = BTreeMap::new();
         let mut from_queue = false;
+        // An unknown batch's submit events may lie before the cursor: the
+        // log follower reads past them while `condor_submit` is still out.
+        let whole;
+        let seen_events = match cursor {
+            Some(c) if !unknown.is_empty() && c.log_offset > 0 => {
+                whole = read_log(&log_path, 0)?.0;
+                &whole
+            }
+            _ => &events,
+        };
         for sub in &unknown {
-            let outcome = match found_in_log(sub, unknown.len(), &events, &recorded) {
+            let outcome = match found_in_log(sub, unknown.len(), seen_events, &recorded) {
                 Some(cluster) => Some((cluster, "found in the user log")),
                 None => {
                     let queued = queued.as_ref().map_err(|e| {
@@ -160,24 +182,35 @@ pub async fn rebuild(
         let mut procs: BTreeMap<(i64, i64), JobId> = BTreeMap::new();
         let mut start = SiteStart::default();
         let mut no_submit_event = Vec::new();
-        let with_submit_event: BTreeSet<i64> =
-            events.iter().filter(|e| e.code == 0).map(|e| e.cluster).collect();
+        // From a checkpoint, every submission the policy has not heard of
+        // comes from its record, never from the log: the log's tail may
+        // hold only the last of a cluster's submit events.
+        let with_submit_event: BTreeSet<i64> = match cursor {
+            Some(_) => BTreeSet::new(),
+            None => events.iter().filter(|e| e.code == 0).map(|e| e.cluster).collect(),
+        };
         for sub in &subs {
-            let cluster = match (&sub.state, settled.get(&sub.batch)) {
-                (SubmissionState::Submitted { cluster }, _) => *cluster,
-                (SubmissionState::Intent, Some(cluster)) => *cluster,
+            let (cluster, heard) = match (&sub.state, settled.get(&sub.batch)) {
+                (SubmissionState::Submitted { cluster }, _) => {
+                    let number = crate::condor::batch_number(&sub.batch);
+                    (*cluster, cursor.is_some_and(|c| number.is_some_and(|n| n < c.batches)))
+                }
+                (SubmissionState::Intent, Some(cluster)) => (*cluster, false),
                 _ => continue,
             };
             for (p, job) in sub.jobs.iter().enumerate() {
                 procs.insert((cluster, p as i64), *job);
             }
             start.known.push((cluster, sub.jobs.clone()));
-            if !with_submit_event.contains(&cluster) {
+            if !heard && !with_submit_event.contains(&cluster) {
                 let at = recorded_run_time(&sub.recorded, base);
                 no_submit_event.push(Step::submitted(cluster, sub.jobs.clone(), at));
             }
         }
         start.log_offset = consumed;
+        if cursor.is_some() {
+            events.retain(|e| e.code != 0);
+        }
         let sequence = translate(&events, &procs, base.epoch_unix);
         per_site.push(in_time_order(sequence, no_submit_event));
         past.sites.push(start);
@@ -279,15 +312,16 @@ type LogRead = Result<(Vec<Event>, u64), Failure>;
 const READERS: usize = 4;
 
 impl ReadAhead {
-    fn start(paths: Vec<PathBuf>) -> ReadAhead {
+    /// Reads each log from its offset.
+    fn start(paths: Vec<(PathBuf, u64)>) -> ReadAhead {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, READERS);
         let readers = (0..n)
             .map(|reader| {
                 let (tx, rx) = tokio::sync::mpsc::channel(1);
-                let mine: Vec<PathBuf> = paths.iter().skip(reader).step_by(n).cloned().collect();
+                let mine: Vec<(PathBuf, u64)> = paths.iter().skip(reader).step_by(n).cloned().collect();
                 tokio::task::spawn_blocking(move || {
-                    for path in mine {
-                        let read = read_log(&path, 0);
+                    for (path, from) in mine {
+                        let read = read_log(&path, from);
                         if tx.blocking_send((path, read)).is_err() {
                             return;
                         }
@@ -552,7 +586,7 @@ mod tests {
         });
         let names = ["a".to_string(), "b".to_string()];
         let base = TimeBase { epoch_unix: 0.0, rate: 1.0 };
-        let past = rebuild(&db, "r1", &names, dir.path(), &condor, 0.0, base).await.unwrap();
+        let past = rebuild(&db, "r1", &names, dir.path(), &condor, 0.0, base, None).await.unwrap();
 
         let calls = args(&bin, "condor_q");
         assert_eq!(calls.iter().filter(|a| *a == "-json").count(), 1, "one condor_q: {calls:?}");

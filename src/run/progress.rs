@@ -26,7 +26,7 @@ pub enum Display {
 }
 
 /// One job's current attempt, as far as the summary needs it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 struct Attempt {
     site: SiteId,
     submitted: Time,
@@ -34,7 +34,7 @@ struct Attempt {
 }
 
 /// Per-site totals of the successful attempts.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 struct SiteTotals {
     done: u64,
     failed_attempts: u64,
@@ -66,6 +66,19 @@ pub struct Progress {
     first_seen: Option<(Time, u64)>,
     last_draw: Option<Time>,
     lines_drawn: usize,
+    tally: Tally,
+    summary: Option<Summary>,
+    /// Things a person should hear about at once (a hold reason, a site
+    /// down), printed at the next redraw.
+    notes: Vec<String>,
+    /// Sites whose schedd does not answer: (since, run time; last error).
+    unreachable: BTreeMap<SiteId, (Time, String)>,
+}
+
+/// What the events have told so far: the whole run's, also after a resume
+/// (replayed, or restored from a checkpoint with [`Progress::restore`]).
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+struct Tally {
     attempts: BTreeMap<JobId, Attempt>,
     /// Job attempts handed to sites (for the retry count).
     submitted_attempts: u64,
@@ -80,12 +93,6 @@ pub struct Progress {
     peaks: Vec<u32>,
     /// The last reason each job failed (for jobs that fail for good).
     last_failure: BTreeMap<JobId, String>,
-    summary: Option<Summary>,
-    /// Things a person should hear about at once (a hold reason, a site
-    /// down), printed at the next redraw.
-    notes: Vec<String>,
-    /// Sites whose schedd does not answer: (since, run time; last error).
-    unreachable: BTreeMap<SiteId, (Time, String)>,
 }
 
 /// The final summary (`--json` prints this).
@@ -152,15 +159,17 @@ impl Progress {
             first_seen: None,
             last_draw: None,
             lines_drawn: 0,
-            attempts: BTreeMap::new(),
-            submitted_attempts: 0,
-            ever_submitted: Default::default(),
-            done: Default::default(),
-            makespan: 0.0,
-            sites: vec![SiteTotals::default(); n_sites],
-            running: vec![0; n_sites],
-            peaks: vec![0; n_sites],
-            last_failure: BTreeMap::new(),
+            tally: Tally {
+                attempts: BTreeMap::new(),
+                submitted_attempts: 0,
+                ever_submitted: Default::default(),
+                done: Default::default(),
+                makespan: 0.0,
+                sites: vec![SiteTotals::default(); n_sites],
+                running: vec![0; n_sites],
+                peaks: vec![0; n_sites],
+                last_failure: BTreeMap::new(),
+            },
             summary: None,
             notes: Vec::new(),
             unreachable: BTreeMap::new(),
@@ -174,7 +183,10 @@ impl Progress {
 
     /// Executions cut short so far, over all sites, and their slot-seconds.
     pub fn cut_short(&self) -> (u64, f64) {
-        (self.sites.iter().map(|t| t.cut_short).sum(), self.sites.iter().map(|t| t.cut_short_seconds).sum())
+        (
+            self.tally.sites.iter().map(|t| t.cut_short).sum(),
+            self.tally.sites.iter().map(|t| t.cut_short_seconds).sum(),
+        )
     }
 
     /// Tells the display that a site's schedd has not answered since
@@ -192,14 +204,14 @@ impl Progress {
 
     fn started(&mut self, site: SiteId) {
         let i = site.index();
-        self.running[i] += 1;
-        self.peaks[i] = self.peaks[i].max(self.running[i]);
+        self.tally.running[i] += 1;
+        self.tally.peaks[i] = self.tally.peaks[i].max(self.tally.running[i]);
     }
 
     fn stopped(&mut self, site: SiteId, attempt: &Attempt) {
         if attempt.started.is_some() {
             let i = site.index();
-            self.running[i] = self.running[i].saturating_sub(1);
+            self.tally.running[i] = self.tally.running[i].saturating_sub(1);
         }
     }
 
@@ -208,25 +220,25 @@ impl Progress {
     }
 
     fn totals(&mut self, site: SiteId) -> &mut SiteTotals {
-        let i = site.index().min(self.sites.len().saturating_sub(1));
-        &mut self.sites[i]
+        let i = site.index().min(self.tally.sites.len().saturating_sub(1));
+        &mut self.tally.sites[i]
     }
 
     /// Mirrors the book's transitions closely enough for statistics; stale
     /// events (for a job not at that site) are ignored as the book does.
     fn record(&mut self, site: SiteId, event: &SiteEvent) {
-        if site.index() >= self.sites.len() {
+        if site.index() >= self.tally.sites.len() {
             return;
         }
         match event {
             SiteEvent::Submitted { jobs, at } => {
                 for &job in jobs {
-                    if self.done.contains(&job) {
+                    if self.tally.done.contains(&job) {
                         continue;
                     }
-                    self.submitted_attempts += 1;
-                    self.ever_submitted.insert(job);
-                    self.attempts.insert(job, Attempt { site, submitted: *at, started: None });
+                    self.tally.submitted_attempts += 1;
+                    self.tally.ever_submitted.insert(job);
+                    self.tally.attempts.insert(job, Attempt { site, submitted: *at, started: None });
                 }
             }
             SiteEvent::SubmitFailed { jobs, error, .. } => {
@@ -235,26 +247,31 @@ impl Progress {
                 t.last_submit_error = Some(error.clone());
                 let name = self.site_name(site).to_string();
                 for &job in jobs {
-                    self.last_failure.insert(job, format!("{name}: submit failed: {}", one_line(error)));
+                    self.tally
+                        .last_failure
+                        .insert(job, format!("{name}: submit failed: {}", one_line(error)));
                 }
             }
             SiteEvent::Started { job, at } | SiteEvent::WithdrawDeclined { job, at } => {
-                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
+                if let Some(a) =
+                    self.tally.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
                 {
                     a.started = Some(*at);
                     self.started(site);
                 }
             }
             SiteEvent::Ended { job, at, outcome } => {
-                let Some(a) = self.attempts.get(job).copied().filter(|a| a.site == site) else { return };
-                self.attempts.remove(job);
+                let Some(a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) else {
+                    return;
+                };
+                self.tally.attempts.remove(job);
                 self.stopped(site, &a);
                 match outcome {
                     Outcome::Success => {
-                        if !self.done.insert(*job) {
+                        if !self.tally.done.insert(*job) {
                             return;
                         }
-                        self.makespan = self.makespan.max(*at);
+                        self.tally.makespan = self.tally.makespan.max(*at);
                         let t = self.totals(site);
                         t.done += 1;
                         t.turnaround_sum += at - a.submitted;
@@ -272,12 +289,12 @@ impl Progress {
                     Outcome::Failed { detail } => {
                         self.totals(site).failed_attempts += 1;
                         let name = self.site_name(site).to_string();
-                        self.last_failure.insert(*job, format!("{name}: {}", one_line(detail)));
+                        self.tally.last_failure.insert(*job, format!("{name}: {}", one_line(detail)));
                     }
                 }
             }
             SiteEvent::Held { job, reason, .. } => {
-                if let Some(a) = self.attempts.get_mut(job).filter(|a| a.site == site) {
+                if let Some(a) = self.tally.attempts.get_mut(job).filter(|a| a.site == site) {
                     // A held job occupies no slot.
                     let was = std::mem::take(&mut a.started);
                     self.stopped(site, &Attempt { site, submitted: 0.0, started: was });
@@ -289,12 +306,12 @@ impl Progress {
                         t.last_hold_reason = Some(reason.clone());
                         self.notes.push(format!("site {name}: job {} held: {reason}", job.0));
                     }
-                    self.last_failure.insert(*job, format!("{name}: held: {reason}"));
+                    self.tally.last_failure.insert(*job, format!("{name}: held: {reason}"));
                 }
             }
             SiteEvent::Removed { job, at } => {
-                if let Some(a) = self.attempts.get(job).copied().filter(|a| a.site == site) {
-                    self.attempts.remove(job);
+                if let Some(a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) {
+                    self.tally.attempts.remove(job);
                     self.stopped(site, &a);
                     if let Some(started) = a.started {
                         let t = self.totals(site);
@@ -346,7 +363,7 @@ impl Progress {
             let site = SiteId(i as u32);
             let c = book.counts(site);
             let view = policy.site_view(site);
-            let failed = self.sites[i].failed_attempts;
+            let failed = self.tally.sites[i].failed_attempts;
             let cap = view.capacity.map_or("-".to_string(), |c| format!("{c:.1}"));
             let _ = writeln!(
                 out,
@@ -372,7 +389,7 @@ impl Progress {
         if let Some((since, _)) = self.unreachable.get(&site) {
             let _ = write!(out, " schedd unreachable for {}", format_duration(now - since));
         }
-        if let Some(since) = self.sites.get(site.index()).and_then(|t| t.down_since) {
+        if let Some(since) = self.tally.sites.get(site.index()).and_then(|t| t.down_since) {
             let _ = write!(out, " grid resource down for {}", format_duration(now - since));
         }
         out
@@ -466,7 +483,7 @@ impl Progress {
             .iter()
             .enumerate()
             .map(|(i, name)| {
-                let t = &self.sites[i];
+                let t = &self.tally.sites[i];
                 let view = policy.site_view(SiteId(i as u32));
                 SiteSummary {
                     name: name.clone(),
@@ -478,7 +495,7 @@ impl Progress {
                     mean_turnaround: mean(t.turnaround_sum, t.done),
                     capacity: learned.get(name).and_then(|m| m.capacity).or(view.capacity),
                     class: view.class.to_string(),
-                    peak_running: Some(self.peaks[i]),
+                    peak_running: Some(self.tally.peaks[i]),
                     cut_short: t.cut_short,
                     cut_short_seconds: t.cut_short_seconds,
                     last_hold_reason: t.last_hold_reason.clone(),
@@ -492,6 +509,7 @@ impl Progress {
             .map(|j| FailedJob {
                 job: j.0,
                 reason: self
+                    .tally
                     .last_failure
                     .get(&j)
                     .cloned()
@@ -512,10 +530,10 @@ impl Progress {
             done: book.done(),
             failed: book.given_up(),
             unfinished: self.n_jobs - book.done() - book.given_up(),
-            makespan: (book.done() + book.given_up() > 0).then_some(self.makespan),
-            retries: self.submitted_attempts.saturating_sub(self.ever_submitted.len() as u64),
-            cut_short: self.sites.iter().map(|t| t.cut_short).sum(),
-            cut_short_seconds: self.sites.iter().map(|t| t.cut_short_seconds).sum(),
+            makespan: (book.done() + book.given_up() > 0).then_some(self.tally.makespan),
+            retries: self.tally.submitted_attempts.saturating_sub(self.tally.ever_submitted.len() as u64),
+            cut_short: self.tally.sites.iter().map(|t| t.cut_short).sum(),
+            cut_short_seconds: self.tally.sites.iter().map(|t| t.cut_short_seconds).sum(),
             sites,
             failed_jobs,
         }
@@ -525,8 +543,8 @@ impl Progress {
 impl Observer for Progress {
     fn action(&mut self, now: Time, action: &Action) {
         if let Action::GiveUp { job, why } = action {
-            self.last_failure.entry(*job).or_insert_with(|| why.clone());
-            self.makespan = self.makespan.max(now);
+            self.tally.last_failure.entry(*job).or_insert_with(|| why.clone());
+            self.tally.makespan = self.tally.makespan.max(now);
         }
     }
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
@@ -546,6 +564,21 @@ impl Observer for Progress {
 
 impl Progress {
     /// Feeds a resumed run's history, so the summary covers the whole run.
+    /// What the events told so far, for a checkpoint.
+    pub fn checkpoint(&self) -> Option<Vec<u8>> {
+        postcard::to_stdvec(&self.tally).ok()
+    }
+
+    /// Takes what a [`Progress::checkpoint`] of the same run saved.
+    pub fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        let tally: Tally = postcard::from_bytes(saved).map_err(|e| format!("unreadable: {e}"))?;
+        if tally.sites.len() != self.tally.sites.len() || tally.running.len() != self.tally.running.len() {
+            return Err(format!("it is of a run over {} sites", tally.sites.len()));
+        }
+        self.tally = tally;
+        Ok(())
+    }
+
     pub fn replay(&mut self, history: &[(SiteId, SiteEvent)]) {
         for (site, event) in history {
             self.record(*site, event);
@@ -655,15 +688,15 @@ mod tests {
         p.record(a, &SiteEvent::Ended { job: JobId(1), at: 7.0, outcome: Outcome::Success });
         p.record(b, &SiteEvent::Submitted { jobs: vec![JobId(1)], at: 20.0 });
         p.record(b, &SiteEvent::Ended { job: JobId(1), at: 220.0, outcome: Outcome::Success });
-        assert_eq!(p.done.len(), 2);
-        assert_eq!(p.submitted_attempts - p.ever_submitted.len() as u64, 1, "one retry");
-        assert_eq!(p.sites[0].done, 1);
-        assert_eq!(p.sites[0].wait_sum, 10.0);
-        assert_eq!(p.sites[0].run_sum, 100.0);
-        assert_eq!(p.sites[1].turnaround_sum, 200.0);
-        assert_eq!(p.sites[1].run_n, 0, "no start seen: run time unknown");
-        assert_eq!(p.makespan, 220.0);
-        assert_eq!(p.last_failure[&JobId(1)], "a: held: no slot");
+        assert_eq!(p.tally.done.len(), 2);
+        assert_eq!(p.tally.submitted_attempts - p.tally.ever_submitted.len() as u64, 1, "one retry");
+        assert_eq!(p.tally.sites[0].done, 1);
+        assert_eq!(p.tally.sites[0].wait_sum, 10.0);
+        assert_eq!(p.tally.sites[0].run_sum, 100.0);
+        assert_eq!(p.tally.sites[1].turnaround_sum, 200.0);
+        assert_eq!(p.tally.sites[1].run_n, 0, "no start seen: run time unknown");
+        assert_eq!(p.tally.makespan, 220.0);
+        assert_eq!(p.tally.last_failure[&JobId(1)], "a: held: no slot");
     }
 
     #[test]
@@ -677,8 +710,12 @@ mod tests {
         for job in [JobId(0), JobId(1)] {
             p.record(a, &SiteEvent::Ended { job, at: 160.0, outcome: Outcome::Success });
         }
-        assert_eq!(p.sites[0].wait_n, 2);
-        assert!((p.sites[0].wait_sum - 3.3).abs() < 1e-9, "0 + 3.3, not -0.7 + 3.3: {}", p.sites[0].wait_sum);
+        assert_eq!(p.tally.sites[0].wait_n, 2);
+        assert!(
+            (p.tally.sites[0].wait_sum - 3.3).abs() < 1e-9,
+            "0 + 3.3, not -0.7 + 3.3: {}",
+            p.tally.sites[0].wait_sum
+        );
     }
 
     #[test]
@@ -695,16 +732,16 @@ mod tests {
         // Live: job 1 is removed while it runs; job 2 never started.
         p.record(a, &SiteEvent::Removed { job: JobId(1), at: 16.0 });
         p.record(a, &SiteEvent::Removed { job: JobId(2), at: 16.0 });
-        assert_eq!((p.sites[0].cut_short, p.sites[0].cut_short_seconds), (1, 10.0));
-        assert_eq!(p.peaks[0], 2, "the peak covers the replayed past");
-        assert_eq!(p.running[0], 0);
+        assert_eq!((p.tally.sites[0].cut_short, p.tally.sites[0].cut_short_seconds), (1, 10.0));
+        assert_eq!(p.tally.peaks[0], 2, "the peak covers the replayed past");
+        assert_eq!(p.tally.running[0], 0);
         // A held job stops running without being cut short later.
         p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 30.0 });
         p.record(a, &SiteEvent::Started { job: JobId(2), at: 31.0 });
         p.record(a, &SiteEvent::Held { job: JobId(2), at: 33.0, reason: "input\nmissing".into() });
         p.record(a, &SiteEvent::Removed { job: JobId(2), at: 34.0 });
-        assert_eq!(p.sites[0].cut_short, 1);
-        assert_eq!(p.sites[0].last_hold_reason.as_deref(), Some("input missing"));
+        assert_eq!(p.tally.sites[0].cut_short, 1);
+        assert_eq!(p.tally.sites[0].last_hold_reason.as_deref(), Some("input missing"));
         assert!(p.notes.iter().any(|n| n.contains("job 2 held: input missing")), "{:?}", p.notes);
     }
 

@@ -21,7 +21,7 @@ pub use model::{job_work, site_seed, AttemptId, Capacity, ModelEvent, Scenario, 
 use crate::engine::{
     self, Ending, EngineOptions, NullObserver, Observer, RunClock, TraceEntry, TraceRecorder,
 };
-use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
+use crate::policy::{self, CapacityMemory, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
 use backend::{AttemptRecord, SimSite, SiteLog};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -112,10 +112,21 @@ pub async fn run_async(
 ) -> SimResult {
     let spec = run_spec(scenario, opts.memory.clone());
     let truth = truth(scenario);
-    let mut policy = match policy::build(config, &spec, Some(&truth)) {
+    let policy = match policy::build(config, &spec, Some(&truth)) {
         Ok(p) => p,
         Err(e) => unreachable!("the simulator always gives the truth: {e}"),
     };
+    run_policy(scenario, policy, seed, opts).await
+}
+
+/// [`run_async`] with a policy the caller built for [`run_spec`] of
+/// `scenario` (a test may wrap one to watch or check it).
+pub async fn run_policy(
+    scenario: &Scenario,
+    mut policy: Box<dyn Policy>,
+    seed: u64,
+    opts: &SimOptions,
+) -> SimResult {
     let work = Arc::new(job_work(scenario, seed));
     let clock = RunClock::starting_at(0.0);
     let logs: Vec<Arc<Mutex<SiteLog>>> =
@@ -129,7 +140,7 @@ pub async fn run_async(
             SimSite::new(i as u32, sim, clock, work.clone(), logs[i].clone())
         })
         .collect();
-    let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new() };
+    let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new(), restored: false };
     let mut recorder = TraceRecorder::default();
     let stop = CancellationToken::new();
     let mut watchdog = Watchdog {

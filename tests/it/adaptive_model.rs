@@ -3,7 +3,7 @@
 //! not the named scenarios. Runs are simulated in virtual time and
 //! deterministic by seed; a failure names its seed.
 
-use cosched::policy::PolicyConfig;
+use cosched::policy::{Action, Decision, Input, JobBook, Policy, PolicyConfig, SiteId, SiteView, Time};
 use cosched::sim::backend::AttemptEnd;
 use cosched::sim::{self, Capacity, Scenario, SimOptions, SimResult, SiteParams};
 
@@ -232,4 +232,95 @@ fn every_job_of_a_random_grid_is_done_once_by_every_adaptive_policy() {
             assert_eq!(twice, 0, "{policy}, grid seed {seed}: {twice} jobs completed twice");
         }
     }
+}
+
+/// Runs `original` and, from its `restore_at`-th input on, a twin restored
+/// from the original's checkpoint then, feeding both every input and
+/// failing on the first thing they decide differently.
+struct Twin {
+    original: Box<dyn Policy>,
+    twin: Option<Box<dyn Policy>>,
+    fresh: Box<dyn FnMut() -> Box<dyn Policy> + Send>,
+    inputs: usize,
+    restore_at: usize,
+    /// Twins made, across runs.
+    made: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Policy for Twin {
+    fn name(&self) -> &'static str {
+        self.original.name()
+    }
+    fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
+        self.inputs += 1;
+        if self.inputs == self.restore_at {
+            let saved = self.original.checkpoint().expect("adaptive keeps checkpoints");
+            let mut twin = (self.fresh)();
+            twin.restore(&saved).expect("its own checkpoint restores");
+            self.twin = Some(twin);
+            self.made.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        let actions = self.original.handle(now, input);
+        if let Some(twin) = &mut self.twin {
+            let context = format!("input {} at {now}: {input:?}", self.inputs);
+            assert_eq!(twin.handle(now, input), actions, "{context}");
+            assert_eq!(twin.next_deadline(), self.original.next_deadline(), "{context}");
+            assert_eq!(twin.take_decisions(), self.original.take_decisions(), "{context}");
+        }
+        actions
+    }
+    fn next_deadline(&self) -> Option<Time> {
+        self.original.next_deadline()
+    }
+    fn book(&self) -> &JobBook {
+        self.original.book()
+    }
+    fn site_view(&self, site: SiteId) -> SiteView {
+        self.original.site_view(site)
+    }
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        match self.twin {
+            // Taken in `handle`, to compare.
+            Some(_) => Vec::new(),
+            None => self.original.take_decisions(),
+        }
+    }
+}
+
+#[test]
+fn a_policy_restored_from_its_checkpoint_decides_as_the_original_would() {
+    // What `--resume` from a checkpoint relies on: the checkpoint holds the
+    // whole state, so the rest of the run cannot tell. Random grids, the
+    // twin restored early, mid-run and late.
+    let made = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    for seed in 1..=12 {
+        let grid = random_grid(seed);
+        let spec = sim::run_spec(&grid, Default::default());
+        let config = PolicyConfig::named("adaptive").expect("known policy");
+        for restore_at in [3, 200, 2000] {
+            let build = {
+                let (config, spec) = (config.clone(), spec.clone());
+                move || cosched::policy::build(&config, &spec, None).expect("adaptive builds")
+            };
+            let twin = Twin {
+                original: build(),
+                twin: None,
+                fresh: Box::new(build),
+                inputs: 0,
+                restore_at,
+                made: made.clone(),
+            };
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_time()
+                .start_paused(true)
+                .build()
+                .expect("a runtime");
+            let result =
+                runtime.block_on(sim::run_policy(&grid, Box::new(twin), seed, &SimOptions::default()));
+            assert!(!result.hang, "grid seed {seed}: the run hangs");
+            assert_eq!(result.metrics.jobs_done, grid.n_jobs, "grid seed {seed}");
+        }
+    }
+    let made = made.load(std::sync::atomic::Ordering::Relaxed);
+    assert!(made >= 30, "only {made} of 36 runs got as far as their twin");
 }

@@ -719,6 +719,20 @@ mod e2e {
 
     #[test]
     fn kill_9_at_random_moments_then_resume_loses_and_duplicates_nothing() {
+        kill_9_at_random_moments_then_resume(None);
+    }
+
+    /// The same with a checkpoint every 50 ms: resumes start from the last
+    /// checkpoint (of this launch or an earlier one) and replay the rest.
+    #[test]
+    fn kill_9_then_resume_from_checkpoints_loses_and_duplicates_nothing() {
+        let from_checkpoint = kill_9_at_random_moments_then_resume(Some(0.05));
+        assert!(from_checkpoint > 0, "no resume started from a checkpoint");
+    }
+
+    /// Kills cosched at random moments and resumes it until the run ends;
+    /// returns how many resumes started from a checkpoint.
+    fn kill_9_at_random_moments_then_resume(checkpoint_every: Option<f64>) -> usize {
         #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
         let seed =
             std::env::var("COSCHED_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
@@ -739,6 +753,18 @@ mod e2e {
             c.submit_transient_fail = 0.1;
             c.base_runtime = 250.0;
         });
+        if let Some(every) = checkpoint_every {
+            let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+            std::fs::write(s.path("sites.toml"), format!("{sites}\n[run]\ncheckpoint_every = {every}\n"))
+                .unwrap();
+        }
+        let mut from_checkpoint = 0;
+        let mut count_checkpoint = |stderr: &[u8]| {
+            if text(stderr).contains("from its checkpoint") {
+                from_checkpoint += 1;
+            }
+            assert!(!text(stderr).contains("not using the checkpoint"), "seed {seed}: {}", text(stderr));
+        };
         const KILLS: usize = 12;
         let n = 60;
         let fresh: Vec<String> = ["submit", "60", "sites.toml", "job.sub", "--state-dir", "state", "--json"]
@@ -778,14 +804,16 @@ mod e2e {
                 fds_checked += open;
                 // SIGKILL: no handler runs, exactly like a crash.
                 child.kill().expect("kill -9");
-                let _ = child.wait();
+                count_checkpoint(&child.wait_with_output().expect("killed").stderr);
                 assert!(leaks.is_empty(), "{context}: descriptors a child would inherit: {leaks:?}");
                 kills += 1;
                 eprintln!("{context}: kill {kills} after {delay:?}");
                 args = resume.clone();
                 continue;
             }
-            match ended(&child.wait_with_output().unwrap(), &context) {
+            let out = child.wait_with_output().unwrap();
+            count_checkpoint(&out.stderr);
+            match ended(&out, &context) {
                 Ended::Finished => finished = true,
                 Ended::NothingRecorded => {
                     assert_nothing_submitted(&context);
@@ -802,6 +830,7 @@ mod e2e {
             let context = format!("seed {seed} final {} ({attempt})", args[1]);
             let refs: Vec<&str> = args.iter().map(String::as_str).collect();
             let out = s.run(&refs);
+            count_checkpoint(&out.stderr);
             match ended(&out, &context) {
                 Ended::Finished => {
                     if out.status.code() == Some(0) {
@@ -828,6 +857,8 @@ mod e2e {
         let again = s.run(&["submit", "--resume", "state"]);
         assert_eq!(again.status.code(), Some(2), "seed {seed}: a finished run has nothing to resume");
         assert!(text(&again.stderr).contains("is done"), "seed {seed}: {}", text(&again.stderr));
+        eprintln!("seed {seed}: {from_checkpoint} resume(s) started from a checkpoint");
+        from_checkpoint
     }
 
     /// Crash point 0 of `crate::run`: a cosched killed before it recorded

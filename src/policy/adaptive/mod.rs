@@ -176,6 +176,7 @@ impl Params {
 /// the shortest run time.
 const TAIL_TICK: f64 = 0.05;
 
+#[derive(serde::Serialize, serde::Deserialize)]
 pub struct Adaptive {
     book: JobBook,
     sites: Vec<Site>,
@@ -197,7 +198,7 @@ pub struct Adaptive {
 }
 
 /// How many of a site's verdicts, and which (window, capacity), were told.
-#[derive(Clone, Copy, Default)]
+#[derive(Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 struct Told {
     verdicts: usize,
     window: Option<(f64, Option<f64>)>,
@@ -459,6 +460,24 @@ impl Policy for Adaptive {
 
     fn take_decisions(&mut self) -> Vec<Decision> {
         std::mem::take(&mut self.decided)
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        postcard::to_stdvec(self).ok()
+    }
+
+    fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        let saved: Adaptive = postcard::from_bytes(saved).map_err(|e| format!("unreadable: {e}"))?;
+        let names = |a: &Adaptive| a.sites.iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+        if names(&saved) != names(self) || saved.book.n_jobs() != self.book.n_jobs() {
+            return Err(format!(
+                "it is of another run ({} jobs over sites {:?})",
+                saved.book.n_jobs(),
+                names(&saved)
+            ));
+        }
+        *self = saved;
+        Ok(())
     }
 }
 

@@ -31,14 +31,14 @@ const TABLE: usize = 1024;
 
 /// One observation: a run time, ended (`true`) or still running/cut short by
 /// a failure (`false`, censored).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Observation {
     pub time: f64,
     pub ended: bool,
 }
 
 /// The learned distribution (see the module docs), tabulated.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Distribution {
     /// The table covers [start, start + step × TABLE).
     start: f64,

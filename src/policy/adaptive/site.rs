@@ -8,7 +8,7 @@ use crate::policy::{JobId, SiteMemory, Time};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// The controller's constants, derived once from the parameters.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Rules {
     /// The slowdown a test looks for (the thesis's 25%).
     pub kappa: f64,
@@ -31,7 +31,7 @@ const START_NEWS: f64 = 60.0;
 
 /// Queue waits as an exponential with right-censoring: the MLE of the mean
 /// is all the time jobs spent waiting (started or not) over the starts.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Waits {
     /// Σ waits of jobs that left the queue (started or not).
     closed: f64,
@@ -76,7 +76,7 @@ impl Waits {
 }
 
 /// What a test concluded, for people (the report, `--trace`).
-#[derive(Clone, Copy, Debug, PartialEq)]
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Verdict {
     /// Jobs ran healthy with `level` running (on average while above the floor).
     Healthy { level: f64 },
@@ -98,7 +98,7 @@ pub enum End {
 /// composite, so the statistic is the likelihood ratio of the best of a few
 /// slowdowns from κ up (a generalized likelihood ratio): a level far past the
 /// knee is told at once, not only when it happens to look 25% slow.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Test {
     id: u64,
     level: f64,
@@ -140,7 +140,7 @@ const FAR_PAST: f64 = 2.0;
 const SCALES: [f64; 3] = [1.0, 1.05, 1.1];
 
 /// One running job, as the tests need it.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Run {
     start: Time,
     /// The test running at its start and Θ then.
@@ -165,7 +165,7 @@ const READY_UNSEEN: f64 = 0.5;
 /// enough to react within a few percent of a run, cheap on a busy site.
 const EVALS: f64 = 40.0;
 
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Site {
     pub name: String,
     /// Most jobs that may be out here (slots, operator cap).
