@@ -92,8 +92,11 @@ fn kill_9_then_resume(pool: &Pool) {
     };
     for trial in 0..5 {
         let case = Case::new(pool, &format!("kill9-{trial}"));
+        // Odd trials checkpoint every second, so their resumes usually
+        // start from a checkpoint and replay only the rest of the logs.
+        let checkpoints = if trial % 2 == 1 { "[run]\ncheckpoint_every = 1\n" } else { "" };
         case.write_sites(
-            "",
+            checkpoints,
             &[("local", None, "slots = 6\n"), ("grid", Some(&pool.grid_resource), "slots = 6\n")],
         );
         let kill_after = Duration::from_millis(1000 + next() % 24_000);
@@ -122,6 +125,10 @@ fn kill_9_then_resume(pool: &Pool) {
             "trial {trial} (killed at {kill_after:?}):\n{}",
             text(&out.stderr)
         );
+        let stderr = text(&out.stderr);
+        assert!(!stderr.contains("not using the checkpoint"), "trial {trial}:\n{stderr}");
+        let from = if stderr.contains("from its checkpoint") { "a checkpoint" } else { "a full replay" };
+        println!("kill_9_then_resume: trial {trial} resumed from {from}");
         let s = summary(&out, &case.name);
         assert_eq!(s["done"], 12, "trial {trial}: {s}");
         case.assert_each_completed_once(12);
