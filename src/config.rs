@@ -962,6 +962,17 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_are_every_minute_unless_set_and_a_negative_interval_is_refused() {
+        let (file, _) = parse_str("[[site]]\nname = \"a\"\n").unwrap();
+        assert_eq!(file.run.checkpoint_every, 60.0);
+        let (file, _) = parse_str("[run]\ncheckpoint_every = 0\n[[site]]\nname = \"a\"\n").unwrap();
+        assert_eq!(file.run.checkpoint_every, 0.0, "0 turns them off");
+        let e = errors("[run]\ncheckpoint_every = -5\n[[site]]\nname = \"a\"\n");
+        assert_eq!(e[0].location.map(|l| l.0), Some(2), "{}", e[0]);
+        assert!(e[0].message.contains("checkpoint_every"), "{}", e[0]);
+    }
+
+    #[test]
     fn grid_resource_types() {
         for ok in [
             "condor ce.example.org ce.example.org:9619",
