@@ -780,7 +780,9 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     };
     signals.abort();
     schedd_watch.abort();
-    if policy.book().out_total() == 0 {
+    // The simulated grid has no remote schedds to ask (its condor_q knows
+    // no -name), so only a real run looks for forwarded copies.
+    if policy.book().out_total() == 0 && pool.is_none() {
         // Nothing of the run is at any site (settled, or a cancelled run
         // drained): no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &run.id, &sites.sites).await;
