@@ -275,6 +275,24 @@ impl Planner {
         actions
     }
 
+    /// The sites with room, as (the latency a job sent there now would
+    /// have, how many jobs it has room for, the site), soonest first: where
+    /// jobs that the tail moves can go.
+    pub fn takers(&self, book: &JobBook) -> Vec<(f64, u64, SiteId)> {
+        self.candidates
+            .iter()
+            .map(|&(key, i)| (key.time(), self.room(SiteId(i), book), SiteId(i)))
+            .filter(|&(_, room, _)| room > 0)
+            .collect()
+    }
+
+    /// The latency a job must face where it is for a move to a site of
+    /// `taker` latency to be worth it: [`MOVE_GAIN`] better, and by at
+    /// least [`MOVE_MARGIN`].
+    pub fn move_bar(taker: f64) -> f64 {
+        (taker * (1.0 + MOVE_GAIN)).max(taker + MOVE_MARGIN)
+    }
+
     /// With the pool empty: idle jobs at sites where they would succeed
     /// late, to be withdrawn because a site with room would finish them
     /// sooner. Returns (site, jobs) pairs; the caller withdraws them and the
@@ -283,12 +301,7 @@ impl Planner {
         if book.pool_len() > 0 {
             return Vec::new();
         }
-        let mut takers: Vec<(f64, u64)> = self
-            .candidates
-            .iter()
-            .map(|&(key, i)| (key.time(), self.room(SiteId(i), book)))
-            .filter(|&(_, r)| r > 0)
-            .collect();
+        let mut takers = self.takers(book);
         if takers.is_empty() {
             return Vec::new();
         }
@@ -306,7 +319,7 @@ impl Planner {
             let idle = book.idle_at(site);
             let mut count = 0u64;
             for taker in takers.iter_mut() {
-                if taker.0 * (1.0 + MOVE_GAIN) >= latency || latency - taker.0 < MOVE_MARGIN || taker.1 == 0 {
+                if latency <= Self::move_bar(taker.0) || taker.1 == 0 {
                     continue;
                 }
                 let k = taker.1.min(idle.len() as u64 - count);

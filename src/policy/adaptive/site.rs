@@ -633,6 +633,51 @@ impl Site {
         self.draining = true;
     }
 
+    /// After a degraded verdict, the running jobs to remove. The site
+    /// delivered what `level / slowdown` jobs at full speed would; with
+    /// sharing alone that is its knee, at least the window the cut leaves.
+    /// κ times less (the thesis's degradation, which also covers most of the
+    /// test's resolution of slowdowns) means the jobs past the window make
+    /// the resource deliver less than the window alone would (it thrashes):
+    /// the youngest of them, which have done the least work, go back to the
+    /// pool.
+    pub fn thrashing(&self, verdict: Verdict) -> Vec<JobId> {
+        let Verdict::Degraded { level, slowdown } = verdict else { return Vec::new() };
+        let excess = f64::from(self.running) - self.window;
+        if (level / slowdown).max(1.0) * self.rules.kappa >= self.window || excess < 1.0 {
+            return Vec::new();
+        }
+        self.by_start.iter().rev().take(excess as usize).map(|&(_, job)| job).collect()
+    }
+
+    /// While the site drains past its window after a degraded verdict: the
+    /// running jobs past the window, youngest first, each with the time it
+    /// is expected to need here still. That is its run at the least
+    /// slowdown the verdict proved, less its age, until the job has run
+    /// `FAR_PAST` times the longest healthy run: there the test stops
+    /// weighing its age (see `llrs`), and how much slower it runs is
+    /// unknown. Under a scale-free prior on its total time, knowing only
+    /// that it exceeds the age, the median of what is left is the age itself.
+    pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
+        let excess = f64::from(self.running) - self.window;
+        let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
+        let slowdown = self.verdicts.iter().rev().find_map(|(_, verdict, _)| match verdict {
+            Verdict::Degraded { slowdown, .. } => Some(*slowdown),
+            Verdict::Healthy { .. } => None,
+        });
+        let Some(slowdown) = slowdown else { return Vec::new() };
+        self.by_start
+            .iter()
+            .rev()
+            .take(excess as usize)
+            .map(|&(start, job)| {
+                let age = now - start.time();
+                let unknown = age >= FAR_PAST * d.longest_seen();
+                (job, if unknown { age } else { slowdown * d.mean() - age })
+            })
+            .collect()
+    }
+
     /// After holding a converged level for a while, tries the one above (a
     /// capacity that dropped may have come back).
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
