@@ -27,7 +27,7 @@ pub const DEFINITIONS: &[(&str, &str)] = &[
     ("site", "the GridResource of the job's 027 (or grid 001) event, else the log file's name"),
     (
         "cut short",
-        "executions removed (009, not after a hold) while they ran, and their slot-time: last execute (001) to the removal; 0 on a healthy run",
+        "executions removed (009, not after a hold) while they ran, and their slot-time: last execute (001) to the removal; 0 on a healthy run. A Condor-C job removed at the remote schedd before this log heard of its start has no 001 here and is not counted; the run's own summary and cosched status count it from the remote schedd's answer",
     ),
 ];
 
