@@ -796,7 +796,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     } else {
         print!("{}", progress::render_summary(&summary));
     }
-    write_run_report(&run_dir, &names, run.epoch_unix);
+    write_run_report(&run_dir, &names, run.epoch_unix, Some(watch.progress.cut_short_by_site()));
     let dir = state.root().display().to_string();
     let how_to_continue = format!(
         "  continue: cosched submit --resume {dir}\n  or remove its jobs: {}",
@@ -839,8 +839,13 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
 /// Writes the HTML report of the run's user logs into `run_dir/report` and
 /// says where it is. A report that cannot be written costs the run nothing:
 /// the logs stay, and `cosched log report` can make it later.
-fn write_run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) {
-    match run_report(run_dir, site_names, epoch_unix) {
+fn write_run_report(
+    run_dir: &Path,
+    site_names: &[String],
+    epoch_unix: f64,
+    cut_short: Option<Vec<(u64, f64)>>,
+) {
+    match run_report(run_dir, site_names, epoch_unix, cut_short) {
         Some(Ok(html)) => eprintln!("cosched: report: {}", html.display()),
         Some(Err(e)) => {
             eprintln!("cosched: no report written ({e}); the user logs are in {}", run_dir.display())
@@ -849,9 +854,15 @@ fn write_run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) {
     }
 }
 
-/// Writes `run_dir/report` from the run's user logs and recorded decisions;
+/// Writes `run_dir/report` from the run's user logs and recorded decisions,
+/// with what the run counted cut short per site where it kept a tally;
 /// `None` without logs.
-fn run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) -> Option<Result<PathBuf, String>> {
+fn run_report(
+    run_dir: &Path,
+    site_names: &[String],
+    epoch_unix: f64,
+    cut_short: Option<Vec<(u64, f64)>>,
+) -> Option<Result<PathBuf, String>> {
     let mut logs = Vec::new();
     let mut sites = Vec::new();
     let mut decided = decisions::read(run_dir);
@@ -860,7 +871,13 @@ fn run_report(run_dir: &Path, site_names: &[String], epoch_unix: f64) -> Option<
         if log.exists() {
             let (theirs, rest) = decided.into_iter().partition(|d| d.site.index() == i);
             decided = rest;
-            sites.push(SiteDecisions { site: name.clone(), log: logs.len(), decisions: theirs });
+            let counted = cut_short.as_ref().and_then(|c| c.get(i).copied());
+            sites.push(SiteDecisions {
+                site: name.clone(),
+                log: logs.len(),
+                decisions: theirs,
+                cut_short: counted,
+            });
             logs.push(log);
         }
     }
@@ -980,7 +997,7 @@ pub async fn drive_recorded(
     if report.ending == Ending::Settled {
         // The same report a foreground run writes, beside its logs.
         let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-        match run_report(&run_dir, &names, run.epoch_unix) {
+        match run_report(&run_dir, &names, run.epoch_unix, shown.inner.cut_short_by_site()) {
             Some(Ok(path)) => tracing::info!("run {}: report: {}", run.id, path.display()),
             Some(Err(e)) => tracing::warn!("run {}: no report written ({e})", run.id),
             None => {}

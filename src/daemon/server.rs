@@ -459,6 +459,10 @@ impl Observer for StatusObserver {
         self.tally.event(now, site, event);
     }
 
+    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
+        Some(self.tally.cut_short_by_site())
+    }
+
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         if let Some(slot) = self.unreachable.get_mut(site.index()) {
             *slot = down;

@@ -287,8 +287,8 @@ impl Planner {
     }
 
     /// The latency a job must face where it is for a move to a site of
-    /// `taker` latency to be worth it: [`MOVE_GAIN`] better, and by at
-    /// least [`MOVE_MARGIN`].
+    /// `taker` latency to be worth it: `MOVE_GAIN` better, and by at least
+    /// `MOVE_MARGIN`.
     pub fn move_bar(taker: f64) -> f64 {
         (taker * (1.0 + MOVE_GAIN)).max(taker + MOVE_MARGIN)
     }

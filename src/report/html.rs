@@ -27,9 +27,20 @@ pub const DEFINITIONS: &[(&str, &str)] = &[
     ("site", "the GridResource of the job's 027 (or grid 001) event, else the log file's name"),
     (
         "cut short",
-        "executions removed (009, not after a hold) while they ran, and their slot-time: last execute (001) to the removal; 0 on a healthy run. A Condor-C job removed at the remote schedd before this log heard of its start has no 001 here and is not counted; the run's own summary and cosched status count it from the remote schedd's answer",
+        "executions removed (009, not after a hold) while they ran, and their slot-time: last execute (001) to the removal; 0 on a healthy run. A Condor-C job removed at the remote schedd before the log heard of its start has no 001 there: the report cosched writes at the end of a run adds those the run counted (from the remote schedd's answer) and says how many; cosched log report, which has only the logs, cannot",
     ),
 ];
+
+/// The summary's cut-short count, saying how many of them only the run saw.
+fn cut_short_total(s: &Summary) -> String {
+    match s.cut_short_unseen_in_logs {
+        0 => cut_short(&s.counts),
+        n => format!(
+            "{}; {n} of them at a remote schedd before the log heard of their start (counted by the run)",
+            cut_short(&s.counts)
+        ),
+    }
+}
 
 fn opt(v: Option<f64>) -> String {
     v.map_or_else(|| "–".to_string(), fmt_num)
@@ -153,7 +164,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
         ("jobs", c.jobs.to_string()),
         ("terminated (succeeded / failed)", format!("{} ({} / {})", c.terminated, c.succeeded, c.failed)),
         ("removed / held / unfinished", format!("{} / {} / {}", c.removed, c.held, c.unfinished)),
-        ("executions cut short (slot-time lost)", cut_short(c)),
+        ("executions cut short (slot-time lost)", cut_short_total(s)),
         ("sites", s.sites.len().to_string()),
         ("makespan", hours_or_secs(s.makespan_s)),
         ("efficiency (equation 2)", s.efficiency_pct.map_or("–".into(), |e| format!("{e:.1} %"))),

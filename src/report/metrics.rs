@@ -158,6 +158,9 @@ pub struct Summary {
     pub sites: Vec<SiteSummary>,
     /// The sites past the first [`TOP_SITES`] taken together, when there are more.
     pub others: Option<SiteSummary>,
+    /// Of `counts.cut_short`, the executions the run counted that no user
+    /// log shows (see [`add_cut_short_unseen_in_logs`]).
+    pub cut_short_unseen_in_logs: usize,
     /// Turnarounds in ascending order (the goodput graph), seconds.
     #[serde(skip)]
     pub sorted_turnarounds: Vec<f64>,
@@ -320,6 +323,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     sorted_turnarounds.sort_by(f64::total_cmp);
     Summary {
         counts,
+        cut_short_unseen_in_logs: 0,
         origin,
         turnaround: Stats::of(&turnarounds),
         queue_wait: Stats::of(&waits),
@@ -337,6 +341,36 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         total_occupancy,
         occupancy_span: axis.span,
         decisions: Vec::new(),
+    }
+}
+
+/// Adds to `summary` the executions each site's run counted cut short
+/// beyond what its user log shows: a Condor-C job running at the remote
+/// schedd when cosched removed it, before the local log heard of its start
+/// (the run learns of that start from the remote `condor_q`), has no 001 in
+/// the log. So the report agrees with the run's summary and `cosched
+/// status`. A run without a tally changes nothing.
+pub fn add_cut_short_unseen_in_logs(jobs: &[JobRecord], summary: &mut Summary, decisions: &RunDecisions) {
+    for site in &decisions.sites {
+        let Some((counted, counted_seconds)) = site.cut_short else { continue };
+        let own = || jobs.iter().filter(|j| j.file == site.log);
+        let (logged, logged_seconds) =
+            own().filter_map(JobRecord::cut_short_seconds).fold((0u64, 0.0), |(n, s), x| (n + 1, s + x));
+        if counted <= logged {
+            continue;
+        }
+        let unseen = (counted - logged) as usize;
+        let seconds = (counted_seconds - logged_seconds).max(0.0);
+        summary.counts.cut_short += unseen;
+        summary.counts.cut_short_seconds += seconds;
+        summary.cut_short_unseen_in_logs += unseen;
+        // The site the log's jobs are shown under (a log holds one site's jobs).
+        let shown = own().next().map(|j| j.site.clone());
+        let row = summary.sites.iter_mut().find(|s| shown.as_deref() == Some(s.name.as_str()));
+        if let Some(row) = row {
+            row.counts.cut_short += unseen;
+            row.counts.cut_short_seconds += seconds;
+        }
     }
 }
 
@@ -520,7 +554,7 @@ fn job_deltas(j: &JobRecord, horizon: f64, mut delta: impl FnMut((f64, i32, i32)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::model::{jobs_from_events, LogEvent};
+    use crate::report::model::{jobs_from_events, LogEvent, SiteDecisions};
 
     fn job(proc: i64, submit: f64, start: f64, end: f64, rv: i64) -> Vec<LogEvent> {
         let mut e = LogEvent::new(5, 1, proc, end);
@@ -551,6 +585,49 @@ mod tests {
         let site = &s.sites[0];
         assert!((site.cpu_hours - 150.0 / 3600.0).abs() < 1e-12);
         assert!((site.throughput.unwrap() - 150.0 / 110.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn executions_the_run_counted_cut_short_beyond_its_logs_are_added_to_their_site() {
+        // Log 0: job 1.0 ran 100-130 and was removed (009) at 130: cut
+        // short by 30 s. Job 1.1 was removed while idle: not cut short.
+        // The run counted 3 at that site (two more removed at the remote
+        // schedd before the log heard of their start), 50 slot-s in all.
+        let mut evs = vec![
+            LogEvent::new(0, 1, 0, 100.0),
+            LogEvent::new(1, 1, 0, 100.0),
+            LogEvent::new(9, 1, 0, 130.0),
+            LogEvent::new(0, 1, 1, 100.0),
+            LogEvent::new(9, 1, 1, 130.0),
+        ];
+        let other = job(0, 100.0, 110.0, 210.0, 0);
+        evs.sort_by(|a, b| a.time.total_cmp(&b.time));
+        let jobs = jobs_from_events(&[("a.log".into(), evs), ("b.log".into(), other)]);
+        let mut s = summarize(&jobs);
+        assert_eq!((s.counts.cut_short, s.counts.cut_short_seconds), (1, 30.0));
+        let site = |log: usize, counted: Option<(u64, f64)>| SiteDecisions {
+            site: format!("s{log}"),
+            log,
+            decisions: Vec::new(),
+            cut_short: counted,
+        };
+        let decisions =
+            RunDecisions { epoch_naive: 0.0, sites: vec![site(0, Some((3, 50.0))), site(1, Some((0, 0.0)))] };
+        add_cut_short_unseen_in_logs(&jobs, &mut s, &decisions);
+        assert_eq!((s.counts.cut_short, s.counts.cut_short_seconds), (3, 50.0));
+        assert_eq!(s.cut_short_unseen_in_logs, 2);
+        let row = |log: usize| {
+            let name = &jobs.iter().find(|j| j.file == log).expect("a job per log").site;
+            s.sites.iter().find(|x| x.name == **name).expect("a row per site").counts.clone()
+        };
+        assert_eq!((row(0).cut_short, row(0).cut_short_seconds), (3, 50.0));
+        assert_eq!(row(1).cut_short, 0);
+
+        // A run that counted no more than the log, or kept no tally, changes nothing.
+        let mut t = summarize(&jobs);
+        let fewer = RunDecisions { epoch_naive: 0.0, sites: vec![site(0, Some((1, 30.0))), site(1, None)] };
+        add_cut_short_unseen_in_logs(&jobs, &mut t, &fewer);
+        assert_eq!((t.counts.cut_short, t.cut_short_unseen_in_logs), (1, 0));
     }
 
     /// `n` jobs at three sites, submitted one a second, each queued a

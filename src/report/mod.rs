@@ -201,6 +201,7 @@ pub fn write_run_report(
 ) -> Result<ReportSummary, ReportError> {
     let (jobs, names, diagnostics) = read_jobs(logs, current_year())?;
     let mut summary = metrics::summarize(&jobs);
+    metrics::add_cut_short_unseen_in_logs(&jobs, &mut summary, decisions);
     summary.decisions = metrics::decision_series(&jobs, &summary, decisions);
     std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
     let write = |name: &str, text: &str| -> Result<PathBuf, ReportError> {

@@ -136,7 +136,8 @@ impl JobRecord {
     /// user-log events, so the three agree, with one exception: a Condor-C
     /// job running at the remote schedd when cosched removed it, before the
     /// local log heard of its start, is cut short for the run (which learns
-    /// of the start from the remote `condor_q`) but has no 001 here.
+    /// of the start from the remote `condor_q`) but has no 001 here; a run's
+    /// own report adds those ([`crate::report::metrics::add_cut_short_unseen_in_logs`]).
     pub fn cut_short_seconds(&self) -> Option<f64> {
         if self.end != JobEnd::Removed {
             return None;
@@ -174,6 +175,10 @@ pub struct SiteDecisions {
     pub log: usize,
     /// Times in run seconds (see [`RunDecisions::epoch_naive`]).
     pub decisions: Vec<crate::policy::Decision>,
+    /// Executions the run itself counted cut short at the site, and their
+    /// slot-seconds (`run::progress`), where it kept a tally. It can exceed
+    /// what the log shows: see [`JobRecord::cut_short_seconds`].
+    pub cut_short: Option<(u64, f64)>,
 }
 
 /// Turns the events of several logs into job records, in (file, first

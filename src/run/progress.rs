@@ -189,6 +189,12 @@ impl Progress {
         )
     }
 
+    /// Executions cut short so far at each site, in site order, and their
+    /// slot-seconds.
+    pub fn cut_short_by_site(&self) -> Vec<(u64, f64)> {
+        self.tally.sites.iter().map(|t| (t.cut_short, t.cut_short_seconds)).collect()
+    }
+
     /// Tells the display that a site's schedd has not answered since
     /// `since` (run time), or (`None`) that it answers again.
     pub fn set_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
@@ -549,6 +555,9 @@ impl Observer for Progress {
     }
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
         self.record(site, event);
+    }
+    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
+        Some(Progress::cut_short_by_site(self))
     }
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         self.set_unreachable(site, down);
