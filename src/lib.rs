@@ -68,9 +68,11 @@
 //!   own doing (also across crashes: intent is recorded before `condor_submit`,
 //!   and every HTCondor command dies with cosched, so none commits after a
 //!   resumed run looked for its batch).
-//! - A job is taken back to go elsewhere only if HTCondor says it has not
-//!   started (`condor::CondorSite` asks `condor_q`, for Condor-C the remote
-//!   schedd too, and removes with `JobStatus == 1` in the constraint); a
+//! - A withdrawal (an idle job taken back to go elsewhere) happens only if
+//!   HTCondor says the job has not started (`condor::CondorSite` asks
+//!   `condor_q`, for Condor-C the remote schedd too, and removes with
+//!   `JobStatus == 1` in the constraint). A running job is removed only by
+//!   the policy's explicit `Action::Remove`, each with its reason; a
 //!   Condor-C job whose remote copy finished is never removed.
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
 //! - A checkpoint is a shortcut, never the record: the state database and the

@@ -203,7 +203,10 @@ pub enum Action {
     /// Submit these jobs (each in the pool) to a site as one batch.
     Submit { site: SiteId, jobs: Vec<JobId>, why: String },
     /// Remove these jobs (each out at the site) with `condor_rm`, whatever
-    /// they are doing: for held jobs, sites given up, cancelled runs.
+    /// they are doing: for held jobs, sites given up, cancelled runs, and
+    /// (`adaptive`) running jobs that cost throughput where they are (the
+    /// youngest past the window of a thrashing site; in the tail, jobs a
+    /// site with room would finish sooner).
     Remove { site: SiteId, jobs: Vec<JobId>, why: String },
     /// Take these idle jobs back to place them elsewhere — but only those
     /// HTCondor says have not started: the backend checks each job's real
