@@ -95,14 +95,14 @@
 //! past the window of a site draining after a degraded verdict: each is
 //! expected to need s × the mean run, less its age, to end there, and a
 //! fresh start at another site with room that beats this by the margin a
-//! move of an idle job needs goes ahead (a capacity that drops near the end would
-//! otherwise make its slowed jobs the run's tail). A job past twice the
-//! longest healthy run, where the test stops weighing its age, is slowed by
-//! an unknown factor: knowing only that its total time exceeds its age, a
-//! scale-free prior puts the median of what is left at that age (a site
-//! that collapsed past a low knee held such jobs for 2-5× the oracle's
-//! makespan; moving them took it to 1.3-1.8×). Sites without their own
-//! run times yet are planned with the other sites' median.
+//! move of an idle job needs goes ahead (a capacity that drops near the
+//! end would otherwise make its slowed jobs the run's tail). A job past
+//! twice the longest healthy run, where the test stops weighing its age, is
+//! slowed by an unknown factor: knowing only that its total time exceeds
+//! its age, a scale-free prior puts the median of what is left at that age
+//! (a site that collapsed past a low knee held such jobs for 2-5× the
+//! oracle's makespan; moving them took it to 1.3-1.8×). Sites without their
+//! own run times yet are planned with the other sites' median.
 //!
 //! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027
