@@ -93,7 +93,8 @@
 //! no job the fast ones would finish sooner, and once the pool is empty idle
 //! jobs move to a site that would finish them sooner. So do running jobs
 //! past the window of a site draining after a degraded verdict: each is
-//! expected to need s × the mean run, less its age, to end there, and a
+//! expected to need the mean run, at the most likely slowdown then (not the
+//! least, which sets the window), less its age, to end there, and a
 //! fresh start at another site with room that beats this by the margin a
 //! move of an idle job needs goes ahead (a capacity that drops near the
 //! end would otherwise make its slowed jobs the run's tail). A job past
@@ -101,8 +102,11 @@
 //! slowed by an unknown factor: knowing only that its total time exceeds
 //! its age, a scale-free prior puts the median of what is left at that age
 //! (a site that collapsed past a low knee held such jobs for 2-5× the
-//! oracle's makespan; moving them took it to 1.3-1.8×). Sites without their
-//! own run times yet are planned with the other sites' median.
+//! oracle's makespan; moving them took it to 1.3-1.8×). For these tail
+//! rules a probe's test goes on after the pool is empty (a last probe past
+//! a steep knee is otherwise never judged, and its jobs never moved); the
+//! test of a floor stops there. Sites without their own run times yet are
+//! planned with the other sites' median.
 //!
 //! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027
@@ -301,17 +305,22 @@ impl Adaptive {
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         self.sites[i].time_out(now);
-        // Once nothing is left to send, a verdict would change no window,
-        // only what the next run remembers, and would come from the run's
-        // last few jobs (a floor judged on them was measured to forget a
-        // knee of 50 as 4). Verdicts reached before still guide the tail.
-        if self.book.pool_len() > 0 {
+        // Once nothing is left to send, a verdict changes no window, but it
+        // still decides the tail: whether the jobs past the floor thrash
+        // (shed) or are stuck (moved). So a test of the levels above the
+        // floor goes on. A test of the floor itself stops: it would judge the
+        // floor on the run's last few jobs (measured to forget a knee of 50
+        // as 4) and change only what the next run remembers.
+        let tail = self.book.pool_len() == 0;
+        if !tail || self.sites[i].probing() {
             if let Some(verdict) = self.sites[i].check(now) {
                 let jobs = self.sites[i].thrashing(verdict);
                 let why =
                     "adaptive: the site delivers less with these youngest jobs running than without them";
                 self.remove(site, &jobs, why.to_string(), actions);
             }
+        }
+        if !tail {
             self.sites[i].maybe_reprobe(now);
         }
         if self.sites[i].ready() != self.ready[i] {

@@ -211,6 +211,10 @@ pub struct Site {
     next_eval: Time,
     /// Every verdict: when, what, and the window it left.
     pub verdicts: Vec<(Time, Verdict, f64)>,
+    /// The most likely slowdown at the last degraded verdict: what a job
+    /// still running there is expected to suffer (the verdict's own, the
+    /// least one proved, is what the window is cut by).
+    likeliest_slowdown: Option<f64>,
 }
 
 impl Site {
@@ -260,6 +264,7 @@ impl Site {
             closed_until: None,
             next_eval: 0.0,
             verdicts: Vec::new(),
+            likeliest_slowdown: None,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -543,6 +548,13 @@ impl Site {
         self.last = now;
     }
 
+    /// Whether the test under way is a probe: about the levels above a
+    /// floor already judged, not about the floor itself (nor the first
+    /// cohort, whose runs are the baseline).
+    pub fn probing(&self) -> bool {
+        self.searched && self.test.level > 0.0
+    }
+
     /// Runs the test at `now`; on a verdict, applies it (see the parent
     /// module's docs) and returns it.
     pub fn check(&mut self, now: Time) -> Option<Verdict> {
@@ -580,6 +592,8 @@ impl Site {
             // The slowdown the evidence proves: the least one past the threshold.
             let k = llrs.iter().position(|&l| l >= self.rules.upper).unwrap_or(0);
             let slowdown = self.rules.kappa * STRETCH[k];
+            let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
+            self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
             self.degraded(level, slowdown);
             Verdict::Degraded { level, slowdown }
         } else if llr <= self.rules.lower {
@@ -652,8 +666,8 @@ impl Site {
 
     /// While the site drains past its window after a degraded verdict: the
     /// running jobs past the window, youngest first, each with the time it
-    /// is expected to need here still. That is its run at the least
-    /// slowdown the verdict proved, less its age, until the job has run
+    /// is expected to need here still. That is its run at the most likely
+    /// slowdown when the verdict came, less its age, until the job has run
     /// `FAR_PAST` times the longest healthy run: there the test stops
     /// weighing its age (see `llrs`), and how much slower it runs is
     /// unknown. Under a scale-free prior on its total time, knowing only
@@ -661,11 +675,7 @@ impl Site {
     pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
         let excess = f64::from(self.running) - self.window;
         let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
-        let slowdown = self.verdicts.iter().rev().find_map(|(_, verdict, _)| match verdict {
-            Verdict::Degraded { slowdown, .. } => Some(*slowdown),
-            Verdict::Healthy { .. } => None,
-        });
-        let Some(slowdown) = slowdown else { return Vec::new() };
+        let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
         self.by_start
             .iter()
             .rev()
