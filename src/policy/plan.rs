@@ -27,11 +27,25 @@
 //! (the wait is memoryless: a job that has waited long is no closer to its
 //! start) and go there instead.
 //!
-//! Cost: the horizon is recomputed in O(sites log sites) only when the pool
-//! or a model changed materially; between recomputations an event touches
-//! only its own site (O(log sites)).
+//! **The last wave.** Once the sites' room takes the whole pool, what is
+//! sent now is the last of it, and the run ends with the last of these
+//! jobs' queue waits. `n` jobs that all run at once after independent
+//! exponential waits of mean `W` have all started only after `W H(n)` on
+//! average (`H(n) = 1 + 1/2 + … + 1/n ≈ ln n + 0.58`; waits are memoryless,
+//! so this holds for the jobs already waiting whatever their ages): 400 jobs
+//! at a site of 50 s waits end theirs after 330 s, not 50. So in the last
+//! wave a site finishes by `T` no more jobs than `W H(n) + R ≤ T` allows,
+//! and the horizon is found with that bound. Two cases keep the plain
+//! backlog: jobs past the window's free slots, which queue for slots
+//! anyway, and waits longer than the margin a move needs, whose idle jobs
+//! the tail moves.
+//!
+//! Cost: the horizon is recomputed in O(sites log sites) (in the last wave,
+//! plus a bisection of 40 steps of O(sites) each) only when the pool or a
+//! model changed materially; between recomputations an event touches only
+//! its own site (O(log sites)).
 
-use super::book::TimeKey;
+use super::book::{SiteCounts, TimeKey};
 use super::{Action, JobBook, JobId, SiteId, Time};
 use std::collections::BTreeSet;
 
@@ -92,6 +106,87 @@ impl SiteModel {
         }
         self.latency().max(f64::from(out) / mu)
     }
+
+    /// How many more jobs sent now could be expected to have ended their
+    /// queue waits and run by `slack` seconds from now, with `waiting`
+    /// already waiting: the largest `k` with `W H(waiting + k) + R ≤ slack`
+    /// (failures folded in as in [`SiteModel::latency`]).
+    fn wait_bound(&self, waiting: u32, slack: f64) -> f64 {
+        if !self.waits_race() {
+            return f64::INFINITY;
+        }
+        let h = 1.0 + (slack - self.latency()) / self.wait;
+        (inverse_harmonic(h) - f64::from(waiting)).max(0.0)
+    }
+
+    /// Whether the last of the site's queue waits bounds when it finishes:
+    /// where the wait is shorter than a move's margin the tail never moves
+    /// its idle jobs (no move could gain the margin on the wait), so the
+    /// largest of their waits is the site's to finish with; longer waits
+    /// are the tail's to cut short by moving the jobs still idle.
+    fn waits_race(&self) -> bool {
+        self.wait > 0.0 && self.wait < MOVE_MARGIN
+    }
+
+    /// Jobs more the site could succeed by `slack` seconds from now.
+    fn jobs_by(&self, counts: SiteCounts, slack: f64) -> f64 {
+        let backlog = self.rate() * (slack - self.marginal_latency(counts.out())).max(0.0);
+        backlog.min(self.last_wave_bound(counts, slack))
+    }
+
+    /// In the last wave, the jobs more the site could be sent so that the
+    /// last of their queue waits ends in time to run by `slack` from now —
+    /// where they would all run at once. Where they would not (more than
+    /// the window's free slots), they queue for slots too, and the backlog
+    /// is the bound.
+    fn last_wave_bound(&self, counts: SiteCounts, slack: f64) -> f64 {
+        let waiting = waiting(counts);
+        let free = (self.window - f64::from(counts.running)).max(0.0);
+        let bound = self.wait_bound(waiting, slack);
+        if f64::from(waiting) + bound > free {
+            return f64::INFINITY;
+        }
+        bound
+    }
+}
+
+/// Jobs at a site still to draw their queue wait (or drawing it): the ones
+/// whose waits race each other to the site's last start.
+fn waiting(counts: SiteCounts) -> u32 {
+    counts.submitting + counts.idle
+}
+
+/// `H(n) = 1 + 1/2 + … + 1/n`: the expected largest of `n` independent
+/// exponential waits of mean 1. Waits are memoryless, so the jobs waiting
+/// at a site now, whatever their ages, end their waits after `W H(n)`.
+fn harmonic(n: u32) -> f64 {
+    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+    if n <= 32 {
+        (1..=n).map(|k| 1.0 / f64::from(k)).sum()
+    } else {
+        let n = f64::from(n);
+        n.ln() + EULER_GAMMA + 1.0 / (2.0 * n) - 1.0 / (12.0 * n * n)
+    }
+}
+
+/// The largest `n` with `H(n) ≤ h` (0 below `H(1) = 1`; capped where it
+/// no longer matters).
+fn inverse_harmonic(h: f64) -> f64 {
+    if h < 1.0 {
+        return 0.0;
+    }
+    if h > 20.0 {
+        return 1e15;
+    }
+    let guess = (h - 0.577_215_664_901_532_9).exp().floor().max(1.0) as u32;
+    let mut n = guess.saturating_sub(2).max(1);
+    while harmonic(n + 1) <= h {
+        n += 1;
+    }
+    while n > 1 && harmonic(n) > h {
+        n -= 1;
+    }
+    f64::from(n)
 }
 
 /// The pool's finish horizon, cached between material changes.
@@ -102,6 +197,9 @@ struct Horizon {
     /// When it was computed, and the pool then.
     computed: Time,
     pool: u64,
+    /// The sites' room takes the whole pool: what is sent now is the last
+    /// of it, and the last of its queue waits ends the run.
+    last_wave: bool,
 }
 
 /// Submissions and moves from per-site models (see the module docs).
@@ -200,23 +298,27 @@ impl Planner {
     }
 
     /// The pool's finish horizon at `now`, recomputed when stale.
-    fn horizon(&mut self, now: Time, book: &JobBook) -> Time {
+    fn horizon(&mut self, now: Time, book: &JobBook) -> Horizon {
         let pool = book.pool_len();
         if let Some(h) = self.horizon {
             let drift = pool.abs_diff(h.pool) > (h.pool / 20).max(1);
             let aged = now - h.computed > 0.05 * (h.at - h.computed).max(0.0);
             if !self.stale && !drift && !aged {
-                return h.at;
+                return h;
             }
         }
-        let mut lines: Vec<(f64, f64)> = self
+        let room: u64 = (0..self.models.len()).map(|i| self.room(SiteId(i as u32), book)).sum();
+        let last_wave = room >= pool;
+        let open: Vec<(&SiteModel, SiteCounts)> = self
             .models
             .iter()
             .enumerate()
             .filter(|(_, m)| m.open && m.rate() > 0.0)
-            .map(|(i, m)| (m.marginal_latency(book.counts(SiteId(i as u32)).out()), m.rate()))
-            .filter(|(l, _)| l.is_finite())
+            .map(|(i, m)| (m, book.counts(SiteId(i as u32))))
+            .filter(|(m, c)| m.marginal_latency(c.out()).is_finite())
             .collect();
+        let mut lines: Vec<(f64, f64)> =
+            open.iter().map(|(m, c)| (m.marginal_latency(c.out()), m.rate())).collect();
         lines.sort_by(|a, b| a.0.total_cmp(&b.0));
         let need = pool as f64;
         let (mut sum_mu, mut sum_mu_l) = (0.0, 0.0);
@@ -231,10 +333,29 @@ impl Planner {
                 break;
             }
         }
-        let at = now + tau;
-        self.horizon = Some(Horizon { at, computed: now, pool });
+        // The lines ignore that the last of many queue waits ends late;
+        // with it each site finishes fewer jobs by a time, so the horizon
+        // found is a lower bound: search above it.
+        let finished_by = |t: f64| open.iter().map(|(m, c)| m.jobs_by(*c, t)).sum::<f64>();
+        if last_wave && tau.is_finite() && finished_by(tau) < need - 0.5 {
+            let (mut lo, mut hi) = (tau, tau.max(1.0) * 2.0);
+            while finished_by(hi) < need - 0.5 && hi < 1e12 {
+                (lo, hi) = (hi, hi * 2.0);
+            }
+            for _ in 0..40 {
+                let mid = 0.5 * (lo + hi);
+                if finished_by(mid) < need - 0.5 {
+                    lo = mid;
+                } else {
+                    hi = mid;
+                }
+            }
+            tau = hi;
+        }
+        let horizon = Horizon { at: now + tau, computed: now, pool, last_wave };
+        self.horizon = Some(horizon);
         self.stale = false;
-        at
+        horizon
     }
 
     /// Hands pool jobs to sites with room whose jobs would finish by the
@@ -255,11 +376,17 @@ impl Planner {
             let Some(&(key, i)) = self.candidates.iter().find(|c| !passed.contains(&c.1)) else { break };
             let site = SiteId(i);
             let model = self.models[i as usize];
-            let slack = horizon - now - key.time();
+            let slack = horizon.at - now - key.time();
             if slack < 0.0 {
                 break;
             }
-            let allowed = ((model.rate() * slack).ceil() as u64).max(1);
+            let by_backlog = (model.rate() * slack).ceil();
+            let by_waits = if horizon.last_wave {
+                model.last_wave_bound(book.counts(site), horizon.at - now).floor()
+            } else {
+                f64::INFINITY
+            };
+            let allowed = (by_backlog.min(by_waits) as u64).max(1);
             let k = self.room(site, book).min(allowed).min(book.pool_len());
             passed.push(i);
             if k == 0 {
@@ -344,6 +471,17 @@ mod tests {
         SiteModel { open: true, window, run, wait, ahead: wait, success: 1.0 }
     }
 
+    /// Jobs the actions submit to `site`.
+    fn submitted_to(actions: &[Action], site: SiteId) -> usize {
+        actions
+            .iter()
+            .map(|a| match a {
+                Action::Submit { site: s, jobs, .. } if *s == site => jobs.len(),
+                _ => 0,
+            })
+            .sum()
+    }
+
     #[test]
     fn littles_law_keeps_the_wait_filled() {
         // 10 running jobs of 100 s end one every 10 s; a 300 s wait needs 30 in the queue.
@@ -368,19 +506,37 @@ mod tests {
         planner.set_model(SiteId(0), model(10.0, 100.0, 0.0), &book);
         planner.set_model(SiteId(1), model(10.0, 1000.0, 0.0), &book);
         let acts = planner.dispatch(0.0, &mut book, |_, _| String::new());
-        let to = |s: u32| -> usize {
-            acts.iter()
-                .map(|a| match a {
-                    Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
-                    _ => 0,
-                })
-                .sum()
-        };
+        let to = |s: u32| submitted_to(&acts, SiteId(s));
         // The fast site alone finishes 100 jobs by t = 1000, when the slow
         // one's first would just end: the slow site would still help a little
         // (Σ μ (T − λ) = 100 gives T ≈ 1000), but never by much.
         assert_eq!(to(0), 10);
         assert!(to(1) <= 1, "{acts:?}");
+    }
+
+    #[test]
+    fn the_last_wave_is_not_piled_where_the_last_of_its_queue_waits_would_end_the_run() {
+        // 400 jobs. Site 0 runs them all at once, 30 s each, after a queue
+        // wait of 50 s on average: its mean job would be done by 80 s, the
+        // first of any site, but the last of 400 waits ends after
+        // 50 H(400) ≈ 330 s. Four sites without waits run 50 jobs of 100 s
+        // at a time, 2 jobs/s together once their first jobs end. Site 0
+        // should get the n jobs whose last wait ends when the others finish
+        // the rest: 50 H(n) + 30 = 100 + (400 − n)/2 gives n ≈ 64, all done
+        // by about 270 s, where piling the pool on site 0 would end at 360.
+        let mut book = JobBook::new(400, 5, 3);
+        let mut planner = Planner::new(5);
+        planner.set_model(SiteId(0), model(1000.0, 30.0, 50.0), &book);
+        for i in 1..5 {
+            planner.set_model(SiteId(i), model(50.0, 100.0, 0.0), &book);
+        }
+        let acts = planner.dispatch(0.0, &mut book, |_, _| String::new());
+        let to = |s: u32| submitted_to(&acts, SiteId(s));
+        assert!((40..=100).contains(&to(0)), "{} jobs sent to the site of 50 s waits", to(0));
+        for i in 1..5 {
+            assert_eq!(to(i), 50, "a site without waits runs its window");
+        }
+        assert!(book.pool_len() >= 100, "the rest waits for the next waves");
     }
 
     #[test]
