@@ -109,6 +109,11 @@ impl fmt::Display for CondorError {
 
 impl std::error::Error for CondorError {}
 
+/// Spawns retried while the program is busy ("Text file busy"), and the
+/// wait before the first retry (then twice, three times as long, …).
+const BUSY_RETRIES: u32 = 5;
+const BUSY_BACKOFF: Duration = Duration::from_millis(20);
+
 /// Messages that mean "the command was wrong", checked first: retrying an
 /// unreadable executable or a syntax error only repeats it.
 const PERMANENT: [&str; 9] = [
@@ -241,7 +246,20 @@ impl Condor {
         let mut cmd = tokio::process::Command::new(&program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
         die_with_parent(&mut cmd);
-        let child = cmd.spawn().map_err(|e| CondorError {
+        let mut spawned = cmd.spawn();
+        // "Text file busy": the program is open for writing somewhere — being
+        // replaced (an upgrade), or just written and its descriptor not yet
+        // closed in a process forked meanwhile. That passes in moments.
+        for attempt in 1..=BUSY_RETRIES {
+            match &spawned {
+                Err(e) if e.raw_os_error() == Some(libc::ETXTBSY) => {
+                    tokio::time::sleep(BUSY_BACKOFF * attempt).await;
+                    spawned = cmd.spawn();
+                }
+                _ => break,
+            }
+        }
+        let child = spawned.map_err(|e| CondorError {
             command: command_line.clone(),
             status: None,
             stderr: match e.kind() {
@@ -251,7 +269,7 @@ impl Condor {
                 ),
                 _ => format!("cannot run {}: {e}", program.display()),
             },
-            kind: ErrorKind::Permanent,
+            kind: if e.raw_os_error() == Some(libc::ETXTBSY) { ErrorKind::Transient } else { ErrorKind::Permanent },
         })?;
         // Dropping the future on timeout drops the child, which kills it.
         match tokio::time::timeout(self.timeout, child.wait_with_output()).await {
@@ -677,6 +695,23 @@ mod tests {
         let e = condor.remove(&["1.0".to_string()]).await.unwrap_err();
         assert_eq!(e.kind, ErrorKind::Transient);
         assert_eq!(args(bin.path(), "condor_rm").last().map(String::as_str), Some("1.0"));
+    }
+
+    #[tokio::test]
+    async fn a_program_busy_for_a_moment_is_run_once_it_is_free() {
+        // A program still open for writing cannot be executed ("Text file
+        // busy"); here this process holds it open for 30 ms.
+        let bin = tempfile::tempdir().unwrap();
+        script(bin.path(), "condor_rm", "echo ok");
+        let writer = std::fs::OpenOptions::new().append(true).open(bin.path().join("condor_rm")).unwrap();
+        let release = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(30)).await;
+            drop(writer);
+        });
+        let condor = condor_in(bin.path(), 30.0);
+        condor.remove(&["1.0".to_string()]).await.unwrap();
+        release.await.unwrap();
+        assert_eq!(args(bin.path(), "condor_rm"), ["1.0"]);
     }
 
     #[tokio::test]
