@@ -128,7 +128,8 @@ impl SiteModel {
         self.wait > 0.0 && self.wait < MOVE_MARGIN
     }
 
-    /// Jobs more the site could succeed by `slack` seconds from now.
+    /// In the last wave, the jobs more the site could succeed by `slack`
+    /// seconds from now.
     fn jobs_by(&self, counts: SiteCounts, slack: f64) -> f64 {
         let backlog = self.rate() * (slack - self.marginal_latency(counts.out())).max(0.0);
         backlog.min(self.last_wave_bound(counts, slack))
@@ -156,16 +157,19 @@ fn waiting(counts: SiteCounts) -> u32 {
     counts.submitting + counts.idle
 }
 
+/// `H(n) − ln n` as `n` grows.
+const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
+
 /// `H(n) = 1 + 1/2 + … + 1/n`: the expected largest of `n` independent
 /// exponential waits of mean 1. Waits are memoryless, so the jobs waiting
 /// at a site now, whatever their ages, end their waits after `W H(n)`.
 fn harmonic(n: u32) -> f64 {
-    const EULER_GAMMA: f64 = 0.577_215_664_901_532_9;
     if n <= 32 {
         (1..=n).map(|k| 1.0 / f64::from(k)).sum()
     } else {
         let n = f64::from(n);
-        n.ln() + EULER_GAMMA + 1.0 / (2.0 * n) - 1.0 / (12.0 * n * n)
+        let n2 = n * n;
+        n.ln() + EULER_GAMMA + 1.0 / (2.0 * n) - 1.0 / (12.0 * n2) + 1.0 / (120.0 * n2 * n2)
     }
 }
 
@@ -178,7 +182,7 @@ fn inverse_harmonic(h: f64) -> f64 {
     if h > 20.0 {
         return 1e15;
     }
-    let guess = (h - 0.577_215_664_901_532_9).exp().floor().max(1.0) as u32;
+    let guess = (h - EULER_GAMMA).exp().floor().max(1.0) as u32;
     let mut n = guess.saturating_sub(2).max(1);
     while harmonic(n + 1) <= h {
         n += 1;
@@ -512,6 +516,18 @@ mod tests {
         // (Σ μ (T − λ) = 100 gives T ≈ 1000), but never by much.
         assert_eq!(to(0), 10);
         assert!(to(1) <= 1, "{acts:?}");
+    }
+
+    #[test]
+    fn the_harmonic_numbers_and_their_inverse_agree_across_the_series_switch() {
+        let mut exact = 0.0;
+        for n in 1..=3000u32 {
+            exact += 1.0 / f64::from(n);
+            assert!((harmonic(n) - exact).abs() < 1e-10, "H({n}) = {} ≠ {exact}", harmonic(n));
+            assert_eq!(inverse_harmonic(exact + 1e-9), f64::from(n), "inverse of H({n})");
+            assert_eq!(inverse_harmonic(exact - 1e-6), f64::from(n - 1), "just below H({n})");
+        }
+        assert_eq!(inverse_harmonic(0.99), 0.0);
     }
 
     #[test]
