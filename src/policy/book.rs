@@ -220,6 +220,13 @@ impl JobBook {
     pub fn out_total(&self) -> u64 {
         self.out
     }
+    /// Jobs a schedd holds for the run (idle, running, held, or being taken
+    /// back), at all sites: [`Self::out_total`] less the submissions no
+    /// schedd has accepted (on their way, or held back by the daemon's share
+    /// cap, which never sends them once a run is cancelled).
+    pub fn at_schedds(&self) -> u64 {
+        self.out.saturating_sub(self.counts.iter().map(|c| u64::from(c.submitting)).sum::<u64>())
+    }
 
     /// Takes up to `k` jobs from the pool (lowest index first) and marks them
     /// as being submitted to `site`.

@@ -51,6 +51,33 @@ pub struct Metrics {
     pub sites: Vec<SiteMetrics>,
 }
 
+/// The first pair of one job's attempts (sorted by submission) that were
+/// out for an overlapping stretch of time, as (site, site). Only an overlap
+/// of positive length counts: a withdrawal and a new submission at the same
+/// instant may come in either order among simultaneous attempts, and site
+/// clocks round to nanoseconds, so the two instants may differ by that much.
+fn first_overlap(list: &[&AttemptRecord]) -> Option<(u32, u32)> {
+    const SAME_INSTANT: f64 = 1e-6;
+    // Of the earlier attempts, the one out longest overlaps the current
+    // one most (all began no later than it).
+    let mut longest: Option<&AttemptRecord> = None;
+    for &attempt in list {
+        if let Some(earlier) = longest {
+            let end = |a: &AttemptRecord| a.ended.unwrap_or(f64::INFINITY);
+            if end(earlier).min(end(attempt)) - attempt.submitted > SAME_INSTANT {
+                return Some((earlier.site, attempt.site));
+            }
+        }
+        let out_longer = |a: &AttemptRecord| {
+            longest.is_none_or(|l| a.ended.is_none_or(|e| l.ended.is_some_and(|le| e > le)))
+        };
+        if out_longer(attempt) {
+            longest = Some(attempt);
+        }
+    }
+    None
+}
+
 /// Computes the metrics and checks conservation: every job done exactly once
 /// (unless the run hung), submit ≤ start ≤ end, no job at two sites at once,
 /// peak concurrency ≤ slots, the policy's book agreeing with the sites.
@@ -82,8 +109,8 @@ pub fn measure(
             errors.push(format!("job {} succeeded without starting", a.job));
         }
     }
-    // Each job's attempts in submission order (a stable sort keeps the
-    // site order of simultaneous ones): one index array, not a list per job.
+    // Each job's attempts in submission order: one index array, not a list
+    // per job.
     let mut by_job: Vec<u32> =
         (0..attempts.len() as u32).filter(|&i| (attempts[i as usize].job as usize) < n).collect();
     by_job.sort_by(|&a, &b| {
@@ -98,15 +125,8 @@ pub fn measure(
         let len = rest.iter().take_while(|&&i| attempts[i as usize].job == job).count();
         let list: Vec<&AttemptRecord> = rest[..len].iter().map(|&i| &attempts[i as usize]).collect();
         rest = &rest[len..];
-        for pair in list.windows(2) {
-            // Site clocks round to nanoseconds: a removal and a new submission
-            // at the same instant may differ by that much.
-            if pair[0].ended.is_none_or(|e| e > pair[1].submitted + 1e-6) {
-                errors.push(format!(
-                    "job {job} was out at two sites at once (sites {}, {})",
-                    pair[0].site, pair[1].site
-                ));
-            }
+        if let Some((first, second)) = first_overlap(&list) {
+            errors.push(format!("job {job} was out at two sites at once (sites {first}, {second})"));
         }
         let successes: Vec<_> = list.iter().filter(|a| a.end == AttemptEnd::Success).collect();
         match successes.len() {
@@ -175,4 +195,38 @@ pub fn percentile(values: &[f64], q: f64) -> f64 {
     sorted.sort_by(f64::total_cmp);
     let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
     sorted[rank - 1]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn attempt(site: u32, submitted: f64, ended: Option<f64>) -> AttemptRecord {
+        AttemptRecord { job: 0, site, submitted, started: None, ended, end: AttemptEnd::Removed }
+    }
+
+    #[test]
+    fn a_withdrawal_and_a_resubmission_at_one_instant_do_not_overlap_in_either_order() {
+        // Withdrawn from site 39 at t = 10 and sent to site 35 at t = 10:
+        // the sort by submission may list them either way round.
+        let withdrawn = attempt(39, 10.0, Some(10.0));
+        let resent = attempt(35, 10.0, None);
+        assert_eq!(first_overlap(&[&withdrawn, &resent]), None);
+        assert_eq!(first_overlap(&[&resent, &withdrawn]), None);
+        // The same a nanosecond apart, as site clocks round.
+        let resent_early = attempt(35, 10.0 - 1e-9, None);
+        assert_eq!(first_overlap(&[&resent_early, &withdrawn]), None);
+    }
+
+    #[test]
+    fn an_attempt_sent_while_another_is_out_overlaps_it() {
+        let out = attempt(1, 0.0, Some(100.0));
+        let short = attempt(2, 5.0, Some(6.0));
+        let after = attempt(3, 100.0, None);
+        assert_eq!(first_overlap(&[&out, &short, &after]), Some((1, 2)));
+        assert_eq!(first_overlap(&[&out, &after]), None);
+        // One still out overlaps whatever comes after it.
+        let still_out = attempt(4, 0.0, None);
+        assert_eq!(first_overlap(&[&still_out, &after]), Some((4, 3)));
+    }
 }

@@ -372,6 +372,30 @@ fn sigterm_then_restart_resumes_both_runs() {
 }
 
 #[test]
+fn a_cancelled_run_has_its_report_counting_what_the_pool_ran() {
+    let s = Setup::new(|_| {}, 100.0, "");
+    let d = s.start();
+    let id = s.submit(&d, USER_A, 60, "both.toml", None);
+    wait_for("the run to make progress", PATIENCE, || (d.run(id)["done"].as_u64() >= Some(3)).then_some(()));
+    assert_eq!(d.request(&json!({"op": "cancel", "run": id, "as_uid": USER_A}))["ok"], true);
+    wait_for("the run to be cancelled", PATIENCE, || (d.run(id)["state"] == "cancelled").then_some(()));
+    let runs: Vec<PathBuf> = std::fs::read_dir(s.path("state/runs"))
+        .unwrap()
+        .map(|e| e.unwrap().path().join("report/report.json"))
+        .collect();
+    assert_eq!(runs.len(), 1, "one run directory: {runs:?}");
+    let report: Value = serde_json::from_str(
+        &std::fs::read_to_string(&runs[0])
+            .unwrap_or_else(|e| panic!("{}: {e}\n{}", runs[0].display(), d.log_text())),
+    )
+    .unwrap();
+    let ran: usize = s.successes().values().sum();
+    assert!(ran < 60, "the cancel came before the run's end ({ran} jobs succeeded)");
+    assert_eq!(report["summary"]["counts"]["succeeded"].as_u64(), Some(ran as u64), "{}", report["summary"]);
+    assert_eq!(d.run(id)["out"], 0, "a cancelled run has nothing left at the sites");
+}
+
+#[test]
 fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one
     let seed = std::env::var("COSCHED_TEST_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(|| {
