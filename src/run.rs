@@ -988,20 +988,19 @@ pub async fn drive_recorded(
     let mut shown = ShowReachability { inner: observer, reachability, epoch_unix: run.epoch_unix, rate };
     let mut recording = decisions::Recording::new(&run_dir, &mut shown);
     let report = engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await;
-    // Submissions the daemon's share cap held back never reached a schedd.
-    let nothing_out = policy.book().at_schedds() == 0;
-    if nothing_out {
-        // Nothing of the run is at any site (settled, or a cancelled run
-        // drained): no remote copy is wanted any more.
+    if policy.book().out_total() == 0 {
+        // Nothing of the run is at any site or on its way there (settled):
+        // no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &run.id, &sites.sites).await;
     }
     record_end(&db, &run.id, policy.as_ref(), report.ending)?;
     // The same report a foreground run writes, beside its logs, once they
     // are complete: the run settled, or it stopped with nothing of it left
-    // at any site (a cancelled run that drained; a daemon stopped between
-    // batches writes the report of the logs so far, rewritten when the run
-    // ends).
-    if report.ending == Ending::Settled || (report.ending == Ending::Interrupted && nothing_out) {
+    // at any schedd (a cancelled run that drained, whose held-back
+    // submissions never left; a daemon stopped between batches writes the
+    // report of the logs so far, rewritten when the run ends).
+    let nothing_at_schedds = policy.book().at_schedds() == 0;
+    if report.ending == Ending::Settled || (report.ending == Ending::Interrupted && nothing_at_schedds) {
         let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
         match run_report(&run_dir, &names, run.epoch_unix, shown.inner.cut_short_by_site()) {
             Some(Ok(path)) => tracing::info!("run {}: report: {}", run.id, path.display()),
