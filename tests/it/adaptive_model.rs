@@ -368,6 +368,14 @@ fn a_dead_site_is_abandoned_within_the_idle_timeout() {
         let dead = r.metrics.sites.iter().find(|s| s.name == "dead").expect("dead site");
         assert_eq!(dead.jobs_done, 0, "seed {seed}");
         assert!(r.learned["dead"].unresponsive, "seed {seed}: {:?}", r.learned["dead"]);
+        // Warm, a run shorter than the idle timeout has no use for a site
+        // that started nothing for that long: no job waits there.
+        let options = SimOptions { memory: r.learned.clone(), ..SimOptions::default() };
+        let warm = sim::run(&with_dead, &PolicyConfig::named("adaptive").unwrap(), seed, &options);
+        assert!(warm.errors.is_empty() && !warm.hang, "seed {seed}: warm: {:?}", warm.errors);
+        let dead_index = with_dead.sites.iter().position(|s| s.dead).unwrap() as u32;
+        let parked: Vec<_> = warm.attempts.iter().filter(|a| a.site == dead_index).collect();
+        assert!(parked.is_empty(), "seed {seed}: warm, jobs sent to the site remembered dead: {parked:?}");
     }
 }
 

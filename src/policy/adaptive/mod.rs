@@ -119,7 +119,9 @@
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
 //! run-time quantiles with the shortest and longest run seen, and mean wait;
-//! a warm run starts there and tests from its first job.
+//! a warm run starts there and tests from its first job. A site that
+//! started nothing starts with one job's wait of `idle_timeout` in vain,
+//! the least it was last time.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned; sites that did not change are not

@@ -298,6 +298,12 @@ impl Site {
         }
         if m.unresponsive {
             self.window = 1.0;
+            // It started nothing for at least `idle_timeout` last time: its
+            // wait is planned as one job's that long without a start, so a
+            // job goes there only where the run is long enough to use a
+            // site that slow (not a probe parked there while others have
+            // room, to be moved once its wait, counted from zero, grew).
+            self.waits.closed = self.idle_timeout;
         }
         if let Some(w) = m.mean_wait {
             // As if three jobs had waited that long.
