@@ -25,7 +25,11 @@
 //! whose `W + R` is well above what a site with room offers (by 10%, and by
 //! more than the minute a grid job's start may take to be heard of) are withdrawn
 //! (the wait is memoryless: a job that has waited long is no closer to its
-//! start) and go there instead.
+//! start) and go there instead. It is the last of them that ends the run:
+//! `k` jobs idle at a site start after `W H(k)` (below), so as many move as
+//! bring the later of the two sites' last ends, `W H(k − m) + R` here and
+//! `W' H(m) + R'` there, furthest below the giver's `W H(k) + R` — when
+//! that gains the minute, even where one job alone would not.
 //!
 //! **The last wave.** Once the sites' room takes the whole pool, what is
 //! sent now is the last of it, and the run ends with the last of these
@@ -427,7 +431,8 @@ impl Planner {
     /// With the pool empty: idle jobs at sites where they would succeed
     /// late, to be withdrawn because a site with room would finish them
     /// sooner. Returns (site, jobs) pairs; the caller withdraws them and the
-    /// next dispatch sends them on. O(sites): call it from a timer.
+    /// next dispatch sends them on. O(sites² + room the takers have):
+    /// call it from a timer.
     pub fn tail_moves(&self, book: &JobBook) -> Vec<(SiteId, Vec<JobId>)> {
         if book.pool_len() > 0 {
             return Vec::new();
@@ -444,18 +449,34 @@ impl Planner {
             .map(|(i, m)| (if m.open { m.latency() } else { f64::INFINITY }, i))
             .collect();
         givers.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        // Jobs each taker has been given so far, whose waits race there.
+        let mut given = vec![0u32; takers.len()];
         let mut moves = Vec::new();
         for (latency, i) in givers {
             let site = SiteId(i as u32);
             let idle = book.idle_at(site);
+            let wait = self.models[i].wait;
+            // The last of `k` jobs still waiting here starts after `W H(k)`
+            // (memoryless waits): that is what a move shortens.
+            let last_here = |k: u64| if k == 0 { 0.0 } else { latency + wait * (harmonic(k as u32) - 1.0) };
             let mut count = 0u64;
-            for taker in takers.iter_mut() {
-                if latency <= Self::move_bar(taker.0) || taker.1 == 0 {
+            for (t, taker) in takers.iter_mut().enumerate() {
+                let left = idle.len() as u64 - count;
+                // Each job must be better off there, or the gain below is
+                // only the error of comparing the means of two maxima.
+                if taker.2 == site || taker.1 == 0 || left == 0 || latency <= taker.0 * (1.0 + MOVE_GAIN) {
                     continue;
                 }
-                let k = taker.1.min(idle.len() as u64 - count);
-                taker.1 -= k;
-                count += k;
+                let taker_wait = self.models[taker.2.index()].wait;
+                let last_there = |m: u64| taker.0 + taker_wait * (harmonic(given[t] + m as u32) - 1.0);
+                let gain = |m: u64| last_here(left) - last_here(left - m).max(last_there(m));
+                let best =
+                    (1..=taker.1.min(left)).max_by(|&a, &b| gain(a).total_cmp(&gain(b)).then(b.cmp(&a)));
+                if let Some(m) = best.filter(|&m| gain(m) > MOVE_MARGIN) {
+                    taker.1 -= m;
+                    given[t] += m as u32;
+                    count += m;
+                }
             }
             if count > 0 {
                 // The youngest go: in a real queue the oldest are nearest the front.
@@ -569,5 +590,29 @@ mod tests {
         assert_eq!(moves[0].0, SiteId(1));
         assert_eq!(moves[0].1.len(), 10, "the fast site has room for its window");
         assert!(moves[0].1.contains(&JobId(19)), "the youngest go first");
+    }
+
+    #[test]
+    fn the_tail_moves_for_the_last_of_many_waits_what_it_would_not_for_one() {
+        // Per job a move gains 51 s of wait, less than the margin; but the
+        // last of 12 waits of 95 s ends after 95 H(12) ≈ 295 s, and at the
+        // taker the last of those it is given after 28 H(j).
+        let mut book = JobBook::new(12, 2, 3);
+        let mut planner = Planner::new(2);
+        planner.set_model(SiteId(1), model(24.0, 28.0, 95.0), &book);
+        let jobs = book.take(SiteId(1), 12);
+        book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
+        planner.set_model(SiteId(0), model(38.0, 44.0, 28.0), &book);
+        let single = {
+            let mut one = JobBook::new(1, 2, 3);
+            let jobs = one.take(SiteId(1), 1);
+            one.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
+            planner.tail_moves(&one)
+        };
+        assert!(single.is_empty(), "one job alone gains less than the margin: {single:?}");
+        let moves = planner.tail_moves(&book);
+        assert_eq!(moves.len(), 1);
+        let moved = moves[0].1.len();
+        assert!((6..12).contains(&moved), "{moved} of 12 moved: most, not the last few");
     }
 }
