@@ -16,6 +16,15 @@
 //!   loses less: draining costs the throughput lost while the site runs past
 //!   its knee, `X(K) Σ_{m=K+1..n} 1/X(m) − (n − K)` jobs' worth; removing
 //!   costs the work the youngest have done, `Σ age / R`.
+//! - **The last waves.** The knee is throughput-optimal, not makespan-
+//!   optimal: 50 jobs on a knee of 47 run as 47 and then 3, two run times,
+//!   where all 50 at once, each 1.13 times slower (beta 1), take 1.13. So
+//!   once a site's remaining jobs `N` fit in `LAST_WAVES` waves at the knee,
+//!   its window is the `⌈N / k⌉` (k waves, at most its slots) that ends them
+//!   soonest, `k ⌈N / k⌉`-job waves each as long as a run at that level.
+//!   `N` is known only where one live site takes the whole remainder; where
+//!   several share it, the planner's split decides `N` and the window keeps
+//!   the knee.
 //! - **Tail.** Once the pool is empty the planner's moves run every
 //!   `TAIL_TICK` of the shortest run time.
 
@@ -31,11 +40,17 @@ pub struct Oracle {
     next_boundary: Option<Time>,
     /// Next look at the tail (pool empty, jobs idle somewhere).
     next_tail: Option<Time>,
+    /// The one live site, when there is one: it takes every job left, so
+    /// its last waves can be planned as a whole.
+    only_live: Option<usize>,
 }
 
 /// How often the oracle looks at idle jobs in the tail, as a fraction of the
 /// shortest run time.
 const TAIL_TICK: f64 = 0.05;
+
+/// How many waves at the knee a site's last jobs are planned as a whole in.
+const LAST_WAVES: u64 = 4;
 
 impl Oracle {
     pub fn new(spec: &RunSpec, truth: &Truth) -> Self {
@@ -48,7 +63,10 @@ impl Oracle {
             base_runtime: truth.base_runtime,
             next_boundary: None,
             next_tail: None,
+            only_live: None,
         };
+        let mut live = truth.sites.iter().enumerate().filter(|(_, p)| !p.dead).map(|(i, _)| i);
+        oracle.only_live = live.next().filter(|_| live.next().is_none());
         oracle.remodel(0.0);
         oracle
     }
@@ -61,7 +79,7 @@ impl Oracle {
         if p.dead || knee == 0 {
             return SiteModel::CLOSED;
         }
-        let window = knee;
+        let window = if self.only_live == Some(i) { self.last_waves(i, knee, c) } else { knee };
         SiteModel {
             open: true,
             window: f64::from(window),
@@ -70,6 +88,21 @@ impl Oracle {
             ahead: p.wait_mean,
             success: 1.0 - p.p_fail,
         }
+    }
+
+    /// The window that ends the site's last few waves soonest, with all
+    /// jobs not done yet to run there (module docs).
+    fn last_waves(&self, i: usize, knee: u32, c: f64) -> u32 {
+        let p = &self.sites[i];
+        let left = u64::from(self.book.counts(SiteId(i as u32)).out()) + self.book.pool_len();
+        if left <= u64::from(knee) || left > LAST_WAVES * u64::from(knee) {
+            return knee;
+        }
+        let time = |w: u32| (left as f64 / f64::from(w)).ceil() / p.rate(w, c);
+        (1..=LAST_WAVES)
+            .map(|k| left.div_ceil(k) as u32)
+            .filter(|&w| w >= knee && w <= p.slots)
+            .fold(knee, |best, w| if time(w) < time(best) - 1e-9 { w } else { best })
     }
 
     fn remodel(&mut self, now: Time) {
@@ -88,7 +121,8 @@ impl Oracle {
             let site = SiteId(i as u32);
             let n = self.book.counts(site).running;
             let c = p.capacity_at(now);
-            let knee = p.knee_at(now);
+            // The level it should run at: the knee, or its last waves' window.
+            let knee = self.planner.model(site).window as u32;
             if p.beta == 0.0 || n <= knee || knee == 0 {
                 continue;
             }
@@ -148,6 +182,10 @@ impl Policy for Oracle {
             Input::Site { site, event } => {
                 let change = self.book.apply(*site, event);
                 actions.extend(self.book.after_failure(*site, &change));
+                if let Some(i) = self.only_live {
+                    let model = self.model(i, now);
+                    self.planner.set_model(SiteId(i as u32), model, &self.book);
+                }
                 self.planner.refresh(*site, &self.book);
                 self.trim_surplus(*site, &mut actions);
             }

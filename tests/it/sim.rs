@@ -152,3 +152,22 @@ fn the_oracle_beats_the_baselines_where_throttling_matters() {
     // Within 5% of the reference oracle (3313 s) or better.
     assert!(oracle < 3313.0 * 1.05, "seed 2: oracle {oracle}");
 }
+
+#[test]
+fn the_oracle_runs_a_last_few_jobs_past_the_knee_where_that_ends_sooner() {
+    // 50 jobs on a knee of 47 (beta 1): at the knee they run as 47 and then
+    // 3, two run times; all at once, each 1.13 times slower. Bulk
+    // submission does the latter; the oracle must not be slower than it.
+    let text = "[scenarios.L]\nn_jobs = 50\nbase_runtime = 5000\njitter = 0.2\n\
+                sites = [{ name = \"s\", slots = 1100, capacity = 47, beta = 1.0, wait_mean = 75 }]\n";
+    let (_, sc) = sim::parse_scenarios(text).expect("scenario parses").remove(0);
+    for seed in 1..=3 {
+        let run = |name: &str| sim::run(&sc, &policy(name), seed, &SimOptions::default());
+        let (oracle, bulk) = (run("oracle"), run("bulk"));
+        assert!(oracle.errors.is_empty(), "seed {seed}: {:?}", oracle.errors);
+        let (o, b) = (oracle.metrics.makespan.unwrap(), bulk.metrics.makespan.unwrap());
+        assert!(o <= b * 1.02, "seed {seed}: oracle {o:.0} s, bulk {b:.0} s");
+        // Two waves would take at least a shortest run (0.8 × 5000 s) more.
+        assert!(o < 1.6 * 5000.0, "seed {seed}: oracle {o:.0} s, as if in two waves");
+    }
+}
