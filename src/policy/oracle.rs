@@ -20,8 +20,8 @@
 //!   optimal: 50 jobs on a knee of 47 run as 47 and then 3, two run times,
 //!   where all 50 at once, each 1.13 times slower (beta 1), take 1.13. So
 //!   once a site's remaining jobs `N` fit in `LAST_WAVES` waves at the knee,
-//!   its window is the `⌈N / k⌉` (k waves, at most its slots) that ends them
-//!   soonest, `k ⌈N / k⌉`-job waves each as long as a run at that level.
+//!   its window is the `⌈N / k⌉` (at most its slots) whose `k` waves, each
+//!   as long as a run at that level, end them soonest.
 //!   `N` is known only where one live site takes the whole remainder; where
 //!   several share it, the planner's split decides `N` and the window keeps
 //!   the knee.
