@@ -27,8 +27,8 @@
 //! (the wait is memoryless: a job that has waited long is no closer to its
 //! start) and go there instead. It is the last of them that ends the run:
 //! `k` jobs idle at a site start after `W H(k)` (below), so as many move as
-//! bring the later of the two sites' last ends, `W H(k − m) + R` here and
-//! `W' H(m) + R'` there, furthest below the giver's `W H(k) + R` — when
+//! bring the later of the two sites' last ends, `W H(k − m) + R` at the
+//! giver and `W' H(m) + R'` at the taker, furthest below `W H(k) + R` — when
 //! that gains the minute, even where one job alone would not.
 //!
 //! **The last wave.** Once the sites' room takes the whole pool, what is
@@ -603,6 +603,7 @@ mod tests {
         let jobs = book.take(SiteId(1), 12);
         book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
         planner.set_model(SiteId(0), model(38.0, 44.0, 28.0), &book);
+        // The same two models, one job idle at the slow site instead of 12.
         let single = {
             let mut one = JobBook::new(1, 2, 3);
             let jobs = one.take(SiteId(1), 1);
