@@ -39,7 +39,8 @@
 //! the scale of the learned runs is a nuisance parameter, known to within
 //! the standard error of a small sample's mean (5–10%), so every
 //! hypothesis — healthy, and each slowdown — takes the best of the runs as
-//! learned, 5% and 10% longer (profiled out alike: on the healthy side
+//! learned and up to 10% longer, in steps as fine as the distribution's
+//! own smoothing (profiled out alike: on the healthy side
 //! only, jobs all a little long past a knee would testify for health with
 //! their whole runs and against it only with their time above the level);
 //! running jobs testify only at ages

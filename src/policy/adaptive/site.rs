@@ -137,7 +137,16 @@ const FAR_PAST: f64 = 2.0;
 /// past the knee is passed (S3: its fast site held at 167 jobs, knee 100).
 /// With 1.05 alone on both sides, 3 of 40 runs of a healthy ±50% site
 /// called it degraded; with 1.10 too, 1 of 40.
-const SCALES: [f64; 3] = [1.0, 1.05, 1.1];
+///
+/// The grid is as fine as the run-time kernel's least bandwidth (1% of the
+/// mean, `runtime.rs`). A slowdown hypothesis stretches only a job's time
+/// above the level, which shifts the work it implies by any fraction at
+/// all; a healthy side that may only shift by whole steps of 5% then loses
+/// to it on runs narrower than a step, and jobs of one size (±5%) on a
+/// healthy site were called degraded in 10 of 40 runs (±2%: 4 of 40), each
+/// run then held far below the slots (a quarter of them at 25–80 of 300).
+/// In steps of 1%: none of 40 at ±2%, one of 40 at ±5%, none at ±50%.
+const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
 
 /// One running job, as the tests need it.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
