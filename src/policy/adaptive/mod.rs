@@ -88,8 +88,11 @@
 //!
 //! **Routing and queueing** are the [`Planner`]'s, shared with the oracle:
 //! Little's law keeps `rate × wait` jobs waiting ahead where waits are known
-//! (no more than would take the site `probe_gain` times past its window if
-//! all started at once: exponential waits do that),
+//! (no more than would, each after its own exponential wait, take the site
+//! `probe_gain` times past its window within a run time, the overshoot a
+//! probe risks anyway, nor `probe_gain²` times past it if all started at
+//! once, as a negotiation cycle may start them; a cap of one window for
+//! that case alone left sites whose waits outlast their runs half used),
 //! the pool is water-filled by expected finish time so that a slow site gets
 //! no job the fast ones would finish sooner, and once the pool is empty idle
 //! jobs move to a site that would finish them sooner. So do running jobs

@@ -350,13 +350,25 @@ impl Site {
             ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
         };
-        // Waits are exponential: queued jobs may all start at once. Keep no
-        // more queued than would take the site `probe_gain` times past its
-        // window if they did, the overshoot a probe risks anyway (past a
-        // steep knee, more is a collapse the site takes a long time to drain).
+        // Queued jobs start whenever the queue lets them, so more than the
+        // window would run. Each starts after its own exponential wait `w`,
+        // a fraction `1 − e^(−R/w)` of them within a run `R`: keep no more
+        // queued than would start `probe_gain − 1` windows' worth within a
+        // run, the overshoot a probe risks anyway before ended jobs make room
+        // or a test can see it (past a steep knee, more is a collapse the
+        // site takes a long time to drain). Where waits are short that is a
+        // window's worth; where they are long, up to Little's law's whole
+        // queue (a cap of one window left such a healthy site half used).
+        // But a negotiation cycle can match many queued jobs together: never
+        // so many that all of them starting at once would take the site past
+        // `probe_gain²` times its window, two probes' overshoot.
         let rate = model.attempt_rate();
-        if rate > 0.0 {
-            model.ahead = model.ahead.min((self.rules.gain - 1.0) * self.window / rate);
+        if rate > 0.0 && model.ahead > 0.0 {
+            let gain = self.rules.gain;
+            let starting_within_a_run = 1.0 - (-model.run / model.ahead).exp();
+            let within_a_run = (gain - 1.0) * self.window / (rate * starting_within_a_run.max(1e-3));
+            let at_once = (gain * gain - 1.0) * self.window / rate;
+            model.ahead = model.ahead.min(within_a_run).min(at_once);
         }
         model
     }
