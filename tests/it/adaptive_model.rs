@@ -81,6 +81,32 @@ fn run_time_jitter_on_a_healthy_site_is_never_read_as_degradation_wide_or_narrow
 }
 
 #[test]
+fn the_healthy_runs_learned_reach_past_the_first_cohorts_short_half() {
+    // Jobs of 200 s ± 50% (100–300 s) on a healthy site. The first verdict
+    // comes when half the first cohort of 16 has ended, its shortest half;
+    // the rest is censored once more than the first window runs. Unless the
+    // floor that later verdicts raise counts those runs again, no run ever
+    // stays below the floor long enough to end in the sample, and every test
+    // judges against a distribution whose upper half is the tail's guess
+    // (it stopped at 100.6–164.5 s on seed 14).
+    let scenario = Scenario {
+        desc: "healthy, ±50% run times".into(),
+        n_jobs: 1200,
+        base_runtime: 200.0,
+        jitter: 0.5,
+        sites: vec![site("healthy", 300)],
+    };
+    for seed in [1, 2, 3, 14] {
+        let r = run(&scenario, "adaptive", seed);
+        let (shortest, longest) = r.learned["healthy"].runtime_range.expect("run times were learned");
+        assert!(
+            longest >= 250.0,
+            "seed {seed}: the healthy runs learned span {shortest:.0}–{longest:.0} s of 100–300 s"
+        );
+    }
+}
+
+#[test]
 fn a_healthy_site_whose_waits_outlast_its_runs_is_used_to_its_slots() {
     // No knee, 300 slots, jobs of 200 s ± 30% that wait 600 s on average
     // for a slot: only a queue of Little's law's length (rate × wait, three

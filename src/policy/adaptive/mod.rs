@@ -13,6 +13,10 @@
 //! - *Healthy run times*: the Kaplan–Meier distribution ([`runtime`]) of jobs
 //!   that only ever ran at levels known healthy (running jobs are censored
 //!   observations, so a cohort's short jobs ending first do not bias it).
+//!   Known healthy *now*: a run is censored when the level first passes the
+//!   floor, and taken again up to the first passing of a floor a later
+//!   verdict raised (else the sample stayed the first cohort's short half,
+//!   since a probe or a queue ahead keeps the level past the floor).
 //! - *Queue wait*: the exponential's MLE with censoring — all waiting done
 //!   (started jobs and those still idle) over the starts. A site that starts
 //!   nothing looks slower the longer it does so.

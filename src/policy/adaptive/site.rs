@@ -148,6 +148,20 @@ const FAR_PAST: f64 = 2.0;
 /// In steps of 1%: none of 40 at ±2%, one of 40 at ±5%, none at ±50%.
 const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
 
+/// A run the healthy sample may take, with its end and whether it succeeded.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct SampleRun {
+    job: JobId,
+    start: Time,
+    end: Option<(Time, bool)>,
+}
+
+/// Runs kept for the sample to be taken again as the floor rises, and
+/// changes of the running count kept for it (bounds on memory and on the
+/// cost of taking it again).
+const SAMPLE_RUNS: usize = 4 * SAMPLE;
+const SAMPLE_LEVELS: usize = 1 << 16;
+
 /// One running job, as the tests need it.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Run {
@@ -190,6 +204,13 @@ pub struct Site {
     observations: Vec<Observation>,
     /// Running jobs that have seen no more than `floor` running.
     clean: BTreeSet<JobId>,
+    /// While the sample is open: the first runs started here, and the
+    /// running count after each change, so that a floor a verdict raises
+    /// counts the time they ran at levels it now knows healthy.
+    #[serde(default)]
+    sample_runs: Vec<SampleRun>,
+    #[serde(default)]
+    levels: Vec<(Time, u32)>,
     pub dist: Option<Distribution>,
     /// Jobs to keep running.
     pub window: f64,
@@ -247,6 +268,8 @@ impl Site {
             failures: 0,
             observations: Vec::new(),
             clean: BTreeSet::new(),
+            sample_runs: Vec::new(),
+            levels: Vec::new(),
             dist: None,
             window: initial,
             floor: initial,
@@ -437,6 +460,10 @@ impl Site {
             Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining },
         );
         self.by_start.insert((TimeKey::of(at), job));
+        self.level_changed(at);
+        if self.collecting() && self.sample_runs.len() < SAMPLE_RUNS {
+            self.sample_runs.push(SampleRun { job, start: at, end: None });
+        }
         if f64::from(self.running) <= self.floor {
             self.clean.insert(job);
         } else if f64::from(self.running) - 1.0 <= self.floor {
@@ -462,6 +489,10 @@ impl Site {
         let exposure = self.exposure(&run, at);
         let above_now = f64::from(self.running) > self.test.level;
         self.running = self.running.saturating_sub(1);
+        self.level_changed(at);
+        if let Some(r) = self.sample_runs.iter_mut().rev().find(|r| r.job == job && r.end.is_none()) {
+            r.end = Some((at, end == End::Success));
+        }
         match end {
             End::Success => self.successes += 1,
             End::Failure => self.failures += 1,
@@ -490,6 +521,49 @@ impl Site {
                 self.test.ended_null[j] += llr(1.0, scale);
             }
         }
+    }
+
+    fn level_changed(&mut self, at: Time) {
+        if self.collecting() && self.levels.len() < SAMPLE_LEVELS && !self.sample_runs.is_empty() {
+            self.levels.push((at, self.running));
+        }
+    }
+
+    /// The floor rose: the sample's runs are healthy up to the first moment
+    /// more than the new floor ran, not the old one (a job censored when the
+    /// level first passed the old floor may now count whole). Censoring by
+    /// the level, which other jobs set, stays independent of a job's own run.
+    fn resample(&mut self, now: Time) {
+        if !self.collecting() || self.sample_runs.is_empty() || self.levels.len() >= SAMPLE_LEVELS {
+            return;
+        }
+        let mut observations = Vec::with_capacity(self.sample_runs.len());
+        let mut clean = BTreeSet::new();
+        for run in &self.sample_runs {
+            let until = run.end.map_or(now, |(t, _)| t);
+            // From the change that started it (the level it started at) to
+            // the last change before it ended.
+            let from = self.levels.partition_point(|&(t, _)| t < run.start);
+            let past_floor = self.levels[from..]
+                .iter()
+                .take_while(|&&(t, _)| t < until)
+                .find(|&&(_, n)| f64::from(n) > self.floor)
+                .map(|&(t, _)| t);
+            match (past_floor, run.end) {
+                (Some(t), _) => observations.push(Observation { time: t - run.start, ended: false }),
+                (None, Some((t, ok))) => observations.push(Observation { time: t - run.start, ended: ok }),
+                (None, None) => {
+                    clean.insert(run.job);
+                }
+            }
+        }
+        // Clean runs the sample did not keep (it keeps the first
+        // `SAMPLE_RUNS`) stay clean.
+        let kept: BTreeSet<JobId> = self.sample_runs.iter().map(|r| r.job).collect();
+        clean.extend(self.clean.iter().filter(|job| !kept.contains(job)));
+        self.observations = observations;
+        self.clean = clean;
+        self.estimate(now);
     }
 
     /// Re-estimates the healthy distribution (while the sample is open).
@@ -639,7 +713,11 @@ impl Site {
         if self.holding_since.is_some() {
             return;
         }
+        let before = self.floor;
         self.floor = self.floor.max(level.min(self.window));
+        if self.floor > before {
+            self.resample(now);
+        }
         if self.converged() {
             self.window = self.floor;
             self.holding_since = Some(now);
