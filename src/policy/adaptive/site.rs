@@ -160,7 +160,7 @@ struct SampleRun {
 /// changes of the running count kept for it (bounds on memory and on the
 /// cost of taking it again).
 const SAMPLE_RUNS: usize = 4 * SAMPLE;
-const SAMPLE_LEVELS: usize = 1 << 16;
+const SAMPLE_LEVELS: usize = 1 << 13;
 
 /// One running job, as the tests need it.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -577,6 +577,12 @@ impl Site {
         );
         if let Some(d) = Distribution::estimate(&obs) {
             self.dist = Some(d);
+        }
+        if !self.collecting() {
+            // The sample is closed: nothing will take it again (and a
+            // checkpoint need not carry it).
+            self.sample_runs = Vec::new();
+            self.levels = Vec::new();
         }
     }
 
