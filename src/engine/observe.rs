@@ -69,14 +69,19 @@ impl TraceEntry {
     }
 }
 
-/// Records every decision.
+/// Records every action and what the policy said of itself.
 #[derive(Default)]
 pub struct TraceRecorder {
     pub entries: Vec<TraceEntry>,
+    /// What the policy said of itself (windows, verdicts), in time order.
+    pub decisions: Vec<Decision>,
 }
 
 impl Observer for TraceRecorder {
     fn action(&mut self, now: Time, action: &Action) {
         self.entries.push(TraceEntry::of(now, action));
+    }
+    fn decisions(&mut self, decisions: &[Decision]) {
+        self.decisions.extend_from_slice(decisions);
     }
 }

@@ -21,7 +21,7 @@ pub use model::{job_work, site_seed, AttemptId, Capacity, ModelEvent, Scenario, 
 use crate::engine::{
     self, Ending, EngineOptions, NullObserver, Observer, RunClock, TraceEntry, TraceRecorder,
 };
-use crate::policy::{self, CapacityMemory, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
+use crate::policy::{self, CapacityMemory, Decision, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
 use backend::{AttemptRecord, SimSite, SiteLog};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -56,8 +56,11 @@ pub struct SimResult {
     pub jobs: Vec<JobRecord>,
     /// Every attempt at every site, site by site in submission order.
     pub attempts: Vec<AttemptRecord>,
-    /// The decisions, when [`SimOptions::trace`] was set.
+    /// The actions, when [`SimOptions::trace`] was set.
     pub trace: Vec<TraceEntry>,
+    /// What the policy explained of itself (windows, capacities found,
+    /// verdicts), when [`SimOptions::trace`] was set.
+    pub decisions: Vec<Decision>,
     /// What the policy learned (for the next, warm run).
     pub learned: CapacityMemory,
     /// The run did not settle before the horizon.
@@ -182,6 +185,7 @@ pub async fn run_policy(
         jobs,
         attempts,
         trace: recorder.entries,
+        decisions: recorder.decisions,
         learned: policy.learned(),
         hang,
         errors,
@@ -286,6 +290,9 @@ impl Observer for Watchdog<'_> {
     }
     fn event(&mut self, now: f64, site: SiteId, event: &policy::SiteEvent) {
         self.inner.event(now, site, event);
+    }
+    fn decisions(&mut self, decisions: &[policy::Decision]) {
+        self.inner.decisions(decisions);
     }
     fn progress(&mut self, now: f64, policy: &dyn policy::Policy) {
         if now > self.last_now {

@@ -3,7 +3,9 @@
 //! not the named scenarios. Runs are simulated in virtual time and
 //! deterministic by seed; a failure names its seed.
 
-use cosched::policy::{Action, Decision, Input, JobBook, Policy, PolicyConfig, SiteId, SiteView, Time};
+use cosched::policy::{
+    Action, Decision, DecisionKind, Input, JobBook, Policy, PolicyConfig, SiteId, SiteView, Time,
+};
 use cosched::sim::backend::AttemptEnd;
 use cosched::sim::{self, Capacity, Scenario, SimOptions, SimResult, SiteParams};
 
@@ -180,7 +182,7 @@ fn a_collapse_is_seen_before_the_collapsed_jobs_end() {
     // the first cohort runs slowed, and the first probe runs every job
     // fifteen times slower or more, past any healthy run seen. The test must
     // still reach its verdict while those jobs run (they testify once past
-    // twice the longest healthy run), not when they end. Waits of 120 s keep
+    // where a healthy run is unlikely), not when they end. Waits of 120 s keep
     // jobs queued ahead, so the verdict shows as their withdrawal.
     let scenario = steep_knee_below_the_first_window(120.0, 400);
     for seed in 1..=5 {
@@ -580,4 +582,41 @@ fn a_policy_restored_from_its_checkpoint_decides_as_the_original_would() {
     }
     let made = made.load(std::sync::atomic::Ordering::Relaxed);
     assert!(made >= 30, "only {made} of 36 runs got as far as their twin");
+}
+
+#[test]
+fn on_jobs_of_one_size_a_collapse_is_seen_within_about_a_run_time() {
+    // Jobs of 200 s ± 5%, a knee of 20 with steep thrash (beta 2) above the
+    // first window of 16: the probe at 32 runs every job about 3.5 times
+    // slower. Its jobs pass the longest healthy run within a run time; until
+    // then they testify for a slowdown only as much as the nuisance of the
+    // healthy runs' scale (±10%) lets them, and past it only once past where
+    // a healthy run is unlikely. Where that was twice the longest, the
+    // verdict waited two run times (420 s at seed 1; now 200–250 s).
+    let scenario = Scenario {
+        desc: "collapse on jobs of one size".into(),
+        n_jobs: 600,
+        base_runtime: 200.0,
+        jitter: 0.05,
+        sites: vec![SiteParams { capacity: Capacity::Finite(20.0), beta: 2.0, ..site("narrow", 200) }],
+    };
+    for seed in 1..=8 {
+        let config = PolicyConfig::named("adaptive").expect("known policy");
+        let r = sim::run(&scenario, &config, seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: conservation: {:?}", r.errors);
+        let decisions = r.decisions;
+        let probe = decisions
+            .iter()
+            .find(|d| matches!(d.kind, DecisionKind::Window { window, .. } if window >= 32.0));
+        let probe = probe.unwrap_or_else(|| panic!("seed {seed}: no probe above the first window")).at;
+        let verdict = decisions
+            .iter()
+            .find(|d| d.at > probe && matches!(d.kind, DecisionKind::Verdict { healthy: false, .. }))
+            .unwrap_or_else(|| panic!("seed {seed}: the probe was never judged degraded"))
+            .at;
+        assert!(
+            verdict - probe <= 1.5 * 200.0,
+            "seed {seed}: the probe began at {probe:.0} s, the verdict came at {verdict:.0} s"
+        );
+    }
 }

@@ -49,10 +49,14 @@
 //! their whole runs and against it only with their time above the level);
 //! running jobs testify only at ages
 //! between the shortest and the longest healthy run seen (outside, survival
-//! is the kernel's or the tail's assumption), or once past twice the
-//! longest, where no healthy run was seen near them (as having survived to
-//! there: a collapsed site's jobs would otherwise say nothing until they
-//! end, many run times later); and past the longest run seen lies the mass
+//! is the kernel's or the tail's assumption), or once past where a healthy
+//! run is unlikely (as having survived to there: a collapsed site's jobs
+//! would otherwise say nothing until they end, many run times later). That
+//! is twice the longest while some sampled run has not ended; once all
+//! have, the end of the spread lies past the longest of n by more than
+//! ln(100)/n of their range with chance 1%, and the healthy side may
+//! stretch it by 10% more (1.1–1.15× the longest on jobs of one size, so a
+//! site three times slow is seen within a run time, not two); and past the longest run seen lies the mass
 //! 1/(n + 1) that the next of n + 1 draws is the longest. Measured on a healthy
 //! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
 //! naive test had six.
@@ -70,7 +74,10 @@
 //!   cuts deeper and was measured worse on the family): the site delivered
 //!   what `n / s` jobs at full speed would — its knee if the resource only
 //!   shares, a lower bound if it thrashes — so the window goes there (never
-//!   below the floor) and the ceiling to n. The site drains by getting
+//!   below the floor) and the ceiling to n. Where the proof rests on jobs
+//!   still running past where a healthy run is unlikely, s is only a bound
+//!   from below (an earlier verdict proves less), and what n delivered is
+//!   unknown: the window goes back to the floor. The site drains by getting
 //!   nothing, and the next test starts once it has. Running jobs are removed
 //!   only where keeping them costs throughput: with sharing alone a site
 //!   delivers its knee whatever runs, at least the window the cut leaves, so
@@ -106,7 +113,7 @@
 //! fresh start at another site with room that beats this by the margin a
 //! move of an idle job needs goes ahead (a capacity that drops near the
 //! end would otherwise make its slowed jobs the run's tail). A job past
-//! twice the longest healthy run, where the test stops weighing its age, is
+//! where a healthy run is unlikely, where the test stops weighing its age, is
 //! slowed by an unknown factor: knowing only that its total time exceeds
 //! its age, a scale-free prior puts the median of what is left at that age
 //! (a site that collapsed past a low knee held such jobs for 2-5× the

@@ -123,6 +123,32 @@ const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// longest possible, so no healthy job gets to twice it.
 const FAR_PAST: f64 = 2.0;
 
+/// How unlikely a healthy run past [`past_longest`] may be: the chance that
+/// the end of a bounded spread lies further past the longest of n runs than
+/// `ln(1/ε)/n` of their range is about ε.
+const PAST_LONGEST_RISK: f64 = 0.01;
+
+/// The age from which a running job older than every healthy run seen
+/// testifies again, as having survived to there. Until every sampled run has
+/// ended, the longest seen is no order statistic of the whole spread and only
+/// [`FAR_PAST`] is safe. Once all have, the end of the spread lies past the
+/// longest of n runs by about their range over n, and by more than
+/// `ln(1/ε)` times that with chance ε; and the healthy side may stretch every
+/// run by the largest of [`SCALES`]. On jobs of one size (±5%) that is
+/// 1.1–1.15× the longest, not twice it: a site running three times slow is
+/// seen within about one run time, where before its jobs said nothing until
+/// two had passed. On runs ±50% it is about 1.45× the longest at 8 runs and
+/// 1.15× at 64, and never past `FAR_PAST`.
+fn past_longest(d: &Distribution) -> f64 {
+    let (shortest, longest) = (d.shortest_seen(), d.longest_seen());
+    let far = FAR_PAST * longest;
+    if d.unseen > 0.0 || d.ended == 0 {
+        return far;
+    }
+    let beyond = (longest - shortest) * (1.0 / PAST_LONGEST_RISK).ln() / d.ended as f64;
+    (SCALES[SCALES.len() - 1] * (longest + beyond)).min(far)
+}
+
 /// The learned distribution is known up to its scale: it comes from a few
 /// dozen runs, whose mean is uncertain by a few percent (the standard error
 /// of a mean of n runs of spread ±50% is about 0.3/√n: 7% at 16 runs).
@@ -593,8 +619,11 @@ impl Site {
 
     /// The test's log-likelihood ratios at `now`, one per slowdown weighed.
     /// Per slowdown, the best over the healthy runs' [`SCALES`] against the
-    /// best healthy hypothesis.
-    fn llrs(&self, d: &Distribution, now: Time) -> [f64; STRETCH.len()] {
+    /// best healthy hypothesis. And whether a running job past the longest
+    /// healthy run testified (as having survived to a younger age): then a
+    /// slowdown is proven only from below.
+    fn llrs(&self, d: &Distribution, now: Time) -> ([f64; STRETCH.len()], bool) {
+        let mut truncated = false;
         let mut llr = self.test.ended_llr;
         let mut null = self.test.ended_null;
         // Survival is known from data only between the shortest and the
@@ -602,6 +631,7 @@ impl Site {
         // and the tail past the last are assumptions, which hundreds of
         // young (or old) jobs would otherwise turn into a verdict.
         let (lowest, known) = (d.shortest_seen(), d.longest_seen());
+        let (beyond, far) = (past_longest(d), FAR_PAST * known);
         let running = self
             .by_start
             .iter()
@@ -612,14 +642,21 @@ impl Site {
             .filter_map(|r| {
                 // Past the longest healthy run seen, survival is the tail's
                 // assumption, not data: such a job testifies when it ends,
-                // or once it has run `FAR_PAST` times that long, as having
-                // survived to there (no healthy run was seen near it; a
-                // collapsed site's jobs would otherwise say nothing until
-                // they end, many run times later).
+                // or once it is past where a healthy run is unlikely to be
+                // (`past_longest`, at most `FAR_PAST` times the longest), as
+                // having survived to there; a collapsed site's jobs would
+                // otherwise say nothing until they end, many run times later.
                 let e = self.exposure(r, now);
                 match e.age {
                     age if age <= known => Some(e),
-                    age if age >= FAR_PAST * known => Some(e.truncated(FAR_PAST * known)),
+                    age if age >= far => {
+                        truncated = true;
+                        Some(e.truncated(far))
+                    }
+                    age if age >= beyond => {
+                        truncated = true;
+                        Some(e.truncated(beyond))
+                    }
                     _ => None,
                 }
             });
@@ -634,7 +671,7 @@ impl Site {
         }
         let best = |l: &[f64; SCALES.len()]| l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let best_null = best(&null);
-        llr.map(|l| best(&l) - best_null)
+        (llr.map(|l| best(&l) - best_null), truncated)
     }
 
     fn new_test(&mut self, now: Time) {
@@ -692,7 +729,7 @@ impl Site {
         if self.test.above <= 0.0 {
             return None;
         }
-        let llrs = self.llrs(self.dist.as_ref()?, now);
+        let (llrs, truncated) = self.llrs(self.dist.as_ref()?, now);
         let llr = llrs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let level = self.test.above_jobs / self.test.above;
         let verdict = if llr >= self.rules.upper {
@@ -701,7 +738,7 @@ impl Site {
             let slowdown = self.rules.kappa * STRETCH[k];
             let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
             self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
-            self.degraded(level, slowdown);
+            self.degraded(level, slowdown, truncated);
             Verdict::Degraded { level, slowdown }
         } else if llr <= self.rules.lower {
             self.healthy(now, level);
@@ -737,8 +774,17 @@ impl Site {
     /// Jobs ran `slowdown` times slower at `level`: the site delivered what
     /// `level / slowdown` jobs at full speed would (its knee if the resource
     /// only shares, less if it thrashes), so that is where the window goes.
-    fn degraded(&mut self, level: f64, slowdown: f64) {
-        let delivered = (level / slowdown).max(1.0);
+    fn degraded(&mut self, level: f64, slowdown: f64, bound_only: bool) {
+        let mut delivered = (level / slowdown).max(1.0);
+        if bound_only {
+            // Jobs still running past where a healthy run is unlikely prove a
+            // slowdown only from below: the level delivered less than
+            // `level / slowdown`, by how much is unknown, so the window goes
+            // back to the level known healthy (a thrashing site would
+            // otherwise be held at a window it cannot run). Running jobs
+            // are removed only on what was proven (`thrashing`).
+            delivered = delivered.min(self.floor.max(1.0));
+        }
         self.holding_since = None;
         for run in self.runs.values_mut() {
             run.overloaded = true;
@@ -778,22 +824,25 @@ impl Site {
     /// While the site drains past its window after a degraded verdict: the
     /// running jobs past the window, youngest first, each with the time it
     /// is expected to need here still. That is its run at the most likely
-    /// slowdown when the verdict came, less its age, until the job has run
-    /// `FAR_PAST` times the longest healthy run: there the test stops
-    /// weighing its age (see `llrs`), and how much slower it runs is
+    /// slowdown when the verdict came, less its age, until the job is past
+    /// where a healthy run is unlikely ([`past_longest`]): there the test
+    /// stops weighing its age (see `llrs`), and how much slower it runs is
     /// unknown. Under a scale-free prior on its total time, knowing only
     /// that it exceeds the age, the median of what is left is the age itself.
     pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
         let excess = f64::from(self.running) - self.window;
         let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
         let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
+        if std::env::var("EXP_DBG").is_ok() {
+            eprintln!("{now:.0} {} stragglers run {} win {:.1} floor {:.1} slowdown {slowdown:.2} mean {:.0} past {:.0} long {:.0} ages {:?}", self.name, self.running, self.window, self.floor, d.mean(), past_longest(d), d.longest_seen(), self.by_start.iter().rev().take(excess as usize).map(|(s, _)| (now - s.time()).round()).collect::<Vec<_>>());
+        }
         self.by_start
             .iter()
             .rev()
             .take(excess as usize)
             .map(|&(start, job)| {
                 let age = now - start.time();
-                let unknown = age >= FAR_PAST * d.longest_seen();
+                let unknown = age >= past_longest(d);
                 (job, if unknown { age } else { slowdown * d.mean() - age })
             })
             .collect()
@@ -873,5 +922,34 @@ impl Site {
             mean_wait: self.waits.mean(now),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(times: impl Iterator<Item = f64>) -> Vec<Observation> {
+        times.map(|time| Observation { time, ended: true }).collect()
+    }
+
+    #[test]
+    fn a_job_past_the_longest_run_testifies_near_it_on_runs_of_one_size_and_far_past_it_otherwise() {
+        // 64 runs of 190–210 s, all ended: a healthy run past 1.2× the
+        // longest is out of the question, so a job there must testify.
+        let narrow =
+            Distribution::estimate(&ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0))).unwrap();
+        let past = past_longest(&narrow);
+        assert!(past >= 210.0 * SCALES[SCALES.len() - 1] && past <= 1.2 * 210.0, "narrow: {past}");
+        // 8 runs over 100–300 s: the end of the spread is far less certain.
+        let wide =
+            Distribution::estimate(&ended((0..8).map(|i| 100.0 + 200.0 * f64::from(i) / 7.0))).unwrap();
+        let past_wide = past_longest(&wide);
+        assert!(past_wide > 1.3 * 300.0 && past_wide <= FAR_PAST * 300.0, "wide: {past_wide}");
+        // One run still going past the longest ended: no order statistic yet.
+        let mut open = ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0));
+        open.push(Observation { time: 230.0, ended: false });
+        let open = Distribution::estimate(&open).unwrap();
+        assert_eq!(past_longest(&open), FAR_PAST * open.longest_seen());
     }
 }
