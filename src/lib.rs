@@ -59,8 +59,9 @@
 //! 5. [`policy`], [`userlog`] (the parser) — pure; they import nothing above.
 //!
 //! # Invariants
-//! - `policy` does no I/O, reads no clock and does not use tokio; time comes in
-//!   as an argument. Only `engine` reads the run clock.
+//! - `policy` does no I/O, reads no clock, no environment and does not use
+//!   tokio; time comes in as an argument. Only `engine` reads the run clock.
+//!   (Checked on the source by an integration test, `policy.rs`.)
 //! - Processes are spawned with argument vectors, never through a shell, and
 //!   every string that goes into a submit file is validated first.
 //! - Parsers never panic and never abort a tail: bad bytes become diagnostics.

@@ -105,3 +105,55 @@ fn runs_are_deterministic_by_seed() {
         assert_eq!(a.trace, b.trace, "{policy} seed 4");
     }
 }
+
+/// Every `.rs` file under `dir`, recursively.
+fn rust_files(dir: &std::path::Path, into: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap_or_else(|e| panic!("{}: {e}", dir.display())) {
+        let path = entry.expect("a directory entry").path();
+        if path.is_dir() {
+            rust_files(&path, into);
+        } else if path.extension().is_some_and(|x| x == "rs") {
+            into.push(path);
+        }
+    }
+}
+
+#[test]
+fn the_policy_core_reads_no_clock_file_or_environment_and_imports_no_outer_layer() {
+    // The invariant of `lib.rs`: `policy` is pure, so replay, simulation,
+    // the daemon and a restored checkpoint all decide alike. An environment
+    // knob or a clock read left in it (as an experiment's hook once was)
+    // would make a run depend on where it runs.
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src/policy");
+    let mut files = Vec::new();
+    rust_files(&root, &mut files);
+    assert!(files.len() >= 5, "found only {} files under {}", files.len(), root.display());
+    let forbidden = [
+        "std::env",
+        "std::fs",
+        "std::process",
+        "std::net",
+        "std::thread",
+        "Instant",
+        "SystemTime",
+        "tokio::",
+        "print!(",
+        "println!(",
+        "dbg!(",
+    ];
+    let mut found = Vec::new();
+    for file in &files {
+        let text = std::fs::read_to_string(file).expect("a source file reads");
+        for (n, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            let outer_import = code.contains("crate::") && !code.contains("crate::policy");
+            if let Some(token) = forbidden.iter().find(|t| code.contains(*t)) {
+                found.push(format!("{}:{}: {token}", file.display(), n + 1));
+            }
+            if outer_import {
+                found.push(format!("{}:{}: imports an outer layer: {}", file.display(), n + 1, code.trim()));
+            }
+        }
+    }
+    assert!(found.is_empty(), "the policy core is not pure:\n{}", found.join("\n"));
+}

@@ -56,8 +56,9 @@
 //! have, the end of the spread lies past the longest of n by more than
 //! ln(100)/n of their range with chance 1%, and the healthy side may
 //! stretch it by 10% more (1.1–1.15× the longest on jobs of one size, so a
-//! site three times slow is seen within a run time, not two); and past the longest run seen lies the mass
-//! 1/(n + 1) that the next of n + 1 draws is the longest. Measured on a healthy
+//! site three times slow is seen within a run time, not two); and past the
+//! longest run seen lies the mass 1/(n + 1) that the next of n + 1 draws is
+//! the longest. Measured on a healthy
 //! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
 //! naive test had six.
 //!

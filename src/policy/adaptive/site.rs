@@ -833,9 +833,6 @@ impl Site {
         let excess = f64::from(self.running) - self.window;
         let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
         let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
-        if std::env::var("EXP_DBG").is_ok() {
-            eprintln!("{now:.0} {} stragglers run {} win {:.1} floor {:.1} slowdown {slowdown:.2} mean {:.0} past {:.0} long {:.0} ages {:?}", self.name, self.running, self.window, self.floor, d.mean(), past_longest(d), d.longest_seen(), self.by_start.iter().rev().take(excess as usize).map(|(s, _)| (now - s.time()).round()).collect::<Vec<_>>());
-        }
         self.by_start
             .iter()
             .rev()
