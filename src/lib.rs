@@ -25,7 +25,7 @@
 //!   `log stats` (`stats`), `cosched log dump|stats|follow` (`cmd`).
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
 //!   runs it under tokio's paused clock (`backend`), metrics and conservation
-//!   checks (`metrics`); [`bench`] compares policies on it.
+//!   checks (`metrics`); [`bench`](mod@bench) compares policies on it.
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub`, its
 //!   validation and the per-batch submit files cosched writes.
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
@@ -52,7 +52,7 @@
 //! 1. `main`, [`cli`] — each command owns its argument type (`run::SubmitArgs`,
 //!    `bench::BenchArgs`, `daemon::DaemonArgs`, …); `cli` only assembles them.
 //! 2. commands: [`daemon`] (which drives runs through [`run`]), [`run`],
-//!    [`bench`], [`replay`], `userlog::cmd`, [`report`].
+//!    [`bench`](mod@bench), [`replay`], `userlog::cmd`, [`report`].
 //! 3. edges: [`condor`], [`fake_condor`], [`state`], [`config`],
 //!    [`submit_desc`], [`sim`].
 //! 4. [`engine`] — the coordinator between a policy and its site backends.

@@ -25,7 +25,7 @@
 //!    is recorded: the outcome is unknown. A `condor_submit` started by the
 //!    dead cosched may still be running (a child outlives `kill -9` of its
 //!    parent), so resume first waits until no process has that submit file on
-//!    its command line ([`history`]'s `wait_for_orphans`); after that the
+//!    its command line (`history`'s `wait_for_orphans`); after that the
 //!    outcome is final. Then: a cluster in the site's user log that no recorded
 //!    submission claims belongs to this intent (CondorSite runs one
 //!    `condor_submit` at a time per site and resolves it before the next, so
@@ -62,7 +62,7 @@
 //! `Start` cannot submit a job that is already out. Following the logs then
 //! continues exactly where the replay stopped.
 //!
-//! From a checkpoint ([`checkpoint`], every `[run] checkpoint_every` real
+//! From a checkpoint (`checkpoint`, every `[run] checkpoint_every` real
 //! seconds, of policies that keep one): the policy and the progress tally
 //! are restored as they were between two inputs, and only what lies past
 //! each site's cursor is replayed: the log from the byte the policy had
@@ -933,7 +933,7 @@ fn watch_signals(
 pub type PolicyWrap = Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>;
 
 /// Runs (or resumes) a run recorded in `db`, for `cosched daemon`: what
-/// [`execute`] does between the plan and the summary, without the terminal
+/// `execute` does between the plan and the summary, without the terminal
 /// display or signal handling (the daemon has its own). Resume is the same as
 /// `--resume`: a run with recorded submissions has its history rebuilt and
 /// its unknown submissions reconciled first. `wrap` wraps the built policy

@@ -26,6 +26,10 @@
 //!   maps a stamp to run time as `stamp − epoch`.
 //!
 //! Knobs and their semantics are documented in `condor/README.md`.
+//!
+//! [`install`]: crate::fake_condor::install
+//! [`PoolConfig`]: crate::fake_condor::PoolConfig
+//! [`main_as`]: crate::fake_condor::main_as
 
 mod commands;
 mod events;

@@ -10,7 +10,7 @@
 //! ordinary). Attempts fail at some rate.
 //!
 //! **What is estimated, per site.**
-//! - *Healthy run times*: the Kaplan–Meier distribution ([`runtime`]) of jobs
+//! - *Healthy run times*: the Kaplan–Meier distribution (`runtime.rs`) of jobs
 //!   that only ever ran at levels known healthy (running jobs are censored
 //!   observations, so a cohort's short jobs ending first do not bias it).
 //!   Known healthy *now*: a run is censored when the level first passes the
