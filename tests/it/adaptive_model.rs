@@ -592,7 +592,7 @@ fn on_jobs_of_one_size_a_collapse_is_seen_within_about_a_run_time() {
     // then they testify for a slowdown only as much as the nuisance of the
     // healthy runs' scale (±10%) lets them, and past it only once past where
     // a healthy run is unlikely. Where that was twice the longest, the
-    // verdict waited two run times (420 s at seed 1; now 200–250 s).
+    // verdict waited two run times (420 s at seed 1; now 52–245 s, seeds 1–8).
     let scenario = Scenario {
         desc: "collapse on jobs of one size".into(),
         n_jobs: 600,
