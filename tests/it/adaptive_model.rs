@@ -620,3 +620,80 @@ fn on_jobs_of_one_size_a_collapse_is_seen_within_about_a_run_time() {
         );
     }
 }
+
+/// Executions at site `index` that had started and were removed.
+fn cut_short_at(r: &SimResult, index: u32) -> usize {
+    r.attempts
+        .iter()
+        .filter(|a| a.site == index && a.started.is_some() && a.end == AttemptEnd::Removed)
+        .count()
+}
+
+#[test]
+fn a_first_window_past_a_steep_knee_hands_its_cohort_to_sites_that_end_theirs() {
+    // Beside two healthy sites, one whose knee (4, beta 2) lies under the
+    // first window of 16: its first cohort runs about 28 times slow, never
+    // ends while the rest of the run does, and so never teaches the site a
+    // baseline to test by. Once those jobs are far past every healthy
+    // site's runs, they move, and the site starts again lower. Kept, they
+    // would set the makespan at about 8,000 s.
+    let scenario = Scenario {
+        desc: "a steep knee under the first window".into(),
+        n_jobs: 400,
+        base_runtime: 300.0,
+        jitter: 0.2,
+        sites: vec![
+            site("a", 100),
+            site("b", 100),
+            SiteParams { capacity: Capacity::Finite(4.0), beta: 2.0, ..site("steep", 50) },
+        ],
+    };
+    for seed in 1..=5 {
+        let oracle = makespan(&run(&scenario, "oracle", seed));
+        let r = run(&scenario, "adaptive", seed);
+        assert!(
+            makespan(&r) <= 3.0 * oracle,
+            "seed {seed}: adaptive {:.0} s against the oracle's {oracle:.0} s",
+            makespan(&r)
+        );
+        assert!(cut_short_at(&r, 2) > 0, "seed {seed}: the steep site's first cohort was never moved");
+        // What the run learned there is a floor below the first window: a
+        // warm run must not start the steep site at 16 again.
+        let learned = &r.learned["steep"];
+        let capacity =
+            learned.capacity.unwrap_or_else(|| panic!("seed {seed}: nothing learned: {learned:?}"));
+        assert!(capacity < 16.0, "seed {seed}: the steep site is remembered at {capacity}");
+        let config = PolicyConfig::named("adaptive").expect("known policy");
+        let warm = sim::run(
+            &scenario,
+            &config,
+            seed,
+            &SimOptions { memory: r.learned.clone(), ..SimOptions::default() },
+        );
+        let peak = warm.metrics.sites[2].peak_concurrency;
+        assert!(peak < 16, "seed {seed}: the warm run ran {peak} jobs at once at the steep site");
+    }
+}
+
+#[test]
+fn a_healthy_site_three_times_slower_than_the_rest_keeps_its_running_jobs() {
+    // No knee anywhere; one site runs every job three times slower than the
+    // other two (speed 0.5 against 1.5), with runs ±50%. Its first cohort is
+    // still running long after the fast sites' longest runs, and that alone
+    // must not read as a collapse: hardware differs between sites.
+    let scenario = Scenario {
+        desc: "a slow healthy site beside fast ones".into(),
+        n_jobs: 400,
+        base_runtime: 300.0,
+        jitter: 0.5,
+        sites: vec![
+            SiteParams { speed: 1.5, ..site("fast1", 100) },
+            SiteParams { speed: 1.5, ..site("fast2", 100) },
+            SiteParams { speed: 0.5, ..site("slow", 100) },
+        ],
+    };
+    for seed in 1..=8 {
+        let r = run(&scenario, "adaptive", seed);
+        assert_eq!(cut_short_at(&r, 2), 0, "seed {seed}: running jobs removed at the slow healthy site");
+    }
+}

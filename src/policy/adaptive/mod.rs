@@ -124,6 +124,18 @@
 //! test of a floor stops there. Sites without their own run times yet are
 //! planned with the other sites' median.
 //!
+//! **A first window past a steep knee** runs the whole first cohort slowed,
+//! so none of it ends and the site never learns a baseline to test by.
+//! Only other sites can speak for it: hardware differs between sites, up to
+//! `SPEED_SPREAD` (2) times slower than the median one, so once the pool
+//! is empty, first-cohort jobs older than `FAR_PAST` times the longest
+//! healthy run such a site would take (4× the median site's longest) move
+//! by the straggler rule, their age taken as what they still need; and the
+//! site starts again at the level the first cohort delivered, the same
+//! `n / s` with s the least slowdown their age proves. Kept, they were the
+//! run's tail (a knee of 9 under a drop to a quarter: 3.7× the oracle's
+//! makespan, 2.5× with the rule).
+//!
 //! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027
 //! says it is back. A site that starts nothing within `idle_timeout` is given
@@ -152,8 +164,9 @@ use super::{
     Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, JobId, Policy, RunSpec, SiteClass,
     SiteEvent, SiteId, SiteView, Time,
 };
+use runtime::Distribution;
 use serde::{Deserialize, Serialize};
-use site::{End, Rules, Site, Verdict};
+use site::{End, Rules, Site, Verdict, SILENT_PAST};
 use std::collections::BTreeSet;
 
 /// Parameters from the `[policy]` table of sites.toml (`name = "adaptive"`,
@@ -286,16 +299,21 @@ impl Adaptive {
         policy
     }
 
+    /// The median over sites with healthy runs of their own of one
+    /// statistic of those runs.
+    fn median_over_ready(&self, of: impl Fn(&Distribution) -> f64) -> Option<f64> {
+        let mut values: Vec<f64> =
+            self.sites.iter().filter(|s| s.ready()).filter_map(|s| s.dist.as_ref()).map(of).collect();
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    }
+
     fn median_run(&self) -> Option<f64> {
-        let mut runs: Vec<f64> = self
-            .sites
-            .iter()
-            .filter(|s| s.ready())
-            .filter_map(|s| s.dist.as_ref())
-            .map(|d| d.mean())
-            .collect();
-        runs.sort_by(f64::total_cmp);
-        runs.get(runs.len() / 2).copied()
+        self.median_over_ready(Distribution::mean)
+    }
+
+    fn median_longest(&self) -> Option<f64> {
+        self.median_over_ready(Distribution::longest_seen)
     }
 
     /// Feeds a site event to the site's estimator.
@@ -391,27 +409,46 @@ impl Adaptive {
     }
 
     /// With the pool empty: the running jobs past the window of a site that
-    /// drains after a degraded verdict, where a fresh start at another site
-    /// with room would finish sooner (by the planner's bar for moves) than
-    /// they are expected to there. Each job is judged on its own: what it
-    /// is expected to need is not monotone in its age (see
-    /// `Site::stragglers`).
-    fn remove_stragglers(&mut self, now: Time, actions: &mut Vec<Action>) {
+    /// drains after a degraded verdict, and those of a site with no healthy
+    /// runs of its own that outlast the other sites' runs far past what a
+    /// slower healthy site would take (`Site::silent_stragglers`; that
+    /// site starts again lower), where a fresh start at another site with
+    /// room would finish sooner (by the planner's bar for moves) than they
+    /// are expected to there. Each job is judged on its own: what it is
+    /// expected to need is not monotone in its age (see `Site::stragglers`).
+    fn remove_stragglers(&mut self, now: Time, actions: &mut Vec<Action>, touched: &mut Vec<usize>) {
         let mut takers = self.planner.takers(&self.book);
+        let median_longest = self.median_longest();
         for i in 0..self.sites.len() {
-            let mut jobs = Vec::new();
-            for (job, time_left) in self.sites[i].stragglers(now) {
-                // A fresh copy at the same site would run as slowed.
-                let taker = takers.iter_mut().find(|(latency, room, site)| {
-                    site.index() != i && *room > 0 && time_left > Planner::move_bar(*latency)
-                });
-                let Some(taker) = taker else { continue };
-                taker.1 -= 1;
-                jobs.push(job);
+            let mut silent = Vec::new();
+            if let Some(longest) = median_longest {
+                silent = self.sites[i].silent_stragglers(now, SILENT_PAST * longest);
+                if !silent.is_empty() {
+                    self.sites[i].restart_below(now, &silent, longest);
+                    touched.push(i);
+                }
             }
-            let why =
-                "adaptive: tail: these run slowed past the window; a site with room would finish them sooner";
-            self.remove(SiteId(i as u32), &jobs, why.to_string(), actions);
+            let cases = [
+                (self.sites[i].stragglers(now), "these run slowed past the window"),
+                (
+                    silent,
+                    "these outlast what a slower healthy site would take by far (a first window past a knee)",
+                ),
+            ];
+            for (stragglers, because) in cases {
+                let mut jobs = Vec::new();
+                for (job, time_left) in stragglers {
+                    // A fresh copy at the same site would run as slowed.
+                    let taker = takers.iter_mut().find(|(latency, room, site)| {
+                        site.index() != i && *room > 0 && time_left > Planner::move_bar(*latency)
+                    });
+                    let Some(taker) = taker else { continue };
+                    taker.1 -= 1;
+                    jobs.push(job);
+                }
+                let why = format!("adaptive: tail: {because}; a site with room would finish them sooner");
+                self.remove(SiteId(i as u32), &jobs, why, actions);
+            }
         }
     }
 
@@ -475,7 +512,7 @@ impl Policy for Adaptive {
                         let why = "adaptive: tail: a site with room would finish these sooner".to_string();
                         self.withdraw(site, &jobs, why, &mut actions);
                     }
-                    self.remove_stragglers(now, &mut actions);
+                    self.remove_stragglers(now, &mut actions, &mut touched);
                 }
             }
         }

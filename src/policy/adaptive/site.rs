@@ -123,6 +123,18 @@ const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 /// longest possible, so no healthy job gets to twice it.
 const FAR_PAST: f64 = 2.0;
 
+/// How much slower than the median site a healthy site may run its jobs:
+/// hardware differs between sites (by about a factor 3 from the slowest to
+/// the fastest on the grids we know), so a site is taken for collapsed on
+/// speed alone only once its jobs are [`FAR_PAST`] times past the longest
+/// healthy run of a site this much slower than the median one.
+const SPEED_SPREAD: f64 = 2.0;
+
+/// A job at a site with no healthy runs of its own yet is past where a
+/// healthy run is unlikely once it is this many times older than the median
+/// site's longest healthy run (see [`Site::silent_stragglers`]).
+pub const SILENT_PAST: f64 = FAR_PAST * SPEED_SPREAD;
+
 /// How unlikely a healthy run past [`past_longest`] may be: the chance that
 /// the end of a bounded spread lies further past the longest of n runs than
 /// `ln(1/ε)/n` of their range is about ε.
@@ -845,6 +857,61 @@ impl Site {
             .collect()
     }
 
+    /// With no healthy runs of its own yet (not [`Site::ready`]): the
+    /// running jobs older than `past`, each with its age as what it still
+    /// needs. The caller sets `past` from the other sites' runs, far enough
+    /// past them that a healthy site slower than they are is not taken for a
+    /// collapsed one; a first window past a steep knee otherwise holds its
+    /// whole cohort, which never ends and so never teaches the site a
+    /// distribution to test by, for many run times. How much slower these
+    /// run is unknown, so, as for a straggler past [`past_longest`], the
+    /// median of what is left is taken as the age.
+    pub fn silent_stragglers(&self, now: Time, past: f64) -> Vec<(JobId, f64)> {
+        if self.ready() {
+            return Vec::new();
+        }
+        self.by_start
+            .iter()
+            .map(|&(start, job)| (job, now - start.time()))
+            .take_while(|&(_, age)| age >= past)
+            .collect()
+    }
+
+    /// The first cohort outlasted `median_longest`, the median site's
+    /// longest healthy run, `age / median_longest` times: a healthy site
+    /// [`SPEED_SPREAD`] times slower than the median one would have ended
+    /// its jobs, so they ran at least `age / (SPEED_SPREAD ×
+    /// median_longest)` times slow, and the level delivered what that many
+    /// times fewer jobs at full speed would: the same rule as a degraded
+    /// verdict, the least slowdown proven. The site starts again there, with
+    /// what it learned at the level that ran slowed forgotten: its runs
+    /// there are no baseline.
+    /// Once per cohort: the jobs it gave up on stay counted as running
+    /// until they are gone, and are no new evidence.
+    pub fn restart_below(&mut self, now: Time, silent: &[(JobId, f64)], median_longest: f64) {
+        let fresh = silent.iter().filter(|(job, _)| self.runs.get(job).is_some_and(|r| !r.overloaded));
+        let Some(age) = fresh.map(|&(_, age)| age).reduce(f64::max) else { return };
+        let slowdown = age / (SPEED_SPREAD * median_longest);
+        let level = f64::from(self.running);
+        if self.ready() || slowdown <= 1.0 {
+            return;
+        }
+        self.window = (level / slowdown).floor().max(1.0);
+        self.floor = self.window;
+        self.ceiling = level.max(self.floor + 1.0).min(self.cap);
+        self.searched = false;
+        self.dist = None;
+        self.observations.clear();
+        self.clean.clear();
+        self.sample_runs.clear();
+        self.levels.clear();
+        for run in self.runs.values_mut() {
+            run.overloaded = true;
+        }
+        self.new_test(now);
+        self.test.level = self.floor;
+    }
+
     /// After holding a converged level for a while, tries the one above (a
     /// capacity that dropped may have come back).
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
@@ -907,7 +974,10 @@ impl Site {
     pub fn memory(&self, now: Time) -> SiteMemory {
         let quantiles = self.dist.as_ref().filter(|_| self.ready()).map(|d| d.quantiles(16));
         SiteMemory {
-            capacity: (self.searched && self.any_started).then_some(self.floor),
+            // A first cohort that was given up on (`restart_below`) left a
+            // floor and a ceiling but no verdict yet: the floor is still
+            // what this run learned, and a warm run must not start above it.
+            capacity: (self.any_started && (self.searched || self.ceiling < self.cap)).then_some(self.floor),
             ceiling: (self.ceiling < self.cap).then_some(self.ceiling),
             baseline_runtime: self.dist.as_ref().map(Distribution::mean),
             runtime_range: self
