@@ -886,6 +886,7 @@ impl Site {
     /// verdict, the least slowdown proven. The site starts again there, with
     /// what it learned at the level that ran slowed forgotten: its runs
     /// there are no baseline.
+    ///
     /// Once per cohort: the jobs it gave up on stay counted as running
     /// until they are gone, and are no new evidence.
     pub fn restart_below(&mut self, now: Time, silent: &[(JobId, f64)], median_longest: f64) {
