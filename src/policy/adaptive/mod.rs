@@ -129,12 +129,13 @@
 //! Only other sites can speak for it: hardware differs between sites, up to
 //! `SPEED_SPREAD` (2) times slower than the median one, so once the pool
 //! is empty, first-cohort jobs older than `FAR_PAST` times the longest
-//! healthy run such a site would take (4× the median site's longest) move
-//! by the straggler rule, their age taken as what they still need; and the
-//! site starts again at the level the first cohort delivered, the same
-//! `n / s` with s the least slowdown their age proves. Kept, they were the
-//! run's tail (a knee of 9 under a drop to a quarter: 3.7× the oracle's
-//! makespan, 2.5× with the rule).
+//! healthy run such a site would take (4× the median site's longest, plus
+//! the minute HTCondor-G may take to hear of an end) move by the straggler
+//! rule, their age taken as what they still need; and the site starts
+//! again at the level the first cohort delivered, the same `n / s` with s
+//! the least slowdown their age proves. Kept, they were the run's tail (a
+//! knee of 9 under a drop to a quarter: 3.7× the oracle's makespan, 2.5×
+//! with the rule).
 //!
 //! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
 //! site at once (its idle jobs are withdrawn, running ones stay) until 027

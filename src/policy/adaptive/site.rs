@@ -24,9 +24,9 @@ pub struct Rules {
     pub reprobe_after: f64,
 }
 
-/// Seconds HTCondor-G may take to report that a grid job started: the
-/// gridmanager polls a remote site every `GRIDMANAGER_JOB_PROBE_INTERVAL`
-/// (60 s by default).
+/// Seconds HTCondor-G may take to report that a grid job started or ended:
+/// the gridmanager polls a remote site every
+/// `GRIDMANAGER_JOB_PROBE_INTERVAL` (60 s by default).
 const START_NEWS: f64 = 60.0;
 
 /// Queue waits as an exponential with right-censoring: the MLE of the mean
@@ -865,7 +865,9 @@ impl Site {
     /// whole cohort, which never ends and so never teaches the site a
     /// distribution to test by, for many run times. How much slower these
     /// run is unknown, so, as for a straggler past [`past_longest`], the
-    /// median of what is left is taken as the age.
+    /// median of what is left is taken as the age. An end at a grid site
+    /// reaches us only when the gridmanager next polls it, so a job is
+    /// taken as running on only from [`START_NEWS`] past `past`.
     pub fn silent_stragglers(&self, now: Time, past: f64) -> Vec<(JobId, f64)> {
         if self.ready() {
             return Vec::new();
@@ -873,7 +875,7 @@ impl Site {
         self.by_start
             .iter()
             .map(|&(start, job)| (job, now - start.time()))
-            .take_while(|&(_, age)| age >= past)
+            .take_while(|&(_, age)| age >= past + START_NEWS)
             .collect()
     }
 
@@ -892,7 +894,7 @@ impl Site {
     pub fn restart_below(&mut self, now: Time, silent: &[(JobId, f64)], median_longest: f64) {
         let fresh = silent.iter().filter(|(job, _)| self.runs.get(job).is_some_and(|r| !r.overloaded));
         let Some(age) = fresh.map(|&(_, age)| age).reduce(f64::max) else { return };
-        let slowdown = age / (SPEED_SPREAD * median_longest);
+        let slowdown = (age - START_NEWS) / (SPEED_SPREAD * median_longest);
         let level = f64::from(self.running);
         if self.ready() || slowdown <= 1.0 {
             return;
