@@ -670,6 +670,7 @@ fn a_first_window_past_a_steep_knee_hands_its_cohort_to_sites_that_end_theirs() 
             seed,
             &SimOptions { memory: r.learned.clone(), ..SimOptions::default() },
         );
+        assert!(warm.errors.is_empty() && !warm.hang, "seed {seed}: warm run: {:?}", warm.errors);
         let peak = warm.metrics.sites[2].peak_concurrency;
         assert!(peak < 16, "seed {seed}: the warm run ran {peak} jobs at once at the steep site");
     }
