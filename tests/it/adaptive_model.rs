@@ -37,6 +37,11 @@ fn site(name: &str, slots: u32) -> SiteParams {
     SiteParams { wait_mean: 10.0, ..SiteParams::healthy(name, slots) }
 }
 
+/// A grid of one site.
+fn one_site(desc: &str, n_jobs: u64, base_runtime: f64, jitter: f64, site: SiteParams) -> Scenario {
+    Scenario { desc: desc.into(), n_jobs, base_runtime, jitter, sites: vec![site] }
+}
+
 fn run(scenario: &Scenario, policy: &str, seed: u64) -> SimResult {
     let config = PolicyConfig::named(policy).expect("known policy");
     let result = sim::run(scenario, &config, seed, &SimOptions::default());
@@ -91,13 +96,7 @@ fn the_healthy_runs_learned_reach_past_the_first_cohorts_short_half() {
     // stays below the floor long enough to end in the sample, and every test
     // judges against a distribution whose upper half is the tail's guess
     // (it stopped at 100.6–164.5 s on seed 14).
-    let scenario = Scenario {
-        desc: "healthy, ±50% run times".into(),
-        n_jobs: 1200,
-        base_runtime: 200.0,
-        jitter: 0.5,
-        sites: vec![site("healthy", 300)],
-    };
+    let scenario = one_site("healthy, ±50% run times", 1200, 200.0, 0.5, site("healthy", 300));
     for seed in [1, 2, 3, 14] {
         let r = run(&scenario, "adaptive", seed);
         let (shortest, longest) = r.learned["healthy"].runtime_range.expect("run times were learned");
@@ -696,5 +695,60 @@ fn a_healthy_site_three_times_slower_than_the_rest_keeps_its_running_jobs() {
     for seed in 1..=8 {
         let r = run(&scenario, "adaptive", seed);
         assert_eq!(cut_short_at(&r, 2), 0, "seed {seed}: running jobs removed at the slow healthy site");
+    }
+}
+
+#[test]
+fn a_warm_start_past_a_steep_knee_is_cut_to_it_as_the_evidence_grows() {
+    // A run remembered 27 healthy and no knee above it (its site had 27
+    // slots); the site now has 55 slots behind a resource with a knee of 27
+    // that thrashes (beta 2). A warm start at twice the floor runs every job
+    // about seven times slow, and all are young, so the test can judge only
+    // once they pass the shortest healthy run, and then proves just the
+    // least slowdown (1.25–1.9 here): a cut to 52 / 1.5 = 35 still runs
+    // them three times slow. The verdict's test goes on while the site
+    // drains, and the cut follows the slowdown it proves, down to the knee
+    // within three run times.
+    let remembered = one_site("the site as it was: 27 slots, no knee", 120, 300.0, 0.3, site("s", 27));
+    let steep = SiteParams { capacity: Capacity::Finite(27.0), beta: 2.0, ..site("s", 55) };
+    let now = one_site("the site now: 55 slots, a knee of 27 that thrashes", 300, 300.0, 0.3, steep);
+    let config = PolicyConfig::named("adaptive").expect("known policy");
+    for seed in 1..=5 {
+        let learned = run(&remembered, "adaptive", seed).learned;
+        let floor = learned["s"].capacity.unwrap_or(0.0);
+        assert!(
+            (20.0..=27.0).contains(&floor) && learned["s"].ceiling.is_none(),
+            "seed {seed}: the first run should remember 27 healthy and no knee: {:?}",
+            learned["s"]
+        );
+        let warm = sim::run(
+            &now,
+            &config,
+            seed,
+            &SimOptions { memory: learned, trace: true, ..SimOptions::default() },
+        );
+        assert!(warm.errors.is_empty() && !warm.hang, "seed {seed}: warm run: {:?}", warm.errors);
+        // The first verdict, at the level started with, and what the same
+        // test proved later while the site drained.
+        let slowdowns: Vec<(f64, f64)> = warm
+            .decisions
+            .iter()
+            .filter_map(|d| match d.kind {
+                DecisionKind::Verdict { healthy: false, level, slowdown: Some(s) } if level > 40.0 => {
+                    Some((d.at, s))
+                }
+                _ => None,
+            })
+            .collect();
+        let proven = slowdowns.iter().map(|&(_, s)| s).fold(0.0, f64::max);
+        assert!(proven >= 2.5, "seed {seed}: at twice the knee the slowdowns proven were {slowdowns:?}");
+        let cut_to_knee = warm.decisions.iter().find_map(|d| match d.kind {
+            DecisionKind::Window { window, .. } if window <= 27.0 => Some(d.at),
+            _ => None,
+        });
+        assert!(
+            cut_to_knee.is_some_and(|t| t <= 3.0 * 300.0),
+            "seed {seed}: the window came down to the knee at {cut_to_knee:?} s (jobs of 300 s)"
+        );
     }
 }

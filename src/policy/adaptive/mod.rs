@@ -79,7 +79,14 @@
 //!   still running past where a healthy run is unlikely, s is only a bound
 //!   from below (an earlier verdict proves less), and what n delivered is
 //!   unknown: the window goes back to the floor. The site drains by getting
-//!   nothing, and the next test starts once it has. Running jobs are removed
+//!   nothing, and the next test starts once it has. Until then the
+//!   verdict's test goes on: a verdict reached at the first moment the
+//!   evidence sufficed proves the least slowdown it could (often κ, even
+//!   where jobs run eight times slow), and once its jobs prove "at least a
+//!   larger s" against every smaller slowdown, healthy included (the
+//!   generalized likelihood ratio of the slowdowns from s up against those
+//!   below, past the same threshold), the cut follows that s, as if the
+//!   verdict had said so. Running jobs are removed
 //!   only where keeping them costs throughput: with sharing alone a site
 //!   delivers its knee whatever runs, at least the window the cut leaves, so
 //!   `n / s` κ times below that window (κ also covers the test's resolution
@@ -350,8 +357,7 @@ impl Adaptive {
         // as 4) and change only what the next run remembers.
         let tail = self.book.pool_len() == 0;
         if !tail || self.sites[i].probing() {
-            if let Some(verdict) = self.sites[i].check(now) {
-                let jobs = self.sites[i].thrashing(verdict);
+            if let Some((_, jobs)) = self.sites[i].check(now) {
                 let why =
                     "adaptive: the site delivers less with these youngest jobs running than without them";
                 self.remove(site, &jobs, why.to_string(), actions);

@@ -283,6 +283,11 @@ pub struct Site {
     /// still running there is expected to suffer (the verdict's own, the
     /// least one proved, is what the window is cut by).
     likeliest_slowdown: Option<f64>,
+    /// While the site drains after a degraded verdict: the level judged and
+    /// the slowdown proven there (an index into [`STRETCH`]), which the same
+    /// test's evidence may still raise (see `refine`).
+    #[serde(default)]
+    proven: Option<(f64, usize)>,
 }
 
 impl Site {
@@ -335,6 +340,7 @@ impl Site {
             next_eval: 0.0,
             verdicts: Vec::new(),
             likeliest_slowdown: None,
+            proven: None,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -712,13 +718,21 @@ impl Site {
     }
 
     /// Runs the test at `now`; on a verdict, applies it (see the parent
-    /// module's docs) and returns it.
-    pub fn check(&mut self, now: Time) -> Option<Verdict> {
+    /// module's docs) and returns it with the running jobs to shed. While
+    /// the site drains after a degraded verdict, that verdict's test goes
+    /// on (`refine`).
+    pub fn check(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         if self.draining {
             if f64::from(self.running) > self.window {
-                return None;
+                return self.refine(now);
             }
+            // Drained: what ran through the overload is no evidence for the
+            // next test, and how far it got is unknown.
             self.draining = false;
+            self.proven = None;
+            for run in self.runs.values_mut() {
+                run.overloaded = true;
+            }
             self.new_test(now);
         }
         if !self.ready() || now < self.next_eval {
@@ -735,7 +749,7 @@ impl Site {
             let verdict = Verdict::Healthy { level };
             self.verdicts.push((now, verdict, self.window));
             self.new_test(now);
-            return Some(verdict);
+            return Some((verdict, Vec::new()));
         }
         self.advance(now);
         if self.test.above <= 0.0 {
@@ -744,24 +758,68 @@ impl Site {
         let (llrs, truncated) = self.llrs(self.dist.as_ref()?, now);
         let llr = llrs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         let level = self.test.above_jobs / self.test.above;
-        let verdict = if llr >= self.rules.upper {
+        if llr >= self.rules.upper {
             // The slowdown the evidence proves: the least one past the threshold.
             let k = llrs.iter().position(|&l| l >= self.rules.upper).unwrap_or(0);
-            let slowdown = self.rules.kappa * STRETCH[k];
-            let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
-            self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
-            self.degraded(level, slowdown, truncated);
-            Verdict::Degraded { level, slowdown }
-        } else if llr <= self.rules.lower {
-            self.healthy(now, level);
-            Verdict::Healthy { level }
-        } else {
+            self.searched = true;
+            // The test goes on while the site drains: its jobs keep testifying.
+            return Some(self.cut(now, level, k, &llrs, truncated));
+        }
+        if llr > self.rules.lower {
             return None;
-        };
+        }
+        self.healthy(now, level);
+        let verdict = Verdict::Healthy { level };
         self.searched = true;
         self.verdicts.push((now, verdict, self.window));
         self.new_test(now);
-        Some(verdict)
+        Some((verdict, Vec::new()))
+    }
+
+    /// A degraded verdict at `level`, slowdown `STRETCH[k]` × κ proven:
+    /// applies it and returns it with the running jobs to shed.
+    fn cut(
+        &mut self,
+        now: Time,
+        level: f64,
+        k: usize,
+        llrs: &[f64; STRETCH.len()],
+        truncated: bool,
+    ) -> (Verdict, Vec<JobId>) {
+        let slowdown = self.rules.kappa * STRETCH[k];
+        let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
+        self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
+        self.proven = Some((level, k));
+        self.degraded(level, slowdown, truncated);
+        let verdict = Verdict::Degraded { level, slowdown };
+        self.verdicts.push((now, verdict, self.window));
+        (verdict, self.thrashing(verdict))
+    }
+
+    /// While the site drains after a degraded verdict, the verdict's test
+    /// goes on: the jobs that ran through the level judged keep testifying,
+    /// and a verdict reached at the first moment the evidence sufficed
+    /// proves the least slowdown it could (κ), however slow the jobs run.
+    /// Once the evidence proves "at least `s`" against every smaller
+    /// slowdown (a generalized likelihood ratio of the slowdowns from `s` up
+    /// against those below, healthy included, past the same threshold), the
+    /// cut follows the larger `s`, as if the verdict had said so.
+    fn refine(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
+        let (level, proven) = self.proven?;
+        if now < self.next_eval {
+            return None;
+        }
+        let mean = self.dist.as_ref().map_or(1.0, Distribution::mean);
+        self.next_eval = now + (mean / EVALS).max(1.0);
+        self.advance(now);
+        let (llrs, truncated) = self.llrs(self.dist.as_ref()?, now);
+        let at_least = |k: usize| {
+            let above = llrs[k..].iter().copied().fold(f64::NEG_INFINITY, f64::max);
+            let below = llrs[..k].iter().copied().fold(0.0, f64::max);
+            above - below >= self.rules.upper
+        };
+        let k = (proven + 1..STRETCH.len()).rev().find(|&k| at_least(k))?;
+        Some(self.cut(now, level, k, &llrs, truncated))
     }
 
     fn healthy(&mut self, now: Time, level: f64) {
@@ -798,9 +856,6 @@ impl Site {
             delivered = delivered.min(self.floor.max(1.0));
         }
         self.holding_since = None;
-        for run in self.runs.values_mut() {
-            run.overloaded = true;
-        }
         if self.test.level == 0.0 {
             // The floor itself ran degraded: the capacity dropped, or the
             // floor was a miss of an earlier test.
@@ -824,7 +879,7 @@ impl Site {
     /// the resource deliver less than the window alone would (it thrashes):
     /// the youngest of them, which have done the least work, go back to the
     /// pool.
-    pub fn thrashing(&self, verdict: Verdict) -> Vec<JobId> {
+    fn thrashing(&self, verdict: Verdict) -> Vec<JobId> {
         let Verdict::Degraded { level, slowdown } = verdict else { return Vec::new() };
         let excess = f64::from(self.running) - self.window;
         if (level / slowdown).max(1.0) * self.rules.kappa >= self.window || excess < 1.0 {
@@ -935,8 +990,9 @@ impl Site {
         let mut next: Option<Time> = None;
         let mut at = |t: Time| next = Some(next.map_or(t, |n: Time| n.min(t)));
         if let Some(d) = &self.dist {
-            // A draining site is looked at again when a job ends there.
-            if self.running > 0 && self.ready() && !self.draining {
+            // A draining site is looked at again when a job ends there, or
+            // when its verdict's test may prove more.
+            if self.running > 0 && self.ready() && (!self.draining || self.proven.is_some()) {
                 at(self.next_eval.max(now + (d.mean() / EVALS).max(1.0) * 0.1));
             }
             if let Some(since) = self.holding_since {
