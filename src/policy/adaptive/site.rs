@@ -804,6 +804,11 @@ impl Site {
     /// slowdown (a generalized likelihood ratio of the slowdowns from `s` up
     /// against those below, healthy included, past the same threshold), the
     /// cut follows the larger `s`, as if the verdict had said so.
+    ///
+    /// Known cost: the evidence reaches back to the verdict, so where the
+    /// site's capacity came back in between, a later proof can shed jobs
+    /// that no longer run slowed (BENCHMARKS.md, G0121; the guards tried
+    /// against it are there too).
     fn refine(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         let (level, proven) = self.proven?;
         if now < self.next_eval {
