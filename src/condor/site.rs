@@ -411,9 +411,9 @@ impl CondorSite {
         events
     }
 
-    /// Takes back those of `jobs` that HTCondor says have not started;
-    /// returns [`SiteEvent::WithdrawDeclined`] for those that have. What
-    /// cannot be decided now (no answer from the schedd; a Condor-C job
+    /// Takes back those of `jobs` that HTCondor says have not started, and
+    /// those on hold; returns [`SiteEvent::WithdrawDeclined`] for those that
+    /// have started. What cannot be decided now (no answer from the schedd; a Condor-C job
     /// being forwarded) is kept for later.
     ///
     /// For a grid job the local copy learns of its remote copy's start only
@@ -449,6 +449,7 @@ impl CondorSite {
         let remote = remote_states(&self.condor, &self.config.name, local.values()).await;
         let mut events = Vec::new();
         let mut idle: Vec<(i64, i64)> = Vec::new();
+        let mut held: Vec<(i64, i64)> = Vec::new();
         for (job, proc) in targets {
             let first = self.later.get(&job).map_or(now, |l| l.1);
             let Some(ad) = local.get(&proc) else {
@@ -468,6 +469,10 @@ impl CondorSite {
                 Verdict::Wait => {
                     self.later.insert(job, (Later::Withdraw, first));
                 }
+                Verdict::Held => {
+                    self.later.remove(&job);
+                    held.push(proc);
+                }
                 Verdict::LeftToLog => {
                     self.later.remove(&job);
                 }
@@ -485,11 +490,13 @@ impl CondorSite {
             }
         }
         idle.retain(|p| !taken_back.contains(p) && !started.contains(p));
-        // Their remote copies are gone: nothing can run for them any more.
-        let mut all = self.remove_procs(&taken_back, false).await;
+        // Their remote copies are gone, or they are held: nothing can run
+        // for them any more.
+        let stopped: Vec<(i64, i64)> = taken_back.into_iter().chain(held).collect();
+        let mut all = self.remove_procs(&stopped, false).await;
         all &= self.remove_procs(&idle, true).await;
         if !all {
-            idle.extend(taken_back);
+            idle.extend(stopped);
             for (job, proc) in &self.out {
                 if idle.contains(proc) {
                     self.later.entry(*job).or_insert((Later::Withdraw, now));
@@ -940,7 +947,12 @@ enum Verdict {
     NotStarted,
     /// Cannot tell yet, or cannot remove safely yet: ask again later.
     Wait,
-    /// Held or being removed: its log events tell the policy.
+    /// Held: it runs nothing, so remove it. Its hold may be heard already
+    /// (by a cosched that died before removing it, or swallowed as the hold
+    /// of a copy taken back), and then its log says nothing more until it
+    /// is removed: left alone, it would stay held and asked back forever.
+    Held,
+    /// Being removed: its 009 tells the policy.
     LeftToLog,
 }
 
@@ -977,6 +989,7 @@ impl LocalAd {
             // running, completed, transferring output, suspended
             2 | 4 | 6 | 7 => return Verdict::Started,
             1 => {}
+            5 => return Verdict::Held,
             _ => return Verdict::LeftToLog,
         }
         let grid_started = matches!(
@@ -1412,7 +1425,7 @@ mod tests {
         assert_eq!(local_ad(1, None, None, false).verdict(None, false, 0.0), NotStarted);
         assert_eq!(local_ad(2, None, None, false).verdict(None, false, 0.0), Started);
         assert_eq!(local_ad(4, None, None, false).verdict(None, false, 0.0), Started);
-        assert_eq!(local_ad(5, None, None, false).verdict(None, false, 0.0), LeftToLog);
+        assert_eq!(local_ad(5, None, None, false).verdict(None, false, 0.0), Held);
         assert_eq!(local_ad(3, None, None, false).verdict(None, false, 0.0), LeftToLog);
         // Condor-C: the remote copy runs though the local copy has not heard.
         assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(2), false, 0.0), Started);
@@ -1448,25 +1461,48 @@ mod tests {
         );
     }
 
+    /// Asks jobs 3, 4, … back from a vanilla site whose cluster 40 holds
+    /// them and whose condor_q shows proc `p` with status `statuses[p]`;
+    /// the last job (one more than `statuses` has) has left the queue.
+    /// Returns what the site reported, the `condor_rm` arguments, and the
+    /// withdrawals kept for later.
+    async fn withdrawn(statuses: &[i64]) -> (Vec<SiteEvent>, Vec<String>, Vec<JobId>) {
+        let s = setup();
+        let ads: Vec<String> = statuses
+            .iter()
+            .enumerate()
+            .map(|(p, status)| format!(r#"{{"ClusterId": 40, "ProcId": {p}, "JobStatus": {status}}}"#))
+            .collect();
+        script(&s.bin, "condor_q", &format!("echo '[{}]'", ads.join(", ")));
+        script(&s.bin, "condor_rm", "echo ok");
+        let asked = jobs(3..4 + statuses.len() as u64);
+        let mut site = backend(&s, 30.0, 0.0, vec![(40, asked.clone())]);
+        let out = site.withdraw(asked).await;
+        (out, args(&s.bin, "condor_rm"), site.later.keys().copied().collect())
+    }
+
     /// Withdrawing: condor_q says which jobs started; only idle ones are
-    /// removed, with `JobStatus == 1` in the constraint.
+    /// removed, with `JobStatus == 1` in the constraint. Job 5 left the
+    /// queue: its log says how.
     #[tokio::test]
     async fn withdraw_asks_condor_q_and_removes_only_idle_jobs() {
-        let s = setup();
-        script(
-            &s.bin,
-            "condor_q",
-            r#"echo '[{"ClusterId": 40, "ProcId": 0, "JobStatus": 2}, {"ClusterId": 40, "ProcId": 1, "JobStatus": 1}]'"#,
-        );
-        script(&s.bin, "condor_rm", "echo ok");
-        let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..6))]);
-        let out = site.withdraw(vec![JobId(3), JobId(4), JobId(5)]).await;
+        let (out, removed, later) = withdrawn(&[2, 1]).await;
         assert!(matches!(out.as_slice(), [SiteEvent::WithdrawDeclined { job: JobId(3), .. }]), "{out:?}");
-        assert_eq!(
-            args(&s.bin, "condor_rm"),
-            ["-constraint", "((ClusterId == 40 && ProcId == 1)) && JobStatus == 1"]
-        );
-        assert!(site.later.is_empty(), "job 5 left the queue: its log says how");
+        assert_eq!(removed, ["-constraint", "((ClusterId == 40 && ProcId == 1)) && JobStatus == 1"]);
+        assert!(later.is_empty(), "{later:?}");
+    }
+
+    /// A held job asked back is removed, whatever its log said before: a
+    /// resumed cosched (the backend made with `known` clusters, reading its
+    /// log from where the dead one stopped) may never read its hold again,
+    /// and a job left held would be asked back forever. One being removed
+    /// is left to its 009.
+    #[tokio::test]
+    async fn a_held_job_asked_back_is_removed_though_its_hold_was_read_before() {
+        let (out, removed, later) = withdrawn(&[5, 3]).await;
+        assert!(out.is_empty(), "none started: {out:?}");
+        assert_eq!(removed, ["-constraint", "(ClusterId == 40 && ProcId == 0)"]);
+        assert!(later.is_empty(), "{later:?}");
     }
 
     /// Withdrawing Condor-C jobs: their remote copies are removed at the

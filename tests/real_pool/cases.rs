@@ -118,7 +118,9 @@ fn kill_9_then_resume(pool: &Pool) {
             case.assert_each_completed_once(12);
             continue;
         }
-        let out = case.run(&["submit", "--resume", "st", "--json"], MINUTES(5));
+        // Debug lines say what the backend did, should the resume not end.
+        let out =
+            case.run(&["submit", "--resume", "st", "--json", "--log-level", "cosched=debug"], MINUTES(5));
         assert_eq!(
             out.status.code(),
             Some(0),

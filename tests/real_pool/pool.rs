@@ -245,7 +245,35 @@ impl<'a> Case<'a> {
             .stderr(Stdio::piped())
             .spawn()
             .unwrap_or_else(|e| panic!("{}: cannot start cosched: {e}", self.name));
-        wait_bounded(child, patience, &format!("{}: cosched {}", self.name, args.join(" ")))
+        wait_bounded_or(child, patience, &format!("{}: cosched {}", self.name, args.join(" ")), || {
+            self.what_is_left()
+        })
+    }
+
+    /// What a run that would not end left behind, for its failure message:
+    /// the pool's queue, and the end of each user log of the case.
+    fn what_is_left(&self) -> String {
+        let queue = self.pool.query(
+            "true",
+            "ClusterId,ProcId,JobStatus,HoldReason,GridJobId,GridJobStatus,CoschedRun,CoschedJob",
+        );
+        let mut text = format!("the pool's queue: {}\n", serde_json::Value::Array(queue));
+        let mut logs: Vec<PathBuf> = std::fs::read_dir(self.path("st/runs"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .flat_map(|run| std::fs::read_dir(run.path()).into_iter().flatten().filter_map(Result::ok))
+            .map(|entry| entry.path())
+            .filter(|path| path.extension().is_some_and(|e| e == "log"))
+            .collect();
+        logs.sort();
+        for log in logs {
+            let body = std::fs::read_to_string(&log).unwrap_or_default();
+            let lines: Vec<&str> = body.lines().collect();
+            let tail = lines[lines.len().saturating_sub(60)..].join("\n");
+            text.push_str(&format!("the last lines of {}:\n{tail}\n", log.display()));
+        }
+        text
     }
 
     /// What the ledger says: per job index, (executions started, executions
@@ -425,7 +453,18 @@ impl Ledger {
 }
 
 /// Waits for `child` at most `patience`; kills it and fails the case after.
-pub fn wait_bounded(mut child: Child, patience: Duration, what: &str) -> Output {
+pub fn wait_bounded(child: Child, patience: Duration, what: &str) -> Output {
+    wait_bounded_or(child, patience, what, String::new)
+}
+
+/// [`wait_bounded`], with `left()` describing what the child left behind
+/// in the failure message.
+fn wait_bounded_or(
+    mut child: Child,
+    patience: Duration,
+    what: &str,
+    left: impl FnOnce() -> String,
+) -> Output {
     let deadline = Instant::now() + patience;
     loop {
         match child.try_wait() {
@@ -435,8 +474,9 @@ pub fn wait_bounded(mut child: Child, patience: Duration, what: &str) -> Output 
                 let _ = child.kill();
                 let out = child.wait_with_output().expect("output");
                 panic!(
-                    "{what}: still running after {patience:?}; killed.\nstderr:\n{}",
-                    String::from_utf8_lossy(&out.stderr)
+                    "{what}: still running after {patience:?}; killed.\nstderr:\n{}\n{}",
+                    String::from_utf8_lossy(&out.stderr),
+                    left()
                 );
             }
         }
