@@ -72,7 +72,9 @@
 //! - A withdrawal (an idle job taken back to go elsewhere) happens only if
 //!   HTCondor says the job has not started (`condor::CondorSite` asks
 //!   `condor_q`, for Condor-C the remote schedd too, and removes with
-//!   `JobStatus == 1` in the constraint). A running job is removed only by
+//!   `JobStatus == 1` in the constraint), or if it is on hold (it runs
+//!   nothing, and its hold may have been read already, so nothing else
+//!   would take it out of the queue). A running job is removed only by
 //!   the policy's explicit `Action::Remove`, each with its reason; a
 //!   Condor-C job whose remote copy finished is never removed.
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
