@@ -252,12 +252,18 @@ impl<'a> Case<'a> {
 
     /// What a run that would not end left behind, for its failure message:
     /// the pool's queue, and the end of each user log of the case.
+    /// Never panics: it runs inside a failure message (a schedd stopped by
+    /// the case is reported as such, not in place of that message).
     fn what_is_left(&self) -> String {
-        let queue = self.pool.query(
-            "true",
-            "ClusterId,ProcId,JobStatus,HoldReason,GridJobId,GridJobStatus,CoschedRun,CoschedJob",
-        );
-        let mut text = format!("the pool's queue: {}\n", serde_json::Value::Array(queue));
+        let attributes =
+            "ClusterId,ProcId,JobStatus,HoldReason,GridJobId,GridJobStatus,CoschedRun,CoschedJob";
+        let queue = self.pool.condor("condor_q", &["-all", "-json", "-attributes", attributes]);
+        let stdout = String::from_utf8_lossy(&queue.stdout);
+        let shown = match serde_json::from_str::<Vec<serde_json::Value>>(&stdout) {
+            Ok(ads) => ads.iter().map(|ad| ad.to_string()).collect::<Vec<_>>().join("\n"),
+            Err(_) => format!("{}{}", stdout.trim(), String::from_utf8_lossy(&queue.stderr).trim()),
+        };
+        let mut text = format!("the pool's queue:\n{shown}\n");
         let mut logs: Vec<PathBuf> = std::fs::read_dir(self.path("st/runs"))
             .into_iter()
             .flatten()
