@@ -255,20 +255,34 @@ impl<'a> Case<'a> {
     /// Never panics: it runs inside a failure message (a schedd stopped by
     /// the case is reported as such, not in place of that message).
     fn what_is_left(&self) -> String {
+        let runs: Vec<PathBuf> = std::fs::read_dir(self.path("st/runs"))
+            .into_iter()
+            .flatten()
+            .filter_map(Result::ok)
+            .map(|run| run.path())
+            .collect();
+        // This case's jobs (and their Condor-C copies), not the other cases'.
+        let ours = runs
+            .iter()
+            .filter_map(|run| run.file_name())
+            .map(|id| format!("CoschedRun == \"{}\"", id.to_string_lossy()))
+            .collect::<Vec<_>>()
+            .join(" || ");
         let attributes =
             "ClusterId,ProcId,JobStatus,HoldReason,GridJobId,GridJobStatus,CoschedRun,CoschedJob";
-        let queue = self.pool.condor("condor_q", &["-all", "-json", "-attributes", attributes]);
+        let constraint = if ours.is_empty() { "true".to_string() } else { ours };
+        let queue = self
+            .pool
+            .condor("condor_q", &["-all", "-json", "-constraint", &constraint, "-attributes", attributes]);
         let stdout = String::from_utf8_lossy(&queue.stdout);
         let shown = match serde_json::from_str::<Vec<serde_json::Value>>(&stdout) {
             Ok(ads) => ads.iter().map(|ad| ad.to_string()).collect::<Vec<_>>().join("\n"),
             Err(_) => format!("{}{}", stdout.trim(), String::from_utf8_lossy(&queue.stderr).trim()),
         };
-        let mut text = format!("the pool's queue:\n{shown}\n");
-        let mut logs: Vec<PathBuf> = std::fs::read_dir(self.path("st/runs"))
-            .into_iter()
-            .flatten()
-            .filter_map(Result::ok)
-            .flat_map(|run| std::fs::read_dir(run.path()).into_iter().flatten().filter_map(Result::ok))
+        let mut text = format!("the pool's queue ({constraint}):\n{shown}\n");
+        let mut logs: Vec<PathBuf> = runs
+            .iter()
+            .flat_map(|run| std::fs::read_dir(run).into_iter().flatten().filter_map(Result::ok))
             .map(|entry| entry.path())
             .filter(|path| path.extension().is_some_and(|e| e == "log"))
             .collect();
