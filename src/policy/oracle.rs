@@ -87,6 +87,7 @@ impl Oracle {
             wait: p.wait_mean,
             ahead: p.wait_mean,
             success: 1.0 - p.p_fail,
+            draining: false,
         }
     }
 

@@ -69,12 +69,24 @@ pub struct SiteModel {
     pub ahead: f64,
     /// Probability that an attempt succeeds.
     pub success: f64,
+    /// Draining past its window after a degraded verdict: nothing is sent,
+    /// not even to wait ahead (it would start into the overload, and in the
+    /// tail be moved on and come back); the jobs waiting there already stay
+    /// (withdrawing them would lose their place in the queue).
+    pub draining: bool,
 }
 
 impl SiteModel {
     /// A site that gets nothing.
-    pub const CLOSED: SiteModel =
-        SiteModel { open: false, window: 0.0, run: 1.0, wait: 0.0, ahead: 0.0, success: 1.0 };
+    pub const CLOSED: SiteModel = SiteModel {
+        open: false,
+        window: 0.0,
+        run: 1.0,
+        wait: 0.0,
+        ahead: 0.0,
+        success: 1.0,
+        draining: false,
+    };
 
     /// Attempts ending per second with the window full.
     pub fn attempt_rate(&self) -> f64 {
@@ -252,6 +264,7 @@ impl Planner {
         let old = self.models[site.index()];
         if old != model {
             let material = old.open != model.open
+                || old.draining != model.draining
                 || (old.rate() - model.rate()).abs() > 0.05 * old.rate().max(model.rate())
                 || (old.latency() - model.latency()).abs() > 0.05 * old.latency().max(model.latency());
             self.stale |= material;
@@ -263,7 +276,9 @@ impl Planner {
     /// Jobs `site` may still be given before it reaches its target.
     pub fn room(&self, site: SiteId, book: &JobBook) -> u64 {
         let c = book.counts(site);
-        let target = self.models[site.index()].out_target(c.running);
+        let model = &self.models[site.index()];
+        let target =
+            if model.draining { f64::from(c.running).max(model.window) } else { model.out_target(c.running) };
         (target.floor() - f64::from(c.out())).max(0.0) as u64
     }
 
@@ -493,7 +508,7 @@ mod tests {
     use crate::policy::SiteEvent;
 
     fn model(window: f64, run: f64, wait: f64) -> SiteModel {
-        SiteModel { open: true, window, run, wait, ahead: wait, success: 1.0 }
+        SiteModel { open: true, window, run, wait, ahead: wait, success: 1.0, draining: false }
     }
 
     /// Jobs the actions submit to `site`.
@@ -590,6 +605,25 @@ mod tests {
         assert_eq!(moves[0].0, SiteId(1));
         assert_eq!(moves[0].1.len(), 10, "the fast site has room for its window");
         assert!(moves[0].1.contains(&JobId(19)), "the youngest go first");
+    }
+
+    #[test]
+    fn a_draining_site_is_sent_nothing_and_keeps_the_jobs_waiting_there() {
+        // Window 10 of 100 s runs with waits of 300 s: Little's law keeps
+        // 30 waiting. 12 run (past the window) and 20 wait.
+        let mut book = JobBook::new(40, 1, 3);
+        let jobs = book.take(SiteId(0), 32);
+        book.apply(SiteId(0), &SiteEvent::Submitted { jobs: jobs.clone(), at: 0.0 });
+        for &job in &jobs[..12] {
+            book.apply(SiteId(0), &SiteEvent::Started { job, at: 1.0 });
+        }
+        let mut planner = Planner::new(1);
+        planner.set_model(SiteId(0), model(10.0, 100.0, 300.0), &book);
+        assert_eq!(planner.room(SiteId(0), &book), 8, "healthy, the queue is topped up");
+        let draining = SiteModel { draining: true, ..model(10.0, 100.0, 300.0) };
+        planner.set_model(SiteId(0), draining, &book);
+        assert_eq!(planner.room(SiteId(0), &book), 0, "nothing more while it drains");
+        assert_eq!(planner.surplus(SiteId(0), &book), 0, "the jobs waiting keep their place");
     }
 
     #[test]

@@ -126,10 +126,16 @@
 //! its age, a scale-free prior puts the median of what is left at that age
 //! (a site that collapsed past a low knee held such jobs for 2-5× the
 //! oracle's makespan; moving them took it to 1.3-1.8×). For these tail
-//! rules a probe's test goes on after the pool is empty (a last probe past
-//! a steep knee is otherwise never judged, and its jobs never moved); the
-//! test of a floor stops there. Sites without their own run times yet are
-//! planned with the other sites' median.
+//! rules every test goes on after the pool is empty: a last probe past a
+//! steep knee is otherwise never judged, and a capacity that drops near
+//! the end never seen, and their jobs never moved. What a verdict on the
+//! floor says then is not remembered for the next run, though: it is the
+//! run's last few jobs that judge it. While a site drains past its window,
+//! nothing is sent there, not even to wait ahead: it would start into the
+//! overload, and in the tail be moved on, come back and be moved again.
+//! Jobs already waiting there stay (withdrawn, they would lose their place
+//! in the queue). Sites without their own run times yet are planned with
+//! the other sites' median.
 //!
 //! **A first window past a steep knee** runs the whole first cohort slowed,
 //! so none of it ends and the site never learns a baseline to test by.
@@ -349,19 +355,11 @@ impl Adaptive {
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         self.sites[i].time_out(now);
-        // Once nothing is left to send, a verdict changes no window, but it
-        // still decides the tail: whether the jobs past the floor thrash
-        // (shed) or are stuck (moved). So a test of the levels above the
-        // floor goes on. A test of the floor itself stops: it would judge the
-        // floor on the run's last few jobs (measured to forget a knee of 50
-        // as 4) and change only what the next run remembers.
         let tail = self.book.pool_len() == 0;
-        if !tail || self.sites[i].probing() {
-            if let Some((_, jobs)) = self.sites[i].check(now) {
-                let why =
-                    "adaptive: the site delivers less with these youngest jobs running than without them";
-                self.remove(site, &jobs, why.to_string(), actions);
-            }
+        let verdict = if tail { self.sites[i].check_in_tail(now) } else { self.sites[i].check(now) };
+        if let Some((_, jobs)) = verdict {
+            let why = "adaptive: the site delivers less with these youngest jobs running than without them";
+            self.remove(site, &jobs, why.to_string(), actions);
         }
         if !tail {
             self.sites[i].maybe_reprobe(now);

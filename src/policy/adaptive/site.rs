@@ -288,6 +288,11 @@ pub struct Site {
     /// test's evidence may still raise (see `refine`).
     #[serde(default)]
     proven: Option<(f64, usize)>,
+    /// The capacity and ceiling to remember, kept from before the first
+    /// verdict on the floor once the pool was empty (see
+    /// [`Site::check_in_tail`]).
+    #[serde(default)]
+    remembered: Option<(Option<f64>, Option<f64>)>,
 }
 
 impl Site {
@@ -341,6 +346,7 @@ impl Site {
             verdicts: Vec::new(),
             likeliest_slowdown: None,
             proven: None,
+            remembered: None,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -416,6 +422,7 @@ impl Site {
             // runs are still to become the baseline at that level.
             ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
+            draining: self.draining && f64::from(self.running) > self.window,
         };
         // Queued jobs start whenever the queue lets them, so more than the
         // window would run. Each starts after its own exponential wait `w`,
@@ -975,6 +982,32 @@ impl Site {
         self.test.level = self.floor;
     }
 
+    /// [`Site::check`] once nothing is left to send. A verdict changes no
+    /// window then, but it decides the tail: whether the jobs past the
+    /// window thrash (shed) or are stuck (moved), which a capacity that
+    /// drops near the end makes the run's last jobs. A verdict on the
+    /// floor itself is not remembered, though: the run's last few jobs
+    /// judge it (a knee of 50 was measured to be remembered as 4), and
+    /// the next run would start there.
+    pub fn check_in_tail(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
+        let before = (!self.probing() && self.remembered.is_none()).then(|| self.capacity_memory());
+        let verdict = self.check(now)?;
+        if let Some(before) = before {
+            self.remembered = Some(before);
+        }
+        Some(verdict)
+    }
+
+    /// What a warm run is to start from: (the floor, the ceiling), each
+    /// where this run learned one.
+    fn capacity_memory(&self) -> (Option<f64>, Option<f64>) {
+        // A first cohort that was given up on (`restart_below`) left a
+        // floor and a ceiling but no verdict yet: the floor is still what
+        // this run learned, and a warm run must not start above it.
+        let learned = self.any_started && (self.searched || self.ceiling < self.cap);
+        (learned.then_some(self.floor), (self.ceiling < self.cap).then_some(self.ceiling))
+    }
+
     /// After holding a converged level for a while, tries the one above (a
     /// capacity that dropped may have come back).
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
@@ -1037,12 +1070,10 @@ impl Site {
     /// What the next run should start from.
     pub fn memory(&self, now: Time) -> SiteMemory {
         let quantiles = self.dist.as_ref().filter(|_| self.ready()).map(|d| d.quantiles(16));
+        let (capacity, ceiling) = self.remembered.unwrap_or_else(|| self.capacity_memory());
         SiteMemory {
-            // A first cohort that was given up on (`restart_below`) left a
-            // floor and a ceiling but no verdict yet: the floor is still
-            // what this run learned, and a warm run must not start above it.
-            capacity: (self.any_started && (self.searched || self.ceiling < self.cap)).then_some(self.floor),
-            ceiling: (self.ceiling < self.cap).then_some(self.ceiling),
+            capacity,
+            ceiling,
             baseline_runtime: self.dist.as_ref().map(Distribution::mean),
             runtime_range: self
                 .dist
