@@ -413,8 +413,8 @@ impl CondorSite {
 
     /// Takes back those of `jobs` that HTCondor says have not started, and
     /// those on hold; returns [`SiteEvent::WithdrawDeclined`] for those that
-    /// have started. What cannot be decided now (no answer from the schedd; a Condor-C job
-    /// being forwarded) is kept for later.
+    /// have started. What cannot be decided now (no answer from the schedd;
+    /// a Condor-C job being forwarded) is kept for later.
     ///
     /// For a grid job the local copy learns of its remote copy's start only
     /// at the gridmanager's next poll (60 s by default), so for Condor-C the
