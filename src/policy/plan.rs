@@ -37,17 +37,25 @@
 //! exponential waits of mean `W` have all started only after `W H(n)` on
 //! average (`H(n) = 1 + 1/2 + … + 1/n ≈ ln n + 0.58`; waits are memoryless,
 //! so this holds for the jobs already waiting whatever their ages): 400 jobs
-//! at a site of 50 s waits end theirs after 330 s, not 50. So in the last
-//! wave a site finishes by `T` no more jobs than `W H(n) + R ≤ T` allows,
-//! and the horizon is found with that bound. Two cases keep the plain
-//! backlog: jobs past the window's free slots, which queue for slots
-//! anyway, and waits longer than the margin a move needs, whose idle jobs
-//! the tail moves.
+//! at a site of 50 s waits end theirs after 330 s, not 50. The last of
+//! all the sites' waits ends later still: each site's last wait is a
+//! straggler of its own. So the wave is given a budget of stragglers. A job
+//! waiting at a site is still waiting or running at `T` with probability
+//! `p = e^{−(T − R)/W}`, and the expected number of the wave's jobs still
+//! out at `T`, `Σ n p` over every site (the jobs already waiting included),
+//! stays within `e^{−γ} ≈ 0.56`. For one site that is `W (ln n + γ) + R ≤
+//! T`, the expected last of its `n` waits; shared, it keeps the last of all
+//! of them near `T`, where a bound per site would let each of `k` sites add
+//! a straggler of its own. The budget goes first to the sites where a job
+//! is least likely to straggle, and the horizon is found with it. Two cases
+//! keep the plain backlog: jobs past the window's free slots, which queue
+//! for slots anyway, and waits longer than the margin a move needs, whose
+//! idle jobs the tail moves.
 //!
 //! Cost: the horizon is recomputed in O(sites log sites) (in the last wave,
-//! plus a bisection of 40 steps of O(sites) each) only when the pool or a
-//! model changed materially; between recomputations an event touches only
-//! its own site (O(log sites)).
+//! plus a bisection of 40 steps of O(sites log sites) each, and the wave's
+//! shares once) only when the pool or a model changed materially; between
+//! recomputations an event touches only its own site (O(log sites)).
 
 use super::book::{SiteCounts, TimeKey};
 use super::{Action, JobBook, JobId, SiteId, Time};
@@ -123,16 +131,14 @@ impl SiteModel {
         self.latency().max(f64::from(out) / mu)
     }
 
-    /// How many more jobs sent now could be expected to have ended their
-    /// queue waits and run by `slack` seconds from now, with `waiting`
-    /// already waiting: the largest `k` with `W H(waiting + k) + R ≤ slack`
-    /// (failures folded in as in [`SiteModel::latency`]).
-    fn wait_bound(&self, waiting: u32, slack: f64) -> f64 {
-        if !self.waits_race() {
-            return f64::INFINITY;
-        }
-        let h = 1.0 + (slack - self.latency()) / self.wait;
-        (inverse_harmonic(h) - f64::from(waiting)).max(0.0)
+    /// The chance that a job waiting here now (or sent now) is still
+    /// waiting or running `slack` seconds from now, where the site runs it
+    /// as soon as its wait ends: `e^{−(slack − R)/W}` with `R` the rest of
+    /// its latency (failures folded in as in [`SiteModel::latency`]), at
+    /// most 1.
+    fn straggler_odds(&self, slack: f64) -> f64 {
+        let rest = self.latency() - self.wait;
+        (-(slack - rest) / self.wait).exp().min(1.0)
     }
 
     /// Whether the last of the site's queue waits bounds when it finishes:
@@ -142,28 +148,6 @@ impl SiteModel {
     /// are the tail's to cut short by moving the jobs still idle.
     fn waits_race(&self) -> bool {
         self.wait > 0.0 && self.wait < MOVE_MARGIN
-    }
-
-    /// In the last wave, the jobs more the site could succeed by `slack`
-    /// seconds from now.
-    fn jobs_by(&self, counts: SiteCounts, slack: f64) -> f64 {
-        let backlog = self.rate() * (slack - self.marginal_latency(counts.out())).max(0.0);
-        backlog.min(self.last_wave_bound(counts, slack))
-    }
-
-    /// In the last wave, the jobs more the site could be sent so that the
-    /// last of their queue waits ends in time to run by `slack` from now —
-    /// where they would all run at once. Where they would not (more than
-    /// the window's free slots), they queue for slots too, and the backlog
-    /// is the bound.
-    fn last_wave_bound(&self, counts: SiteCounts, slack: f64) -> f64 {
-        let waiting = waiting(counts);
-        let free = (self.window - f64::from(counts.running)).max(0.0);
-        let bound = self.wait_bound(waiting, slack);
-        if f64::from(waiting) + bound > free {
-            return f64::INFINITY;
-        }
-        bound
     }
 }
 
@@ -189,26 +173,6 @@ fn harmonic(n: u32) -> f64 {
     }
 }
 
-/// The largest `n` with `H(n) ≤ h` (0 below `H(1) = 1`; capped where it
-/// no longer matters).
-fn inverse_harmonic(h: f64) -> f64 {
-    if h < 1.0 {
-        return 0.0;
-    }
-    if h > 20.0 {
-        return 1e15;
-    }
-    let guess = (h - EULER_GAMMA).exp().floor().max(1.0) as u32;
-    let mut n = guess.saturating_sub(2).max(1);
-    while harmonic(n + 1) <= h {
-        n += 1;
-    }
-    while n > 1 && harmonic(n) > h {
-        n -= 1;
-    }
-    f64::from(n)
-}
-
 /// The pool's finish horizon, cached between material changes.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
 struct Horizon {
@@ -231,9 +195,22 @@ pub struct Planner {
     /// Open sites below their target, by marginal latency.
     candidates: BTreeSet<(TimeKey, u32)>,
     horizon: Option<Horizon>,
+    /// In the last wave, the jobs more each site may be sent by the
+    /// horizon's straggler budget, less those sent since it was computed.
+    /// Kept with the horizon (a checkpoint drops it, and the next dispatch
+    /// computes it again).
+    #[serde(skip)]
+    wave: Option<Vec<f64>>,
     /// A model changed since the horizon was computed.
     stale: bool,
 }
+
+/// The last wave's budget of stragglers: how many of its jobs may be
+/// expected still to be waiting or running at the horizon. For waits that
+/// race at one site, `n e^{−(T − R)/W} = e^{−γ}` is `T = R + W (ln n + γ)`,
+/// the expected last of `n` exponential waits; over several sites the same
+/// budget, shared, keeps the expected last of all of them near `T`.
+const STRAGGLERS: f64 = 0.561_459_483_566_885_1;
 
 /// Relative improvement of a job's expected finish that justifies moving it.
 const MOVE_GAIN: f64 = 0.1;
@@ -251,6 +228,7 @@ impl Planner {
             keys: vec![None; n_sites],
             candidates: BTreeSet::new(),
             horizon: None,
+            wave: None,
             stale: true,
         }
     }
@@ -332,16 +310,16 @@ impl Planner {
         }
         let room: u64 = (0..self.models.len()).map(|i| self.room(SiteId(i as u32), book)).sum();
         let last_wave = room >= pool;
-        let open: Vec<(&SiteModel, SiteCounts)> = self
+        let open: Vec<(usize, &SiteModel, SiteCounts)> = self
             .models
             .iter()
             .enumerate()
             .filter(|(_, m)| m.open && m.rate() > 0.0)
-            .map(|(i, m)| (m, book.counts(SiteId(i as u32))))
-            .filter(|(m, c)| m.marginal_latency(c.out()).is_finite())
+            .map(|(i, m)| (i, m, book.counts(SiteId(i as u32))))
+            .filter(|(_, m, c)| m.marginal_latency(c.out()).is_finite())
             .collect();
         let mut lines: Vec<(f64, f64)> =
-            open.iter().map(|(m, c)| (m.marginal_latency(c.out()), m.rate())).collect();
+            open.iter().map(|(_, m, c)| (m.marginal_latency(c.out()), m.rate())).collect();
         lines.sort_by(|a, b| a.0.total_cmp(&b.0));
         let need = pool as f64;
         let (mut sum_mu, mut sum_mu_l) = (0.0, 0.0);
@@ -359,7 +337,15 @@ impl Planner {
         // The lines ignore that the last of many queue waits ends late;
         // with it each site finishes fewer jobs by a time, so the horizon
         // found is a lower bound: search above it.
-        let finished_by = |t: f64| open.iter().map(|(m, c)| m.jobs_by(*c, t)).sum::<f64>();
+        let finished_by = |t: f64| {
+            let bounds = self.wave_bounds(book, t);
+            open.iter()
+                .map(|&(i, m, c)| {
+                    let backlog = m.rate() * (t - m.marginal_latency(c.out())).max(0.0);
+                    backlog.min(bounds[i])
+                })
+                .sum::<f64>()
+        };
         if last_wave && tau.is_finite() && finished_by(tau) < need - 0.5 {
             let (mut lo, mut hi) = (tau, tau.max(1.0) * 2.0);
             while finished_by(hi) < need - 0.5 && hi < 1e12 {
@@ -377,8 +363,46 @@ impl Planner {
         }
         let horizon = Horizon { at: now + tau, computed: now, pool, last_wave };
         self.horizon = Some(horizon);
+        self.wave = None;
         self.stale = false;
         horizon
+    }
+
+    /// In the last wave, how many more jobs each site may be sent so that
+    /// the wave's queue waits end in time to run by `slack` from now
+    /// (module docs): the expected number of its jobs still waiting or
+    /// running then, `Σ n p`, stays within [`STRAGGLERS`], spent on the
+    /// sites where a job is least likely to straggle first. A site is
+    /// unbounded where its waits do not race (the tail moves long waits'
+    /// idle jobs) or where the jobs would fill its free slots and queue
+    /// for slots anyway.
+    fn wave_bounds(&self, book: &JobBook, slack: f64) -> Vec<f64> {
+        let mut bounds = vec![f64::INFINITY; self.models.len()];
+        let mut budget = STRAGGLERS;
+        let mut racing = Vec::new();
+        for (i, m) in self.models.iter().enumerate() {
+            if !m.open || !m.waits_race() {
+                continue;
+            }
+            let c = book.counts(SiteId(i as u32));
+            let odds = m.straggler_odds(slack);
+            // Jobs past the free slots queue for slots: the backlog, not
+            // their waits, says when they end.
+            let slots = (m.window - f64::from(c.running)).max(0.0);
+            let waiting = f64::from(waiting(c));
+            budget -= waiting.min(slots) * odds;
+            let backlog = m.rate() * (slack - m.marginal_latency(c.out())).max(0.0);
+            racing.push((odds, i, (slots - waiting).max(0.0), backlog));
+        }
+        racing.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+        for (odds, i, free, backlog) in racing.into_iter().filter(|r| r.0 > 0.0) {
+            let share = (budget.max(0.0) / odds).floor();
+            if share <= free {
+                bounds[i] = share;
+            }
+            budget -= share.min(free).min(backlog) * odds;
+        }
+        bounds
     }
 
     /// Hands pool jobs to sites with room whose jobs would finish by the
@@ -394,6 +418,9 @@ impl Planner {
             return actions;
         }
         let horizon = self.horizon(now, book);
+        if horizon.last_wave && self.wave.is_none() {
+            self.wave = Some(self.wave_bounds(book, horizon.at - now));
+        }
         let mut passed = Vec::new();
         while book.pool_len() > 0 {
             let Some(&(key, i)) = self.candidates.iter().find(|c| !passed.contains(&c.1)) else { break };
@@ -404,16 +431,16 @@ impl Planner {
                 break;
             }
             let by_backlog = (model.rate() * slack).ceil();
-            let by_waits = if horizon.last_wave {
-                model.last_wave_bound(book.counts(site), horizon.at - now).floor()
-            } else {
-                f64::INFINITY
-            };
+            let wave = self.wave.as_ref().filter(|_| horizon.last_wave);
+            let by_waits = wave.map_or(f64::INFINITY, |b| b[i as usize].floor());
             let allowed = (by_backlog.min(by_waits) as u64).max(1);
             let k = self.room(site, book).min(allowed).min(book.pool_len());
             passed.push(i);
             if k == 0 {
                 continue;
+            }
+            if let Some(bounds) = self.wave.as_mut() {
+                bounds[i as usize] -= k as f64;
             }
             let jobs = book.take(site, k);
             actions.push(Action::Submit { site, jobs, why: why(site, &model) });
@@ -555,15 +582,12 @@ mod tests {
     }
 
     #[test]
-    fn the_harmonic_numbers_and_their_inverse_agree_across_the_series_switch() {
+    fn the_harmonic_numbers_agree_with_their_sum_across_the_series_switch() {
         let mut exact = 0.0;
         for n in 1..=3000u32 {
             exact += 1.0 / f64::from(n);
             assert!((harmonic(n) - exact).abs() < 1e-10, "H({n}) = {} ≠ {exact}", harmonic(n));
-            assert_eq!(inverse_harmonic(exact + 1e-9), f64::from(n), "inverse of H({n})");
-            assert_eq!(inverse_harmonic(exact - 1e-6), f64::from(n - 1), "just below H({n})");
         }
-        assert_eq!(inverse_harmonic(0.99), 0.0);
     }
 
     #[test]
@@ -589,6 +613,28 @@ mod tests {
             assert_eq!(to(i), 50, "a site without waits runs its window");
         }
         assert!(book.pool_len() >= 100, "the rest waits for the next waves");
+    }
+
+    #[test]
+    fn the_last_waves_stragglers_are_counted_over_all_sites_not_per_site() {
+        // 300 jobs. A site without waits runs 50 at a time, 100 s each; the
+        // others run jobs of 30 s after queue waits of 40 s on average, each
+        // with room for all. The last of the waits ends the run wherever they
+        // are, so ten such sites must take as many jobs as one: waits of the
+        // same law do not end sooner for being split up.
+        let sent_to_waits = |sites: u32| {
+            let mut book = JobBook::new(300, sites as usize + 1, 3);
+            let mut planner = Planner::new(sites as usize + 1);
+            planner.set_model(SiteId(0), model(50.0, 100.0, 0.0), &book);
+            for i in 1..=sites {
+                planner.set_model(SiteId(i), model(1000.0, 30.0, 40.0), &book);
+            }
+            let acts = planner.dispatch(0.0, &mut book, |_, _| String::new());
+            (1..=sites).map(|i| submitted_to(&acts, SiteId(i))).sum::<usize>()
+        };
+        let (one, ten) = (sent_to_waits(1), sent_to_waits(10));
+        assert!(one >= 20, "{one} sent to the one site with waits");
+        assert!(ten.abs_diff(one) <= 10, "{ten} sent to ten sites with waits, {one} to one");
     }
 
     #[test]
