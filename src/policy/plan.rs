@@ -433,6 +433,9 @@ impl Planner {
             let by_backlog = (model.rate() * slack).ceil();
             let wave = self.wave.as_ref().filter(|_| horizon.last_wave);
             let by_waits = wave.map_or(f64::INFINITY, |b| b[i as usize].floor());
+            // At least one: a slot's worth refilled as a job ends there; the
+            // wave's shares, taken once per horizon, do not see the slots
+            // freed since (a strict bound measured worse, BENCHMARKS.md).
             let allowed = (by_backlog.min(by_waits) as u64).max(1);
             let k = self.room(site, book).min(allowed).min(book.pool_len());
             passed.push(i);
