@@ -412,7 +412,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
     // 4). Each of the jobs running there when the capacity fell moves at
     // most once: while a site drains past its window, no jobs wait ahead
     // there to start into the overload, be moved on as stragglers and
-    // come back (up to 170 moves of the site's 120 slots did so). And the
+    // come back (174 moves from the site's 120 slots did so). And the
     // next run is not told the knee is a quarter of what it was.
     let slots = 120;
     let scenario = Scenario {
