@@ -9,7 +9,7 @@
 
 mod family;
 
-use crate::policy::{CapacityMemory, PolicyConfig, POLICY_NAMES};
+use crate::policy::{CapacityMemory, DecisionKind, PolicyConfig, POLICY_NAMES};
 use crate::sim::{self, Scenario, SimOptions, SimResult};
 use crate::{CmdResult, Exit, Failure};
 use clap::Args;
@@ -35,7 +35,8 @@ pub struct BenchArgs {
     /// One JSON object per run instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Print every decision of the (single) run selected.
+    /// Print every decision of the (single) run selected: actions, and for
+    /// `adaptive` and `thesis` the windows and verdicts behind them.
     #[arg(long)]
     pub trace: bool,
     /// Run each (scenario, seed) twice and report the second run, warm-started
@@ -409,9 +410,30 @@ fn trace_text(name: &str, scenario: &Scenario, task: &Task, r: &SimResult) -> St
     let mut out = String::new();
     let _ = writeln!(out, "# {name} {} seed {}: every decision", task.policy, task.seed);
     let _ = writeln!(out, "{:>10}  {:<10} {:<8} {:>5}  reason", "time", "site", "action", "jobs");
-    for e in &r.trace {
-        let site = e.site.map_or("-", |s| scenario.sites.get(s.index()).map_or("?", |p| p.name.as_str()));
-        let _ = writeln!(out, "{:>10.1}  {:<10} {:<8} {:>5}  {}", e.time, site, e.action, e.jobs, e.why);
+    // The verdicts and windows behind the actions, merged in time order
+    // (a decision before the actions it caused at the same instant).
+    let decisions = r.decisions.iter().map(|d| {
+        let (action, jobs, why) = match d.kind {
+            DecisionKind::Verdict { healthy: true, level, .. } => ("verdict", level, "healthy".to_string()),
+            DecisionKind::Verdict { healthy: false, level, slowdown } => (
+                "verdict",
+                level,
+                format!("degraded: jobs ran at least {:.2}× slower", slowdown.unwrap_or(f64::NAN)),
+            ),
+            DecisionKind::Window { window, capacity } => (
+                "window",
+                window,
+                capacity.map_or("no capacity found yet".to_string(), |c| format!("capacity found {c:.0}")),
+            ),
+        };
+        (d.at, Some(d.site), action, format!("{jobs:.0}"), why)
+    });
+    let actions = r.trace.iter().map(|e| (e.time, e.site, e.action, e.jobs.to_string(), e.why.clone()));
+    let mut lines: Vec<_> = decisions.chain(actions).collect();
+    lines.sort_by(|a, b| a.0.total_cmp(&b.0));
+    for (time, site, action, jobs, why) in lines {
+        let site = site.map_or("-", |s| scenario.sites.get(s.index()).map_or("?", |p| p.name.as_str()));
+        let _ = writeln!(out, "{time:>10.1}  {site:<10} {action:<8} {jobs:>5}  {why}");
     }
     let _ = writeln!(
         out,

@@ -97,6 +97,39 @@ fn trace_prints_the_decisions_of_one_run_and_is_deterministic() {
 }
 
 #[test]
+fn an_adaptive_trace_shows_the_windows_and_verdicts_behind_its_submissions() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let args = ["bench", &file, "--scenario", "tiny", "--policy", "adaptive", "--seeds", "4", "--trace"];
+    let out = util::cosched(dir.path(), &args);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    // Site `a` has its knee (8) under the first window (16): it is judged.
+    assert!(text.lines().any(|l| l.contains(" a ") && l.contains("verdict")), "{text}");
+    // Every submission's window is the one the last `window` line of its
+    // site announced, so the decisions are in time order before the
+    // actions they explain.
+    let mut windows = std::collections::HashMap::new();
+    let mut submits = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#')).skip(1) {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let [_, site, action, jobs, ..] = fields[..] else { continue };
+        match action {
+            "window" => {
+                windows.insert(site.to_string(), jobs.to_string());
+            }
+            "submit" => {
+                let said = line.split("window ").nth(1).and_then(|w| w.split_whitespace().next()).unwrap();
+                assert_eq!(windows.get(site).map(String::as_str), Some(said), "{line}\n{text}");
+                submits += 1;
+            }
+            _ => {}
+        }
+    }
+    assert!(submits > 2, "{text}");
+}
+
+#[test]
 fn warm_runs_report_the_second_run() {
     let dir = util::tempdir();
     let file = write_small(dir.path());
