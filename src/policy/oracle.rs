@@ -10,6 +10,20 @@
 //!   running past C gains nothing and makes every job slower). The model's
 //!   run time at the window, its queue wait and failure rate complete the
 //!   planner's model; a dead site is closed.
+//! - **The queue ahead.** Little's law keeps `a W` jobs waiting ahead of a
+//!   window of `w` (the planner's module doc). Those start at `idle / W` per
+//!   second whatever runs, while jobs end at `X(n) / work` per second; past
+//!   a knee that thrashes, `X` falls by `β` job-equivalents per job (at the
+//!   site's speed), so completions fall by `β / R` per job past the window,
+//!   `R` the healthy run there. If each job past the window took only one
+//!   job off the queue, starts would fall by `1 / W`: with `W > R / β` a
+//!   few extra starts slow completions more than they slow starts, the
+//!   running count climbs, and the site settles where the whole queue runs
+//!   collapsed (a knee of 11, `β` 2, waits of 120 s for runs of 60 s: 33
+//!   running at a fifth of the knee's throughput). So each job past the
+//!   window takes `g = 1 + β W / R` jobs off the queue: starts then fall by
+//!   `1/W` more than completions do, the margin Little's law has where the
+//!   resource only shares (`β = 0`, `g = 1`).
 //! - **Capacity changes.** At every window boundary the models are
 //!   recomputed. When C drops below the running jobs, those past the new knee
 //!   either drain (stop sending) or the youngest are removed — whichever
@@ -88,6 +102,7 @@ impl Oracle {
             ahead: p.wait_mean,
             success: 1.0 - p.p_fail,
             draining: false,
+            queue_gain: 1.0 + p.beta * p.wait_mean * p.speed / self.base_runtime,
         }
     }
 

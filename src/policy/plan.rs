@@ -10,8 +10,13 @@
 //!   attempt runs half its work on average) and jobs succeed at `μ = q a`;
 //! - **Little's law**: keeping `w` running through an exponential wait of
 //!   mean `W` needs `a W` jobs waiting, plus the running deficit
-//!   `w − running` (less the excess, when more run): the site's target of
-//!   jobs out is `max(running, w + a W)`;
+//!   `w − running`: the site's target of jobs out is `w + a W` while at
+//!   most `w` run. Past the window each running job takes `g ≥ 1` jobs off
+//!   the queue, `running + (a W − g (running − w))⁺`; with `g = 1`, the
+//!   `max(running, w + a W)` of Little's law. A larger `g` is for a
+//!   resource that thrashes past the window, where the queue must shrink
+//!   faster than completions fall or the window is an unstable equilibrium
+//!   (the oracle's module doc derives `g`);
 //! - a job sent now would succeed after its **marginal latency**
 //!   `λ = max(W + R, out / μ)`: the pipeline's own length, or the backlog
 //!   already queued there.
@@ -82,6 +87,15 @@ pub struct SiteModel {
     /// tail be moved on and come back); the jobs waiting there already stay
     /// (withdrawing them would lose their place in the queue).
     pub draining: bool,
+    /// Jobs the queue kept ahead gives up per job running past the window
+    /// (`g` of the module doc; 1 where nothing is known of what running
+    /// past the window costs, as in Little's law).
+    #[serde(default = "one")]
+    pub queue_gain: f64,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 impl SiteModel {
@@ -94,6 +108,7 @@ impl SiteModel {
         ahead: 0.0,
         success: 1.0,
         draining: false,
+        queue_gain: 1.0,
     };
 
     /// Attempts ending per second with the window full.
@@ -119,7 +134,10 @@ impl SiteModel {
         if !self.open {
             return 0.0;
         }
-        f64::from(running).max(self.window + self.attempt_rate() * self.ahead)
+        let running = f64::from(running);
+        let past = (running - self.window).max(0.0);
+        let queue = (self.attempt_rate() * self.ahead - self.queue_gain.max(1.0) * past).max(0.0);
+        running.max(self.window) + queue
     }
 
     /// Marginal latency with `out` jobs out: when a job sent now would succeed.
@@ -538,7 +556,16 @@ mod tests {
     use crate::policy::SiteEvent;
 
     fn model(window: f64, run: f64, wait: f64) -> SiteModel {
-        SiteModel { open: true, window, run, wait, ahead: wait, success: 1.0, draining: false }
+        SiteModel {
+            open: true,
+            window,
+            run,
+            wait,
+            ahead: wait,
+            success: 1.0,
+            draining: false,
+            queue_gain: 1.0,
+        }
     }
 
     /// Jobs the actions submit to `site`.
@@ -562,6 +589,13 @@ mod tests {
         assert!((m.out_target(6) - 40.0).abs() < 1e-9);
         assert!((m.out_target(14) - 40.0).abs() < 1e-9);
         assert!((m.out_target(45) - 45.0).abs() < 1e-9);
+        // A queue that gives up three jobs per job past the window: at 14
+        // running, 30 − 3 × 4 = 18 wait; from 20 running on, none.
+        let steep = SiteModel { queue_gain: 3.0, ..m };
+        assert!((steep.out_target(10) - 40.0).abs() < 1e-9);
+        assert!((steep.out_target(6) - 40.0).abs() < 1e-9);
+        assert!((steep.out_target(14) - 32.0).abs() < 1e-9);
+        assert!((steep.out_target(25) - 25.0).abs() < 1e-9);
         // Failures: half the work lost per failed attempt, retried.
         let f = SiteModel { success: 0.5, ..model(10.0, 100.0, 0.0) };
         assert!((f.attempt_rate() - 10.0 / 75.0).abs() < 1e-12);

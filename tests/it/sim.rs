@@ -171,3 +171,24 @@ fn the_oracle_runs_a_last_few_jobs_past_the_knee_where_that_ends_sooner() {
         assert!(o < 1.6 * 5000.0, "seed {seed}: oracle {o:.0} s, as if in two waves");
     }
 }
+
+#[test]
+fn the_oracles_queue_ahead_does_not_collapse_a_site_that_thrashes() {
+    // A knee of 11 that thrashes (beta 2), waits of 120 s for runs of 60 s:
+    // Little's law keeps 22 jobs waiting, and if each job running past the
+    // knee took only one job off that queue the site would settle with all
+    // of them running, collapsed. The oracle knows the knee and the thrash:
+    // it must not lose to `adaptive`, which knows neither.
+    let text = "[scenarios.Q]\nn_jobs = 400\nbase_runtime = 60\njitter = 0.2\n\
+                sites = [{ name = \"s\", slots = 60, capacity = 11, beta = 2.0, wait_mean = 120 }]\n";
+    let (_, sc) = sim::parse_scenarios(text).expect("scenario parses").remove(0);
+    for seed in 1..=5 {
+        let run = |name: &str| sim::run(&sc, &policy(name), seed, &SimOptions::default());
+        let (oracle, adaptive) = (run("oracle"), run("adaptive"));
+        assert!(oracle.errors.is_empty() && !oracle.hang, "seed {seed}: {:?}", oracle.errors);
+        let (o, a) = (oracle.metrics.makespan.unwrap(), adaptive.metrics.makespan.unwrap());
+        assert!(o < a, "seed {seed}: oracle {o:.0} s, adaptive {a:.0} s");
+        let peak = oracle.metrics.sites[0].peak_concurrency;
+        assert!(peak <= 22, "seed {seed}: the oracle ran {peak} jobs at once on a knee of 11");
+    }
+}

@@ -423,6 +423,9 @@ impl Site {
             ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
             draining: self.draining && f64::from(self.running) > self.window,
+            // How fast throughput falls past the window is not known here;
+            // the caps below bound the queue instead.
+            queue_gain: 1.0,
         };
         // Queued jobs start whenever the queue lets them, so more than the
         // window would run. Each starts after its own exponential wait `w`,
