@@ -35,8 +35,8 @@ pub struct BenchArgs {
     /// One JSON object per run instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Print every decision of the (single) run selected: actions, and for
-    /// `adaptive` and `thesis` the windows and verdicts behind them.
+    /// Print every decision of the (single) run selected: actions, and the
+    /// windows (for `adaptive`, also the verdicts) behind them.
     #[arg(long)]
     pub trace: bool,
     /// Run each (scenario, seed) twice and report the second run, warm-started
@@ -418,7 +418,9 @@ fn trace_text(name: &str, scenario: &Scenario, task: &Task, r: &SimResult) -> St
             DecisionKind::Verdict { healthy: false, level, slowdown } => (
                 "verdict",
                 level,
-                format!("degraded: jobs ran at least {:.2}× slower", slowdown.unwrap_or(f64::NAN)),
+                slowdown.map_or("degraded".to_string(), |s| {
+                    format!("degraded: jobs ran at least {s:.2}× slower")
+                }),
             ),
             DecisionKind::Window { window, capacity } => (
                 "window",
