@@ -38,13 +38,16 @@
 //! the spread is in the likelihoods; no single job can decide, since every
 //! likelihood is floored by a 1% share of outliers.
 //!
-//! Those bounds hold for a null that is known, and ours is learned from a
-//! few dozen runs. Three consequences, each from the estimate's own error:
+//! Those bounds hold for a null that is known, and ours is learned from as
+//! few as eight runs (the first verdict comes once half the first cohort
+//! has ended). Four consequences, each from the estimate's own error:
 //! the scale of the learned runs is a nuisance parameter, known to within
-//! the standard error of a small sample's mean (5–10%), so every
-//! hypothesis — healthy, and each slowdown — takes the best of the runs as
-//! learned and up to 10% longer, in steps as fine as the distribution's
-//! own smoothing (profiled out alike: on the healthy side
+//! `z` standard errors of the sample's mean, `z` the normal quantile of α
+//! (3.1): with runs ±50% that is 31% at 8 runs, 22% at 16 and 11% at 64,
+//! and never taken below 10%. So every hypothesis — healthy, and each
+//! slowdown — takes the best of the runs as learned and up to that much
+//! longer, in steps as fine as the distribution's own smoothing, the
+//! range fixed when a test begins (profiled out alike: on the healthy side
 //! only, jobs all a little long past a knee would testify for health with
 //! their whole runs and against it only with their time above the level);
 //! running jobs testify only at ages
@@ -55,12 +58,21 @@
 //! is twice the longest while some sampled run has not ended; once all
 //! have, the end of the spread lies past the longest of n by more than
 //! ln(100)/n of their range with chance 1%, and the healthy side may
-//! stretch it by 10% more (1.1–1.15× the longest on jobs of one size, so a
-//! site three times slow is seen within a run time, not two); and past the
-//! longest run seen lies the mass 1/(n + 1) that the next of n + 1 draws is
-//! the longest. Measured on a healthy
-//! 300-slot site with run times ±50% (40 seeds): one false alarm, where the
-//! naive test had six.
+//! stretch it by the scale's range more (1.1–1.15× the longest on jobs of
+//! one size, so a site three times slow is seen within a run time, not
+//! two); past the longest run seen lies the mass 1/(n + 1) that the next
+//! of n + 1 draws is the longest; and a test that has weighed as many
+//! whole runs above its level as a full sample holds (`SAMPLE`, 64)
+//! without a verdict ends healthy. It then knows the level as well as the
+//! baseline knows the floor, so a slowdown it cannot prove is within the
+//! baseline's own error, and a level whose jobs run less than κ slower
+//! than the floor's delivers more than the floor does. Measured on a
+//! healthy 300-slot site with run times ±50% (40 seeds): one false alarm,
+//! where the naive test had six. With the scale's range fixed at 10%, a
+//! first baseline 10–20% short called healthy sites slowed at every level
+//! (20% of attempts failing, jobs of 30 s, waits of 600 s: held at 4–64 of
+//! 300 slots, up to 27 times slower than plain submission), or left their
+//! first probe undecided for 35 run times.
 //!
 //! **The controller.** A site starts at `initial_window` jobs, taken as
 //! healthy: their runs are the distribution (no jobs are queued ahead until
@@ -238,6 +250,7 @@ impl Params {
             gain: self.probe_gain.max(1.1),
             precision: self.precision.max(0.01),
             reprobe_after: self.reprobe_after.max(1.0),
+            scale_z: site::normal_upper_quantile(alpha),
         }
     }
 }

@@ -55,6 +55,9 @@ pub struct Distribution {
     pub ended: usize,
     /// KM survival past the longest ended run (0: every job seen ended).
     pub unseen: f64,
+    /// Standard deviation over mean of the runs seen end (0 if unknown).
+    #[serde(default)]
+    pub spread: f64,
 }
 
 fn normal_pdf(z: f64) -> f64 {
@@ -192,6 +195,7 @@ impl Distribution {
             mean,
             ended,
             unseen,
+            spread: var.sqrt() / mean_seen.max(1e-12),
         }
     }
 

@@ -22,6 +22,16 @@ pub struct Rules {
     pub precision: f64,
     /// Mean run times a converged level is held before the one above is tried.
     pub reprobe_after: f64,
+    /// How many standard errors of the baseline's mean its scale may be
+    /// off by: the normal quantile of the false-alarm rate.
+    #[serde(default = "default_scale_z")]
+    pub scale_z: f64,
+}
+
+/// A checkpoint written before the range followed the baseline's error
+/// restores with the fixed range it was written with (`z` 0: the least).
+fn default_scale_z() -> f64 {
+    0.0
 }
 
 /// Seconds HTCondor-G may take to report that a grid job started or ended:
@@ -112,6 +122,43 @@ struct Test {
     ended_llr: [[f64; SCALES.len()]; STRETCH.len()],
     /// The same for healthy at each scale.
     ended_null: [f64; SCALES.len()],
+    /// The scales weighed (see [`SCALES`]), fixed when the test begins.
+    #[serde(default = "fixed_scales")]
+    scales: [f64; SCALES.len()],
+    /// Runs weighed so far, each counted by the share of it spent above
+    /// the level (attempts that ended).
+    #[serde(default)]
+    weighed: f64,
+}
+
+fn fixed_scales() -> [f64; SCALES.len()] {
+    SCALES
+}
+
+/// One-sided upper quantile of the standard normal at probability `p`
+/// (Abramowitz & Stegun 26.2.23, error < 4.5e-4).
+pub fn normal_upper_quantile(p: f64) -> f64 {
+    let p = p.clamp(1e-12, 0.5);
+    let t = (-2.0 * p.ln()).sqrt();
+    t - (2.515517 + 0.802853 * t + 0.010328 * t * t)
+        / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t)
+}
+
+/// The scales a test weighs for a baseline learned as `d`: from 1 up to
+/// the mean's standard error times `z` past it, and never less than
+/// [`SCALES`]'s 10%.
+fn scales_for(d: Option<&Distribution>, z: f64) -> [f64; SCALES.len()] {
+    let Some(d) = d else { return SCALES };
+    let least = SCALES[SCALES.len() - 1] - 1.0;
+    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt()).min(1.0);
+    if top <= least {
+        return SCALES;
+    }
+    let mut scales = SCALES;
+    for (j, s) in scales.iter_mut().enumerate() {
+        *s = 1.0 + top * j as f64 / (SCALES.len() - 1) as f64;
+    }
+    scales
 }
 
 /// The slowdowns weighed, as multiples of κ.
@@ -151,24 +198,25 @@ const PAST_LONGEST_RISK: f64 = 0.01;
 /// seen within about one run time, where before its jobs said nothing until
 /// two had passed. On runs ±50% it is about 1.45× the longest at 8 runs and
 /// 1.15× at 64, and never past `FAR_PAST`.
-fn past_longest(d: &Distribution) -> f64 {
+fn past_longest(d: &Distribution, top_scale: f64) -> f64 {
     let (shortest, longest) = (d.shortest_seen(), d.longest_seen());
     let far = FAR_PAST * longest;
     if d.unseen > 0.0 || d.ended == 0 {
         return far;
     }
     let beyond = (longest - shortest) * (1.0 / PAST_LONGEST_RISK).ln() / d.ended as f64;
-    (SCALES[SCALES.len() - 1] * (longest + beyond)).min(far)
+    (top_scale * (longest + beyond)).min(far)
 }
 
 /// The learned distribution is known up to its scale: it comes from a few
 /// dozen runs, whose mean is uncertain by a few percent (the standard error
 /// of a mean of n runs of spread ±50% is about 0.3/√n: 7% at 16 runs).
 /// That scale is a nuisance parameter, profiled out of both hypotheses
-/// alike: healthy is the best of the runs as learned and all of them 5% or
-/// 10% longer, and so is the base every slowdown applies to. Without it on
-/// the healthy side, a baseline learned a little short drifts every test
-/// toward "degraded" (measured: one run in seven on a healthy site at
+/// alike: healthy is the best of the runs as learned and all of them up to
+/// `z` standard errors longer (`scales_for`; these are the steps at the
+/// least range, 10%), and so is the base every slowdown applies to. Without
+/// it on the healthy side, a baseline learned a little short drifts every
+/// test toward "degraded" (measured: one run in seven on a healthy site at
 /// ±50%); with it on that side only, jobs that all run 5% long — as they
 /// do a little past a knee — testify for "healthy" with their whole runs
 /// and for the slowdowns only with their time above the level, and a level
@@ -183,7 +231,9 @@ fn past_longest(d: &Distribution) -> f64 {
 /// to it on runs narrower than a step, and jobs of one size (±5%) on a
 /// healthy site were called degraded in 10 of 40 runs (±2%: 4 of 40), each
 /// run then held far below the slots (a quarter of them at 25–80 of 300).
-/// In steps of 1%: none of 40 at ±2%, one of 40 at ±5%, none at ±50%.
+/// In steps of 1%: none of 40 at ±2%, one of 40 at ±5%, none at ±50%. A
+/// wider range has wider steps, but only where the runs spread widely
+/// (the standard error is their spread over √n), and so does the kernel.
 const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
 
 /// A run the healthy sample may take, with its end and whether it succeeded.
@@ -331,6 +381,8 @@ impl Site {
                 above_jobs: 0.0,
                 ended_llr: [[0.0; SCALES.len()]; STRETCH.len()],
                 ended_null: [0.0; SCALES.len()],
+                scales: SCALES,
+                weighed: 0.0,
             },
             draining: false,
             holding_since: None,
@@ -568,7 +620,10 @@ impl Site {
                     exposure.running_llr(d, kappa, scale, &healthy)
                 }
             };
-            for (j, &scale) in SCALES.iter().enumerate() {
+            if exposure.age > 0.0 {
+                self.test.weighed += (exposure.above / exposure.age).min(1.0);
+            }
+            for (j, &scale) in self.test.scales.iter().enumerate() {
                 for (k, stretch) in STRETCH.iter().enumerate() {
                     self.test.ended_llr[k][j] += llr(self.rules.kappa * stretch, scale);
                 }
@@ -659,7 +714,7 @@ impl Site {
         // and the tail past the last are assumptions, which hundreds of
         // young (or old) jobs would otherwise turn into a verdict.
         let (lowest, known) = (d.shortest_seen(), d.longest_seen());
-        let (beyond, far) = (past_longest(d), FAR_PAST * known);
+        let (beyond, far) = (past_longest(d, self.test.scales[SCALES.len() - 1]), FAR_PAST * known);
         let running = self
             .by_start
             .iter()
@@ -690,7 +745,7 @@ impl Site {
             });
         for e in running {
             let healthy = e.running_healthy(d);
-            for (j, &scale) in SCALES.iter().enumerate() {
+            for (j, &scale) in self.test.scales.iter().enumerate() {
                 for (k, stretch) in STRETCH.iter().enumerate() {
                     llr[k][j] += e.running_llr(d, self.rules.kappa * stretch, scale, &healthy);
                 }
@@ -716,6 +771,8 @@ impl Site {
             above_jobs: 0.0,
             ended_llr: [[0.0; SCALES.len()]; STRETCH.len()],
             ended_null: [0.0; SCALES.len()],
+            scales: scales_for(self.dist.as_ref(), self.rules.scale_z),
+            weighed: 0.0,
         };
         self.last = now;
     }
@@ -775,7 +832,10 @@ impl Site {
             // The test goes on while the site drains: its jobs keep testifying.
             return Some(self.cut(now, level, k, &llrs, truncated));
         }
-        if llr > self.rules.lower {
+        // Undecided after weighing as many whole runs above the level as a
+        // full sample holds: what the test cannot prove is within the
+        // baseline's own error (module docs), so the level is healthy.
+        if llr > self.rules.lower && self.test.weighed < SAMPLE as f64 {
             return None;
         }
         self.healthy(now, level);
@@ -921,7 +981,7 @@ impl Site {
             .take(excess as usize)
             .map(|&(start, job)| {
                 let age = now - start.time();
-                let unknown = age >= past_longest(d);
+                let unknown = age >= past_longest(d, self.test.scales[SCALES.len() - 1]);
                 (job, if unknown { age } else { slowdown * d.mean() - age })
             })
             .collect()
@@ -1104,17 +1164,36 @@ mod tests {
         // longest is out of the question, so a job there must testify.
         let narrow =
             Distribution::estimate(&ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0))).unwrap();
-        let past = past_longest(&narrow);
+        let past = past_longest(&narrow, SCALES[SCALES.len() - 1]);
         assert!(past >= 210.0 * SCALES[SCALES.len() - 1] && past <= 1.2 * 210.0, "narrow: {past}");
         // 8 runs over 100–300 s: the end of the spread is far less certain.
         let wide =
             Distribution::estimate(&ended((0..8).map(|i| 100.0 + 200.0 * f64::from(i) / 7.0))).unwrap();
-        let past_wide = past_longest(&wide);
+        let past_wide = past_longest(&wide, SCALES[SCALES.len() - 1]);
         assert!(past_wide > 1.3 * 300.0 && past_wide <= FAR_PAST * 300.0, "wide: {past_wide}");
         // One run still going past the longest ended: no order statistic yet.
         let mut open = ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0));
         open.push(Observation { time: 230.0, ended: false });
         let open = Distribution::estimate(&open).unwrap();
-        assert_eq!(past_longest(&open), FAR_PAST * open.longest_seen());
+        assert_eq!(past_longest(&open, SCALES[SCALES.len() - 1]), FAR_PAST * open.longest_seen());
+    }
+
+    #[test]
+    fn the_scale_range_follows_the_baselines_standard_error() {
+        let z = normal_upper_quantile(0.001);
+        assert!((z - 3.09).abs() < 0.01, "{z}");
+        let top = |d: &Distribution| scales_for(Some(d), z)[SCALES.len() - 1] - 1.0;
+        // Eight runs of 100–300 s: the mean is known to ±10% (one standard
+        // error), so a baseline 20% short is within reach of the test.
+        let eight =
+            Distribution::estimate(&ended((0..8).map(|i| 100.0 + 200.0 * f64::from(i) / 7.0))).unwrap();
+        assert!(top(&eight) > 0.25 && top(&eight) < 0.4, "8 runs ±50%: {}", top(&eight));
+        // Sixty-four: a third of that, and jobs of one size keep the least range.
+        let many =
+            Distribution::estimate(&ended((0..64).map(|i| 100.0 + 200.0 * f64::from(i) / 63.0))).unwrap();
+        assert!(top(&many) > 0.1 && top(&many) < 0.15, "64 runs ±50%: {}", top(&many));
+        let narrow =
+            Distribution::estimate(&ended((0..8).map(|i| 195.0 + 10.0 * f64::from(i) / 7.0))).unwrap();
+        assert_eq!(scales_for(Some(&narrow), z), SCALES);
     }
 }
