@@ -24,6 +24,12 @@
 //!   window takes `g = 1 + β W / R` jobs off the queue: starts then fall by
 //!   `1/W` more than completions do, the margin Little's law has where the
 //!   resource only shares (`β = 0`, `g = 1`).
+//!   Where one live site takes every job left and its knee is no lower
+//!   than its slots, HTCondor itself starts no more than the window however
+//!   many wait, so every job left waits there: their waits pass while the
+//!   slots are busy, not after (two waves of 25 on 25 slots, waits of 500
+//!   s: Little's law's six ahead left the second wave's waits after the
+//!   first wave, and the oracle lost to bulk submission by a quarter).
 //! - **Capacity changes.** At every window boundary the models are
 //!   recomputed. When C drops below the running jobs, those past the new knee
 //!   either drain (stop sending) or the youngest are removed — whichever
@@ -94,12 +100,16 @@ impl Oracle {
             return SiteModel::CLOSED;
         }
         let window = if self.only_live == Some(i) { self.last_waves(i, knee, c) } else { knee };
+        // The one live site takes every job left, and where no knee lies
+        // below its slots nothing that waits can start past the window
+        // (module docs, "The queue ahead").
+        let ahead = if self.only_live == Some(i) && knee >= p.slots { 1e9 } else { p.wait_mean };
         SiteModel {
             open: true,
             window: f64::from(window),
             run: self.base_runtime / p.rate(window, c),
             wait: p.wait_mean,
-            ahead: p.wait_mean,
+            ahead,
             success: 1.0 - p.p_fail,
             draining: false,
             queue_gain: 1.0 + p.beta * p.wait_mean * p.speed / self.base_runtime,
