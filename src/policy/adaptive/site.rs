@@ -193,11 +193,11 @@ const PAST_LONGEST_RISK: f64 = 0.01;
 /// [`FAR_PAST`] is safe. Once all have, the end of the spread lies past the
 /// longest of n runs by about their range over n, and by more than
 /// `ln(1/ε)` times that with chance ε; and the healthy side may stretch every
-/// run by the largest of [`SCALES`]. On jobs of one size (±5%) that is
-/// 1.1–1.15× the longest, not twice it: a site running three times slow is
-/// seen within about one run time, where before its jobs said nothing until
-/// two had passed. On runs ±50% it is about 1.45× the longest at 8 runs and
-/// 1.15× at 64, and never past `FAR_PAST`.
+/// run by the test's largest scale, `top_scale` ([`scales_for`]). On jobs
+/// of one size (±5%) that is 1.1–1.15× the longest, not twice it: a site
+/// running three times slow is seen within about one run time, where before
+/// its jobs said nothing until two had passed. On runs ±50% it is about
+/// 1.8× the longest at 8 runs and 1.15× at 64, and never past `FAR_PAST`.
 fn past_longest(d: &Distribution, top_scale: f64) -> f64 {
     let (shortest, longest) = (d.shortest_seen(), d.longest_seen());
     let far = FAR_PAST * longest;
