@@ -69,6 +69,11 @@ pub struct Oracle {
 /// shortest run time.
 const TAIL_TICK: f64 = 0.05;
 
+/// The wait Little's law is given where every job left may wait ahead: a
+/// queue `rate × this` long holds any run's jobs (finite, so that rooms
+/// stay counts).
+const EVERY_JOB_WAITS: f64 = 1e9;
+
 /// How many waves at the knee a site's last jobs are planned as a whole in.
 const LAST_WAVES: u64 = 4;
 
@@ -103,7 +108,7 @@ impl Oracle {
         // The one live site takes every job left, and where no knee lies
         // below its slots nothing that waits can start past the window
         // (module docs, "The queue ahead").
-        let ahead = if self.only_live == Some(i) && knee >= p.slots { 1e9 } else { p.wait_mean };
+        let ahead = if self.only_live == Some(i) && knee >= p.slots { EVERY_JOB_WAITS } else { p.wait_mean };
         SiteModel {
             open: true,
             window: f64::from(window),
