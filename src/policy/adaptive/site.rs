@@ -244,6 +244,18 @@ struct SampleRun {
     end: Option<(Time, bool)>,
 }
 
+/// A floor under suspicion: a probe above it proved the site thrashes, and
+/// the floor is where the baseline was learned, healthy only by assumption.
+/// The site drains to the level below and learns its runs there afresh.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+struct Recheck {
+    /// The level under suspicion.
+    floor: f64,
+    /// Its baseline (distribution and observations), set aside once the
+    /// site has drained below it and the fresh sample begins.
+    baseline: Option<(Distribution, Vec<Observation>)>,
+}
+
 /// Runs kept for the sample to be taken again as the floor rises, and
 /// changes of the running count kept for it (bounds on memory and on the
 /// cost of taking it again).
@@ -343,6 +355,13 @@ pub struct Site {
     /// [`Site::check_in_tail`]).
     #[serde(default)]
     remembered: Option<(Option<f64>, Option<f64>)>,
+    /// The level the healthy baseline was learned at while no verdict has
+    /// compared it with a level below (the first cohort's, taken healthy).
+    #[serde(default)]
+    unchecked_baseline: Option<f64>,
+    /// While the floor is checked against the level below (see `recheck`).
+    #[serde(default)]
+    recheck: Option<Recheck>,
 }
 
 impl Site {
@@ -399,6 +418,8 @@ impl Site {
             likeliest_slowdown: None,
             proven: None,
             remembered: None,
+            unchecked_baseline: Some(initial),
+            recheck: None,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -416,6 +437,7 @@ impl Site {
         }
         if let Some(c) = m.capacity.filter(|c| *c >= 1.0) {
             let c = c.min(self.cap);
+            self.unchecked_baseline = None;
             self.floor = c;
             self.window = c;
             self.searched = true;
@@ -800,7 +822,11 @@ impl Site {
             for run in self.runs.values_mut() {
                 run.overloaded = true;
             }
+            self.begin_recheck();
             self.new_test(now);
+        }
+        if self.recheck.is_some() {
+            return self.settle_recheck(now);
         }
         if !self.ready() || now < self.next_eval {
             return None;
@@ -907,7 +933,11 @@ impl Site {
             self.resample(now);
         }
         if self.converged() {
-            self.window = self.floor;
+            // With no level seen degraded, the slots end the search, not a
+            // knee: the probe that reached them stays (the level that ran
+            // falls short of the window by the jobs between a start and the
+            // next, and holding it there would idle those slots all run).
+            self.window = if self.ceiling < self.cap { self.floor } else { self.cap };
             self.holding_since = Some(now);
         } else if self.ceiling < self.cap {
             self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
@@ -943,7 +973,71 @@ impl Site {
         if self.converged() {
             self.window = self.floor;
         }
+        // Delivering less than the floor would at full speed proves the
+        // resource thrashes past its knee; a floor that is the baseline's
+        // own level was never compared with a level below, so the knee may
+        // lie under it, every run of the baseline slowed.
+        let suspect = self.unchecked_baseline.is_some_and(|b| self.floor <= b);
+        if self.recheck.is_none() && suspect && self.test.level > 0.0 && level / slowdown < self.floor {
+            self.recheck = Some(Recheck { floor: self.floor, baseline: None });
+            self.floor = (self.floor / self.rules.gain).floor().max(1.0);
+        }
+        if self.recheck.is_some() {
+            self.window = self.floor;
+        }
         self.draining = true;
+    }
+
+    /// Drained below a floor under suspicion: its baseline is set aside and
+    /// the runs at the level below become the sample.
+    fn begin_recheck(&mut self) {
+        let Some(recheck) = self.recheck.as_mut().filter(|r| r.baseline.is_none()) else { return };
+        let Some(dist) = self.dist.take() else { return };
+        recheck.baseline = Some((dist, std::mem::take(&mut self.observations)));
+        self.clean.clear();
+        self.sample_runs.clear();
+        self.levels.clear();
+    }
+
+    /// Once the runs below the floor under suspicion are known: the floor's
+    /// were slowed if they are κ times longer than these and more, by more
+    /// than the two means' errors allow (`z` standard errors, as for the
+    /// scale of a baseline). Then the level below is the floor, its runs the
+    /// baseline, and the search bisects up to the old floor; else the old
+    /// floor and its baseline come back, with these runs added to its sample.
+    fn settle_recheck(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
+        let recheck = self.recheck.as_ref()?;
+        let (old, _) = recheck.baseline.as_ref()?;
+        let new = self.dist.as_ref().filter(|_| self.ready())?;
+        let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
+        let slowdown = old.mean() / new.mean();
+        let level = recheck.floor;
+        // Degraded means κ slower, beyond the error of the two means.
+        let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
+            self.recheck = None;
+            self.unchecked_baseline = Some(self.floor);
+            self.ceiling = self.ceiling.min(level);
+            self.window = if self.converged() {
+                self.floor
+            } else {
+                (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling)
+            };
+            Verdict::Degraded { level, slowdown }
+        } else {
+            let Some(Recheck { baseline: Some((dist, observations)), .. }) = self.recheck.take() else {
+                return None;
+            };
+            self.unchecked_baseline = None;
+            self.floor = level;
+            self.window = level;
+            self.dist = Some(dist);
+            self.observations.extend(observations);
+            self.estimate(now);
+            Verdict::Healthy { level }
+        };
+        self.verdicts.push((now, verdict, self.window));
+        self.new_test(now);
+        Some((verdict, Vec::new()))
     }
 
     /// After a degraded verdict, the running jobs to remove. The site
@@ -956,11 +1050,20 @@ impl Site {
     /// pool.
     fn thrashing(&self, verdict: Verdict) -> Vec<JobId> {
         let Verdict::Degraded { level, slowdown } = verdict else { return Vec::new() };
-        let excess = f64::from(self.running) - self.window;
-        if (level / slowdown).max(1.0) * self.rules.kappa >= self.window || excess < 1.0 {
+        let window = self.judged_window();
+        let excess = f64::from(self.running) - window;
+        if (level / slowdown).max(1.0) * self.rules.kappa >= window || excess < 1.0 {
             return Vec::new();
         }
         self.by_start.iter().rev().take(excess as usize).map(|&(_, job)| job).collect()
+    }
+
+    /// The window that running jobs are judged by, to be shed or moved:
+    /// under a floor being checked, the jobs between the level below and the
+    /// floor cost throughput only if the floor was slowed, which is not known
+    /// yet, so they drain where they are.
+    fn judged_window(&self) -> f64 {
+        self.recheck.as_ref().map_or(self.window, |r| r.floor.max(self.window))
     }
 
     /// While the site drains past its window after a degraded verdict: the
@@ -972,7 +1075,7 @@ impl Site {
     /// unknown. Under a scale-free prior on its total time, knowing only
     /// that it exceeds the age, the median of what is left is the age itself.
     pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
-        let excess = f64::from(self.running) - self.window;
+        let excess = f64::from(self.running) - self.judged_window();
         let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
         let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
         self.by_start
@@ -1031,6 +1134,8 @@ impl Site {
         }
         self.window = (level / slowdown).floor().max(1.0);
         self.floor = self.window;
+        self.unchecked_baseline = Some(self.floor);
+        self.recheck = None;
         self.ceiling = level.max(self.floor + 1.0).min(self.cap);
         self.searched = false;
         self.dist = None;
@@ -1068,7 +1173,9 @@ impl Site {
         // floor and a ceiling but no verdict yet: the floor is still what
         // this run learned, and a warm run must not start above it.
         let learned = self.any_started && (self.searched || self.ceiling < self.cap);
-        (learned.then_some(self.floor), (self.ceiling < self.cap).then_some(self.ceiling))
+        // A floor whose check is still under way is what was known before it.
+        let floor = self.recheck.as_ref().map_or(self.floor, |r| r.floor);
+        (learned.then_some(floor), (self.ceiling < self.cap).then_some(self.ceiling))
     }
 
     /// After holding a converged level for a while, tries the one above (a
@@ -1076,7 +1183,7 @@ impl Site {
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
         let Some(since) = self.holding_since else { return false };
         let Some(run) = self.dist.as_ref().map(Distribution::mean) else { return false };
-        if now < since + self.rules.reprobe_after * run || self.floor >= self.cap {
+        if now < since + self.rules.reprobe_after * run || self.window >= self.cap {
             return false;
         }
         self.holding_since = None;
@@ -1132,18 +1239,19 @@ impl Site {
 
     /// What the next run should start from.
     pub fn memory(&self, now: Time) -> SiteMemory {
-        let quantiles = self.dist.as_ref().filter(|_| self.ready()).map(|d| d.quantiles(16));
+        // A floor whose check is still under way is remembered with its own
+        // baseline, not with the few runs below it so far.
+        let baseline = match &self.recheck {
+            Some(Recheck { baseline: Some((dist, _)), .. }) => Some(dist),
+            _ => self.dist.as_ref().filter(|_| self.ready()),
+        };
         let (capacity, ceiling) = self.remembered.unwrap_or_else(|| self.capacity_memory());
         SiteMemory {
             capacity,
             ceiling,
-            baseline_runtime: self.dist.as_ref().map(Distribution::mean),
-            runtime_range: self
-                .dist
-                .as_ref()
-                .filter(|_| self.ready())
-                .map(|d| (d.shortest_seen(), d.longest_seen())),
-            runtime_quantiles: quantiles,
+            baseline_runtime: baseline.or(self.dist.as_ref()).map(Distribution::mean),
+            runtime_range: baseline.map(|d| (d.shortest_seen(), d.longest_seen())),
+            runtime_quantiles: baseline.map(|d| d.quantiles(16)),
             mean_wait: self.waits.mean(now),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
         }
