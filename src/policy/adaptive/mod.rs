@@ -240,7 +240,8 @@ pub struct Params {
     /// Probability that a test calls a degraded level healthy.
     pub missed_alarm: f64,
     /// A window may go this many times past the highest level known healthy
-    /// (the largest overshoot risked while no ceiling is known).
+    /// (the largest overshoot risked while no ceiling is known); also the
+    /// step down to the level a first window is checked against.
     pub probe_gain: f64,
     /// The capacity search stops when the lowest degraded level is within
     /// this fraction of the highest healthy one.
