@@ -59,6 +59,17 @@ fn makespan(r: &SimResult) -> f64 {
     r.metrics.makespan.expect("a settled run has a makespan")
 }
 
+/// The run's makespan is at most `factor` times the oracle's on the same
+/// grid and seed.
+fn assert_within_oracle(r: &SimResult, scenario: &Scenario, seed: u64, factor: f64, case: &str) {
+    let oracle = makespan(&run(scenario, "oracle", seed));
+    let adaptive = makespan(r);
+    assert!(
+        adaptive <= factor * oracle,
+        "{case}: adaptive {adaptive:.0} s against the oracle's {oracle:.0} s"
+    );
+}
+
 /// When the last job was first sent to a site: from then on the pool is
 /// empty but for jobs that came back.
 fn every_job_sent(r: &SimResult) -> f64 {
@@ -198,12 +209,7 @@ fn a_knee_is_found_and_held_near_it_whatever_the_jitter() {
             (24.0..=60.0).contains(&found),
             "seed {seed}, jitter ±{jitter}: capacity found {found:.0}, true knee 40"
         );
-        let oracle = makespan(&run(&scenario, "oracle", seed));
-        assert!(
-            makespan(&r) <= 1.5 * oracle,
-            "seed {seed}, jitter ±{jitter}: adaptive {:.0} s vs oracle {oracle:.0} s",
-            makespan(&r)
-        );
+        assert_within_oracle(&r, &scenario, seed, 1.5, &format!("seed {seed}, jitter ±{jitter}"));
         only_the_youngest_were_removed(&r, &format!("seed {seed}, jitter ±{jitter}"));
     }
 }
@@ -259,12 +265,7 @@ fn a_first_window_past_a_steep_knee_is_found_out_against_the_level_below() {
             // knee of 5 may end at 8–9, still well under the first window.
             let found = r.learned["steep"].capacity.unwrap_or(0.0);
             assert!(found < 12.0, "{case}: capacity found {found:.0}, first window 16");
-            let oracle = makespan(&run(&steep_knee(knee), "oracle", seed));
-            assert!(
-                makespan(&r) <= 3.0 * oracle,
-                "{case}: adaptive {:.0} s against the oracle's {oracle:.0} s",
-                makespan(&r)
-            );
+            assert_within_oracle(&r, &steep_knee(knee), seed, 3.0, &case);
         }
     }
 }
@@ -492,12 +493,7 @@ fn jobs_stuck_at_a_collapsed_site_are_shed_or_moved_to_a_site_with_room() {
                 removed.job
             );
         }
-        let oracle = makespan(&run(&scenario, "oracle", seed));
-        assert!(
-            makespan(&r) <= 2.0 * oracle,
-            "seed {seed}: adaptive {:.0} s, oracle {oracle:.0} s",
-            makespan(&r)
-        );
+        assert_within_oracle(&r, &scenario, seed, 2.0, &format!("seed {seed}"));
     }
     assert!(moved >= 4, "stuck jobs were shed or moved in only {moved} of 5 seeds");
 }
@@ -549,12 +545,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
         // while: the next run starts from what the run learned before.
         let learned = r.learned["dropping"].capacity.unwrap_or(0.0);
         assert!(learned >= 50.0, "seed {seed}: a knee of 100 remembered as {learned:.0}");
-        let oracle = makespan(&run(&scenario, "oracle", seed));
-        assert!(
-            makespan(&r) <= 3.0 * oracle,
-            "seed {seed}: adaptive {:.0} s, oracle {oracle:.0} s",
-            makespan(&r)
-        );
+        assert_within_oracle(&r, &scenario, seed, 3.0, &format!("seed {seed}"));
     }
 }
 
@@ -810,13 +801,8 @@ fn a_first_window_past_a_steep_knee_hands_its_cohort_to_sites_that_end_theirs() 
         ],
     };
     for seed in 1..=5 {
-        let oracle = makespan(&run(&scenario, "oracle", seed));
         let r = run(&scenario, "adaptive", seed);
-        assert!(
-            makespan(&r) <= 3.0 * oracle,
-            "seed {seed}: adaptive {:.0} s against the oracle's {oracle:.0} s",
-            makespan(&r)
-        );
+        assert_within_oracle(&r, &scenario, seed, 3.0, &format!("seed {seed}"));
         assert!(cut_short_at(&r, 2) > 0, "seed {seed}: the steep site's first cohort was never moved");
         // What the run learned there is a floor below the first window: a
         // warm run must not start the steep site at 16 again.
