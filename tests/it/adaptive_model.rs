@@ -170,6 +170,28 @@ fn the_healthy_runs_learned_reach_past_the_first_cohorts_short_half() {
 }
 
 #[test]
+fn every_probe_of_a_healthy_site_ends_in_a_verdict() {
+    // No knee, 300 slots, jobs of about 1,170 s ± 48%. A healthy verdict
+    // sets the floor to the level its test averaged, a little under the
+    // whole number of jobs its window let run (31.2 for 32). The sample,
+    // taken again up to the first moment more than the new floor ran, was
+    // then censored where the probe filled its window, not where the next
+    // one began: fewer than half its runs had ended, no test could start,
+    // and none ever would, since no run ends clean while the level stays
+    // past the floor (held at 62 of 300 slots from the second probe on,
+    // seed 8: 60,020 s).
+    let site = SiteParams { wait_mean: 30.0, speed: 0.6, ..SiteParams::healthy("s", 300) };
+    let scenario = one_site("healthy, ±48% run times", 3000, 700.0, 0.48, site);
+    for seed in 1..=10 {
+        let r = run(&scenario, "adaptive", seed);
+        let found = r.learned["s"].capacity.unwrap_or(0.0);
+        assert!(found >= 0.9 * 300.0, "seed {seed}: the window stopped at {found:.0} of 300 healthy slots");
+        let (adaptive, bulk) = (makespan(&r), makespan(&run(&scenario, "bulk", seed)));
+        assert!(adaptive <= 2.0 * bulk, "seed {seed}: adaptive {adaptive:.0} s, bulk submission {bulk:.0} s");
+    }
+}
+
+#[test]
 fn a_healthy_site_whose_waits_outlast_its_runs_is_used_to_its_slots() {
     // No knee, 300 slots, jobs of 200 s ± 30% that wait 600 s on average
     // for a slot: only a queue of Little's law's length (rate × wait, three

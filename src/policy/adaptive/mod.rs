@@ -16,7 +16,12 @@
 //!   Known healthy *now*: a run is censored when the level first passes the
 //!   floor, and taken again up to the first passing of a floor a later
 //!   verdict raised (else the sample stayed the first cohort's short half,
-//!   since a probe or a queue ahead keeps the level past the floor).
+//!   since a probe or a queue ahead keeps the level past the floor). A
+//!   healthy test's floor is the average of the whole levels it ran at, so
+//!   it ran at `⌈floor⌉` for part of its time: that level is not past it.
+//!   A sample taken again that leaves more than half its runs unseen is not
+//!   taken: the old one, censored at the old floor, is healthy still, and
+//!   no test runs without a baseline.
 //! - *Queue wait*: the exponential's MLE with censoring — all waiting done
 //!   (started jobs and those still idle) over the starts. A site that starts
 //!   nothing looks slower the longer it does so.
@@ -91,7 +96,8 @@
 //!   still running past where a healthy run is unlikely, s is only a bound
 //!   from below (an earlier verdict proves less), and what n delivered is
 //!   unknown: the window goes back to the floor. The site drains by getting
-//!   nothing, and the next test starts once it has. Until then the
+//!   nothing, and the next test starts once it has (once no whole job is
+//!   past the window). Until then the
 //!   verdict's test goes on: a verdict reached at the first moment the
 //!   evidence sufficed proves the least slowdown it could (often κ, even
 //!   where jobs run eight times slow), and once its jobs prove "at least a

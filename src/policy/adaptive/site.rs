@@ -592,9 +592,9 @@ impl Site {
         if self.collecting() && self.sample_runs.len() < SAMPLE_RUNS {
             self.sample_runs.push(SampleRun { job, start: at, end: None });
         }
-        if f64::from(self.running) <= self.floor {
+        if !self.past_floor(self.running) {
             self.clean.insert(job);
-        } else if f64::from(self.running) - 1.0 <= self.floor {
+        } else if !self.past_floor(self.running - 1) {
             self.taint(at);
         }
     }
@@ -660,6 +660,16 @@ impl Site {
         }
     }
 
+    /// Whether `n` running jobs are past the highest level known healthy.
+    /// The floor a healthy test sets is the time average of the whole levels
+    /// it ran at, so it ran at `⌈floor⌉` or more for part of its time, under
+    /// the verdict. Taken strictly, the window's own level was past its floor
+    /// (63.7 for 64: jobs between one end and the next start), and a run was
+    /// never healthy again once its probe had filled the window.
+    fn past_floor(&self, n: u32) -> bool {
+        f64::from(n) > self.floor.ceil()
+    }
+
     /// The floor rose: the sample's runs are healthy up to the first moment
     /// more than the new floor ran, not the old one (a job censored when the
     /// level first passed the old floor may now count whole). Censoring by
@@ -678,7 +688,7 @@ impl Site {
             let past_floor = self.levels[from..]
                 .iter()
                 .take_while(|&&(t, _)| t < until)
-                .find(|&&(_, n)| f64::from(n) > self.floor)
+                .find(|&&(_, n)| self.past_floor(n))
                 .map(|&(t, _)| t);
             match (past_floor, run.end) {
                 (Some(t), _) => observations.push(Observation { time: t - run.start, ended: false }),
@@ -692,9 +702,21 @@ impl Site {
         // `SAMPLE_RUNS`) stay clean.
         let kept: BTreeSet<JobId> = self.sample_runs.iter().map(|r| r.job).collect();
         clean.extend(self.clean.iter().filter(|job| !kept.contains(job)));
-        self.observations = observations;
-        self.clean = clean;
+        let before = (
+            std::mem::replace(&mut self.observations, observations),
+            std::mem::replace(&mut self.clean, clean),
+            self.dist.clone(),
+        );
+        let was_ready = self.ready();
         self.estimate(now);
+        if was_ready && !self.ready() {
+            // Censored where the level first passed the new floor, the runs
+            // leave more than half their mass unseen. The old sample, censored
+            // at the old floor, is healthy still; without it no test runs,
+            // and none ever would while the level stays past the floor (no
+            // run ends clean there): the site held at its probe all run.
+            (self.observations, self.clean, self.dist) = before;
+        }
     }
 
     /// Re-estimates the healthy distribution (while the sample is open).
@@ -812,7 +834,11 @@ impl Site {
     /// on (`refine`).
     pub fn check(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         if self.draining {
-            if f64::from(self.running) > self.window {
+            // Drained once no whole job is past the window (what `thrashing`
+            // and `stragglers` shed or move): 93 running under a window of
+            // 92.9 are drained, or the site stayed draining, with no test,
+            // until a job ended, which past a dropped capacity took 600 s.
+            if f64::from(self.running) - self.window >= 1.0 {
                 return self.refine(now);
             }
             // Drained: what ran through the overload is no evidence for the
