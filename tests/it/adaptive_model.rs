@@ -572,6 +572,42 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
 }
 
 #[test]
+fn a_verdict_in_the_tail_goes_on_while_jobs_run_past_the_floor() {
+    // A warm start probes a steep knee of 27 (beta 2) at twice its floor as
+    // the pool empties. The first degraded verdict proves only the least
+    // slowdown (κ), and the window it leaves, the probe's level over κ, is
+    // still far past the knee. The drain used to end there, and the jobs
+    // under that window ran 2.5 times slow to the run's end: what ran
+    // through an overload is no evidence for a later test, and in the tail
+    // no job starts to feed one (seeds 1-20: 9 runs over twice the oracle's
+    // makespan, worst 2.56). In the tail the verdict's test goes on while
+    // any job runs past the floor, and the larger slowdown it proves moves
+    // them.
+    let scenario = Scenario {
+        desc: "a steep knee probed as the pool empties".into(),
+        n_jobs: 300,
+        base_runtime: 240.0,
+        jitter: 0.33,
+        sites: vec![
+            SiteParams { speed: 1.3, wait_mean: 7.0, ..SiteParams::healthy("roomy", 115) },
+            SiteParams {
+                capacity: Capacity::Finite(27.0),
+                beta: 2.0,
+                speed: 0.63,
+                wait_mean: 8.0,
+                ..SiteParams::healthy("steep", 55)
+            },
+        ],
+    };
+    for seed in 1..=20 {
+        let cold = run(&scenario, "adaptive", seed);
+        let options = SimOptions { memory: cold.learned.clone(), ..SimOptions::default() };
+        let warm = run_with(&scenario, "adaptive", seed, &options);
+        assert_within_oracle(&warm, &scenario, seed, 2.0, &format!("seed {seed}, warm"));
+    }
+}
+
+#[test]
 fn a_dead_site_is_abandoned_within_the_idle_timeout() {
     // Beside a healthy site, one that never starts anything: the run must
     // finish no later than it would without the dead site plus the default

@@ -148,9 +148,16 @@
 //! its age, a scale-free prior puts the median of what is left at that age
 //! (a site that collapsed past a low knee held such jobs for 2-5× the
 //! oracle's makespan; moving them took it to 1.3-1.8×). For these tail
-//! rules every test goes on after the pool is empty: a last probe past a
-//! steep knee is otherwise never judged, and a capacity that drops near
-//! the end never seen, and their jobs never moved. What a verdict on the
+//! rules every test goes on once every job has been sent (the tail: what
+//! starts from then on is only jobs that came back, failed or moved): a
+//! last probe past a steep knee is otherwise never judged, and a capacity
+//! that drops near the end never seen, and their jobs never moved. And a
+//! degraded verdict's test goes on while any job runs past the floor, not
+//! only past the window: no job starts to feed a later test, and what ran
+//! through the overload is no evidence for one, so a verdict of the least
+//! slowdown left its jobs under a window still far past the knee, unjudged
+//! to the end (a knee of 27 that thrashes, judged "1.25× slower" at 54:
+//! 43 jobs ran on 2.5 times slow). What a verdict on the
 //! floor says then is not remembered for the next run, though: it is the
 //! run's last few jobs that judge it. While a site drains past its window,
 //! nothing is sent there, not even to wait ahead: it would start into the
@@ -304,6 +311,8 @@ pub struct Adaptive {
     due_at: Vec<Option<TimeKey>>,
     due: BTreeSet<(TimeKey, u32)>,
     next_tail: Option<Time>,
+    #[serde(default)]
+    every_job_sent: bool,
     /// The median healthy run time of the sites that know theirs, and which
     /// sites those were at their last review.
     fallback_run: Option<f64>,
@@ -351,6 +360,7 @@ impl Adaptive {
             due_at: vec![None; n],
             due: BTreeSet::new(),
             next_tail: None,
+            every_job_sent: false,
             fallback_run: None,
             ready: vec![false; n],
             now: 0.0,
@@ -404,7 +414,10 @@ impl Adaptive {
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
         self.sites[i].time_out(now);
-        let tail = self.book.pool_len() == 0;
+        // Once every job has been sent, jobs that come back (failed, moved)
+        // are all that starts anywhere: the tail goes on while they wait.
+        self.every_job_sent |= self.book.pool_len() == 0;
+        let tail = self.every_job_sent;
         let verdict = if tail { self.sites[i].check_in_tail(now) } else { self.sites[i].check(now) };
         if let Some((_, jobs)) = verdict {
             let why = "adaptive: the site delivers less with these youngest jobs running than without them";

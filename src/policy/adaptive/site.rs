@@ -833,12 +833,21 @@ impl Site {
     /// the site drains after a degraded verdict, that verdict's test goes
     /// on (`refine`).
     pub fn check(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
+        self.judge(now, false)
+    }
+
+    /// [`Site::check`], told whether this is the tail.
+    fn judge(&mut self, now: Time, tail: bool) -> Option<(Verdict, Vec<JobId>)> {
         if self.draining {
             // Drained once no whole job is past the window (what `thrashing`
             // and `stragglers` shed or move): 93 running under a window of
             // 92.9 are drained, or the site stayed draining, with no test,
             // until a job ended, which past a dropped capacity took 600 s.
-            if f64::from(self.running) - self.window >= 1.0 {
+            // In the tail no job starts here again, so no later test could
+            // see what the jobs still running past the floor suffer: the
+            // verdict's own test goes on while any of them runs.
+            let past_window = f64::from(self.running) - self.window >= 1.0;
+            if past_window || (tail && self.past_floor(self.running)) {
                 return self.refine(now);
             }
             // Drained: what ran through the overload is no evidence for the
@@ -1176,8 +1185,9 @@ impl Site {
         self.test.level = self.floor;
     }
 
-    /// [`Site::check`] once nothing is left to send. A verdict changes no
-    /// window then, but it decides the tail: whether the jobs past the
+    /// [`Site::check`] once every job has been sent (the tail; see `judge`
+    /// for the drain then). A verdict changes no window then, but it
+    /// decides the tail: whether the jobs past the
     /// window thrash (shed) or are stuck (moved), which a capacity that
     /// drops near the end makes the run's last jobs. A verdict on the
     /// floor itself is not remembered, though: the run's last few jobs
@@ -1185,7 +1195,7 @@ impl Site {
     /// the next run would start there.
     pub fn check_in_tail(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         let before = (!self.probing() && self.remembered.is_none()).then(|| self.capacity_memory());
-        let verdict = self.check(now)?;
+        let verdict = self.judge(now, true)?;
         if let Some(before) = before {
             self.remembered = Some(before);
         }
