@@ -577,7 +577,7 @@ fn a_verdict_in_the_tail_goes_on_while_jobs_run_past_the_floor() {
     // the pool empties. The first degraded verdict proves only the least
     // slowdown (κ), and the window it leaves, the probe's level over κ, is
     // still far past the knee. The drain used to end there, and the jobs
-    // under that window ran 2.5 times slow to the run's end: what ran
+    // under that window ran 3.5 times slow to the run's end: what ran
     // through an overload is no evidence for a later test, and in the tail
     // no job starts to feed one (seeds 1-20: 9 runs over twice the oracle's
     // makespan, worst 2.56). In the tail the verdict's test goes on while

@@ -157,7 +157,7 @@
 //! through the overload is no evidence for one, so a verdict of the least
 //! slowdown left its jobs under a window still far past the knee, unjudged
 //! to the end (a knee of 27 that thrashes, judged "1.25× slower" at 54:
-//! 43 jobs ran on 2.5 times slow). What a verdict on the
+//! 43 jobs ran on 3.5 times slow). What a verdict on the
 //! floor says then is not remembered for the next run, though: it is the
 //! run's last few jobs that judge it. While a site drains past its window,
 //! nothing is sent there, not even to wait ahead: it would start into the
