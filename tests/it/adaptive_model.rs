@@ -958,3 +958,58 @@ fn a_warm_start_past_a_steep_knee_is_cut_to_it_as_the_evidence_grows() {
         );
     }
 }
+
+/// Two healthy sites of 150 slots beside `third`: jobs of 200 s ± `jitter`.
+fn beside_two_healthy(n_jobs: u64, jitter: f64, third: SiteParams) -> Scenario {
+    Scenario {
+        desc: "a site beside two healthy ones".into(),
+        n_jobs,
+        base_runtime: 200.0,
+        jitter,
+        sites: vec![site("ref1", 150), SiteParams { speed: 1.2, ..site("ref2", 150) }, third],
+    }
+}
+
+/// The first time site `name`'s window went under `below`, if ever.
+fn window_under(r: &SimResult, name: &str, below: f64) -> Option<f64> {
+    let id = r.metrics.sites.iter().position(|s| s.name == name).expect("site") as u32;
+    r.decisions.iter().find_map(|d| match d.kind {
+        DecisionKind::Window { window, .. } if d.site == SiteId(id) && window < below => Some(d.at),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_first_window_slower_than_hardware_explains_is_checked_against_the_level_below() {
+    // A knee of 8 (beta 0.5) under the first window of 16: every run of
+    // the baseline is three times slow, so no later test of this site can
+    // tell. Hardware makes a site at most twice slower than the median one,
+    // so the other sites' runs say it: the floor is checked against 8.
+    // Before, only a probe above that proved thrash did (seeds 1-10: up to
+    // 1.9 times the oracle's makespan).
+    let knee = SiteParams { capacity: Capacity::Finite(8.0), beta: 0.5, ..site("knee", 100) };
+    let scenario = beside_two_healthy(1500, 0.2, knee);
+    let config = PolicyConfig::named("adaptive").unwrap();
+    for seed in 1..=10 {
+        let r = sim::run(&scenario, &config, seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty() && !r.hang, "seed {seed}: {:?}", r.errors);
+        assert!(window_under(&r, "knee", 16.0).is_some(), "seed {seed}: the first window was never checked");
+        assert_within_oracle(&r, &scenario, seed, 1.45, &format!("seed {seed}"));
+    }
+}
+
+#[test]
+fn a_site_of_half_the_median_speed_is_not_taken_for_one_past_its_knee() {
+    // Hardware alone, half the others' speed, runs ±50%: its first window's
+    // runs are twice as long as theirs, and it has no knee at all. Judged
+    // while half its first cohort was unseen, their median read 2.4 times
+    // the others' (seed 2).
+    let slow = SiteParams { speed: 0.5, ..site("slow", 100) };
+    let scenario = beside_two_healthy(1500, 0.5, slow);
+    let config = PolicyConfig::named("adaptive").unwrap();
+    for seed in 1..=20 {
+        let r = sim::run(&scenario, &config, seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty() && !r.hang, "seed {seed}: {:?}", r.errors);
+        assert_eq!(window_under(&r, "slow", 16.0), None, "seed {seed}: a healthy slow site was cut under 16");
+    }
+}

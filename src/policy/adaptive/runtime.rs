@@ -203,16 +203,20 @@ impl Distribution {
     pub fn quantiles(&self, n: usize) -> Vec<f64> {
         (0..=n)
             .map(|i| {
-                let p = (i as f64 / n as f64).clamp(0.005, 0.995);
                 // The first table point whose survival falls to 1 − p.
-                let k = self.survival.partition_point(|&s| s > 1.0 - p);
-                self.start + self.step * k.min(TABLE - 1) as f64
+                self.quantile(i as f64 / n as f64)
             })
             .collect()
     }
 
     pub fn mean(&self) -> f64 {
         self.mean
+    }
+
+    /// The run that a share `p` of runs ends by.
+    pub fn quantile(&self, p: f64) -> f64 {
+        let k = self.survival.partition_point(|&s| s > 1.0 - p.clamp(0.005, 0.995));
+        self.start + self.step * k.min(TABLE - 1) as f64
     }
 
     /// The shortest run that ended among those it was built from.

@@ -164,6 +164,14 @@ fn scales_for(d: Option<&Distribution>, z: f64) -> [f64; SCALES.len()] {
 /// The slowdowns weighed, as multiples of κ.
 const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
 
+/// Sites' speeds are compared at the run a quarter of runs end by
+/// ([`Site::check_slow_baseline`]): a first verdict comes with up to half
+/// the first cohort unseen, so its median is at the edge of the data and
+/// its mean is the tail's assumption (a site of half the median speed,
+/// runs ±50%, read 2.4 times slower by its median and 2.6 by its mean),
+/// while hardware scales every quantile alike.
+pub const SPEED_QUANTILE: f64 = 0.25;
+
 /// A running job older than this many times the longest healthy run seen
 /// testifies again (see [`Site::llrs`]): with run times ±50% around their
 /// mean, the longest of the eight runs a test needs is within 10% of the
@@ -174,7 +182,9 @@ const FAR_PAST: f64 = 2.0;
 /// hardware differs between sites (by about a factor 3 from the slowest to
 /// the fastest on the grids we know), so a site is taken for collapsed on
 /// speed alone only once its jobs are [`FAR_PAST`] times past the longest
-/// healthy run of a site this much slower than the median one.
+/// healthy run of a site this much slower than the median one, and a first
+/// window's runs slower than this are taken for slowed by a knee under it
+/// ([`Site::check_slow_baseline`]).
 const SPEED_SPREAD: f64 = 2.0;
 
 /// A job at a site with no healthy runs of its own yet is past where a
@@ -1183,6 +1193,48 @@ impl Site {
         }
         self.new_test(now);
         self.test.level = self.floor;
+    }
+
+    /// Whether the floor is still the first window's, its runs taken as
+    /// healthy and never compared with a level below (see
+    /// [`Site::check_slow_baseline`]).
+    pub fn baseline_unchecked(&self) -> bool {
+        self.searched
+            && self.recheck.is_none()
+            && !self.draining
+            && self.floor >= 2.0
+            && self.unchecked_baseline.is_some_and(|b| self.floor <= b)
+            && self.ready()
+    }
+
+    /// The first window's runs, healthy by assumption, against the other
+    /// sites' (`others`: the median over them of the run a
+    /// [`SPEED_QUANTILE`] of theirs end by): hardware makes a site at most
+    /// [`SPEED_SPREAD`] times slower than the median one, so runs slower
+    /// than that, beyond the error of the quantile, were slowed by what ran
+    /// beside them: the first window is past a knee. Then the floor is
+    /// checked against the level below, as when a probe proves thrash
+    /// (`degraded`).
+    pub fn check_slow_baseline(&mut self, others: f64) {
+        let slow = self.dist.as_ref().is_some_and(|d| {
+            // The quantile's standard error, relative: √(p(1 − p)/n) over
+            // the density there, times the quantile.
+            let (p, q) = (SPEED_QUANTILE, d.quantile(SPEED_QUANTILE));
+            let error = (p * (1.0 - p) / d.ended.max(1) as f64).sqrt() / (d.density(q) * q).max(1e-9);
+            // Plus the minute HTCondor-G may take to hear of an end at a
+            // remote site, which lengthens short runs there and not at a
+            // local pool.
+            q > SPEED_SPREAD * others * (1.0 + self.rules.scale_z * error) + START_NEWS
+        });
+        if !slow || !self.baseline_unchecked() {
+            return;
+        }
+        self.recheck = Some(Recheck { floor: self.floor, baseline: None });
+        self.floor = (self.floor / self.rules.gain).floor().max(1.0);
+        self.window = self.floor;
+        self.holding_since = None;
+        self.proven = None;
+        self.draining = true;
     }
 
     /// [`Site::check`] once every job has been sent (the tail; see `judge`
