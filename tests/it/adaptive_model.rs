@@ -1000,10 +1000,10 @@ fn a_first_window_slower_than_hardware_explains_is_checked_against_the_level_bel
 
 #[test]
 fn a_site_of_half_the_median_speed_is_not_taken_for_one_past_its_knee() {
-    // Hardware alone, half the others' speed, runs ±50%: its first window's
-    // runs are twice as long as theirs, and it has no knee at all. Judged
-    // while half its first cohort was unseen, their median read 2.4 times
-    // the others' (seed 2).
+    // Hardware alone, half the median site's speed, runs ±50%: its first
+    // window's runs are twice as long, and it has no knee at all. With the
+    // error of the compared quantile taken from the runs seen (the short
+    // half of the first cohort, which ends first), it was cut at seed 2.
     let slow = SiteParams { speed: 0.5, ..site("slow", 100) };
     let scenario = beside_two_healthy(1500, 0.5, slow);
     let config = PolicyConfig::named("adaptive").unwrap();

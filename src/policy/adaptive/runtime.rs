@@ -201,19 +201,15 @@ impl Distribution {
 
     /// `n + 1` quantiles at probabilities 0, 1/n, …, 1 (to remember).
     pub fn quantiles(&self, n: usize) -> Vec<f64> {
-        (0..=n)
-            .map(|i| {
-                // The first table point whose survival falls to 1 − p.
-                self.quantile(i as f64 / n as f64)
-            })
-            .collect()
+        (0..=n).map(|i| self.quantile(i as f64 / n as f64)).collect()
     }
 
     pub fn mean(&self) -> f64 {
         self.mean
     }
 
-    /// The run that a share `p` of runs ends by.
+    /// The run that a share `p` of runs ends by: the first table point
+    /// whose survival falls to 1 − p.
     pub fn quantile(&self, p: f64) -> f64 {
         let k = self.survival.partition_point(|&s| s > 1.0 - p.clamp(0.005, 0.995));
         self.start + self.step * k.min(TABLE - 1) as f64
