@@ -1022,15 +1022,31 @@ impl Site {
         // resource thrashes past its knee; a floor that is the baseline's
         // own level was never compared with a level below, so the knee may
         // lie under it, every run of the baseline slowed.
-        let suspect = self.unchecked_baseline.is_some_and(|b| self.floor <= b);
-        if self.recheck.is_none() && suspect && self.test.level > 0.0 && level / slowdown < self.floor {
-            self.recheck = Some(Recheck { floor: self.floor, baseline: None });
-            self.floor = (self.floor / self.rules.gain).floor().max(1.0);
+        if self.recheck.is_none()
+            && self.floor_is_first_windows()
+            && self.test.level > 0.0
+            && level / slowdown < self.floor
+        {
+            self.check_below();
         }
         if self.recheck.is_some() {
             self.window = self.floor;
         }
         self.draining = true;
+    }
+
+    /// Whether the floor is the level the baseline was learned at, never
+    /// compared with a level below.
+    fn floor_is_first_windows(&self) -> bool {
+        self.unchecked_baseline.is_some_and(|b| self.floor <= b)
+    }
+
+    /// The floor comes under suspicion: the window goes to the level below,
+    /// and once the site has drained, the runs there are learned afresh
+    /// (`begin_recheck`) and compared with the floor's (`settle_recheck`).
+    fn check_below(&mut self) {
+        self.recheck = Some(Recheck { floor: self.floor, baseline: None });
+        self.floor = (self.floor / self.rules.gain).floor().max(1.0);
     }
 
     /// Drained below a floor under suspicion: its baseline is set aside and
@@ -1203,7 +1219,7 @@ impl Site {
             && self.recheck.is_none()
             && !self.draining
             && self.floor >= 2.0
-            && self.unchecked_baseline.is_some_and(|b| self.floor <= b)
+            && self.floor_is_first_windows()
             && self.ready()
     }
 
@@ -1229,8 +1245,7 @@ impl Site {
         if !slow || !self.baseline_unchecked() {
             return;
         }
-        self.recheck = Some(Recheck { floor: self.floor, baseline: None });
-        self.floor = (self.floor / self.rules.gain).floor().max(1.0);
+        self.check_below();
         self.window = self.floor;
         self.holding_since = None;
         self.proven = None;
