@@ -31,6 +31,28 @@ struct Attempt {
     site: SiteId,
     submitted: Time,
     started: Option<Time>,
+    /// Held (a failure) before it ended or was removed.
+    #[serde(default)]
+    held: bool,
+}
+
+/// Why jobs were submitted again: what ended each one's previous attempt.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, serde::Deserialize)]
+pub struct RetryCauses {
+    /// The attempt failed or was held.
+    pub after_failure: u64,
+    /// The attempt was removed while it ran (cut short).
+    pub after_cut_short: u64,
+    /// The job was withdrawn while idle, to wait elsewhere: no slot time lost.
+    pub moved_idle: u64,
+}
+
+/// What ended a job's last attempt, until the job is submitted again.
+#[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
+enum Ended {
+    Failed,
+    CutShort,
+    Idle,
 }
 
 /// Per-site totals of the successful attempts.
@@ -93,6 +115,11 @@ struct Tally {
     peaks: Vec<u32>,
     /// The last reason each job failed (for jobs that fail for good).
     last_failure: BTreeMap<JobId, String>,
+    /// What ended each job's last attempt, for a job not submitted again yet.
+    #[serde(default)]
+    ended_by: BTreeMap<JobId, Ended>,
+    #[serde(default)]
+    retry_causes: RetryCauses,
 }
 
 /// The final summary (`--json` prints this).
@@ -110,6 +137,9 @@ pub struct Summary {
     pub makespan: Option<f64>,
     /// Attempts beyond each job's first.
     pub retries: u64,
+    /// The retries by what ended the attempt before (a run resumed from a
+    /// checkpoint of an older cosched counts only those since).
+    pub retry_causes: RetryCauses,
     /// Executions that had started and were removed before they ended (by
     /// cosched or anyone), over all sites; on a healthy site, zero.
     pub cut_short: u64,
@@ -169,6 +199,8 @@ impl Progress {
                 running: vec![0; n_sites],
                 peaks: vec![0; n_sites],
                 last_failure: BTreeMap::new(),
+                ended_by: BTreeMap::new(),
+                retry_causes: RetryCauses::default(),
             },
             summary: None,
             notes: Vec::new(),
@@ -244,7 +276,16 @@ impl Progress {
                     }
                     self.tally.submitted_attempts += 1;
                     self.tally.ever_submitted.insert(job);
-                    self.tally.attempts.insert(job, Attempt { site, submitted: *at, started: None });
+                    let causes = &mut self.tally.retry_causes;
+                    match self.tally.ended_by.remove(&job) {
+                        Some(Ended::Failed) => causes.after_failure += 1,
+                        Some(Ended::CutShort) => causes.after_cut_short += 1,
+                        Some(Ended::Idle) => causes.moved_idle += 1,
+                        None => {}
+                    }
+                    self.tally
+                        .attempts
+                        .insert(job, Attempt { site, submitted: *at, started: None, held: false });
                 }
             }
             SiteEvent::SubmitFailed { jobs, error, .. } => {
@@ -293,6 +334,7 @@ impl Progress {
                         }
                     }
                     Outcome::Failed { detail } => {
+                        self.tally.ended_by.insert(*job, Ended::Failed);
                         self.totals(site).failed_attempts += 1;
                         let name = self.site_name(site).to_string();
                         self.tally.last_failure.insert(*job, format!("{name}: {}", one_line(detail)));
@@ -302,8 +344,9 @@ impl Progress {
             SiteEvent::Held { job, reason, .. } => {
                 if let Some(a) = self.tally.attempts.get_mut(job).filter(|a| a.site == site) {
                     // A held job occupies no slot.
+                    a.held = true;
                     let was = std::mem::take(&mut a.started);
-                    self.stopped(site, &Attempt { site, submitted: 0.0, started: was });
+                    self.stopped(site, &Attempt { site, submitted: 0.0, started: was, held: true });
                     let name = self.site_name(site).to_string();
                     let reason = one_line(reason);
                     let t = self.totals(site);
@@ -313,6 +356,7 @@ impl Progress {
                         self.notes.push(format!("site {name}: job {} held: {reason}", job.0));
                     }
                     self.tally.last_failure.insert(*job, format!("{name}: held: {reason}"));
+                    self.tally.ended_by.insert(*job, Ended::Failed);
                 }
             }
             SiteEvent::Removed { job, at } => {
@@ -320,9 +364,12 @@ impl Progress {
                     self.tally.attempts.remove(job);
                     self.stopped(site, &a);
                     if let Some(started) = a.started {
+                        self.tally.ended_by.insert(*job, Ended::CutShort);
                         let t = self.totals(site);
                         t.cut_short += 1;
                         t.cut_short_seconds += (at - started).max(0.0);
+                    } else if !a.held {
+                        self.tally.ended_by.insert(*job, Ended::Idle);
                     }
                 }
             }
@@ -538,6 +585,7 @@ impl Progress {
             unfinished: self.n_jobs - book.done() - book.given_up(),
             makespan: (book.done() + book.given_up() > 0).then_some(self.tally.makespan),
             retries: self.tally.submitted_attempts.saturating_sub(self.tally.ever_submitted.len() as u64),
+            retry_causes: self.tally.retry_causes,
             cut_short: self.tally.sites.iter().map(|t| t.cut_short).sum(),
             cut_short_seconds: self.tally.sites.iter().map(|t| t.cut_short_seconds).sum(),
             sites,
@@ -611,10 +659,11 @@ pub fn render_summary(s: &Summary) -> String {
     );
     let _ = writeln!(
         out,
-        "Makespan {}, {} retr{}, {} execution(s) cut short{}.",
+        "Makespan {}, {} retr{}{}, {} execution(s) cut short{}.",
         s.makespan.map_or("-".to_string(), format_duration),
         s.retries,
         if s.retries == 1 { "y" } else { "ies" },
+        retry_causes(&s.retry_causes),
         s.cut_short,
         if s.cut_short > 0 {
             format!(" ({} of slot time lost)", format_duration(s.cut_short_seconds))
@@ -663,6 +712,23 @@ pub fn render_summary(s: &Summary) -> String {
     out
 }
 
+/// " (5 after a failure, 2 cut short, 40 idle jobs moved)": the causes
+/// that are not zero; nothing when all are.
+fn retry_causes(c: &RetryCauses) -> String {
+    let idle = if c.moved_idle == 1 { "idle job moved" } else { "idle jobs moved" };
+    let parts: Vec<String> =
+        [(c.after_failure, "after a failure"), (c.after_cut_short, "cut short"), (c.moved_idle, idle)]
+            .iter()
+            .filter(|(n, _)| *n > 0)
+            .map(|(n, what)| format!("{n} {what}"))
+            .collect();
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", parts.join(", "))
+    }
+}
+
 /// `1h02m03s`, `4m05s`, `12s`.
 pub fn format_duration(secs: f64) -> String {
     let s = secs.max(0.0).round() as u64;
@@ -706,6 +772,35 @@ mod tests {
         assert_eq!(p.tally.sites[1].run_n, 0, "no start seen: run time unknown");
         assert_eq!(p.tally.makespan, 220.0);
         assert_eq!(p.tally.last_failure[&JobId(1)], "a: held: no slot");
+        let held_then_removed = RetryCauses { after_failure: 1, ..RetryCauses::default() };
+        assert_eq!(p.tally.retry_causes, held_then_removed, "a job held, then removed, failed");
+    }
+
+    #[test]
+    fn retries_are_told_apart_by_what_ended_the_attempt_before() {
+        let mut p = Progress::new("r", vec!["a".into(), "b".into()], 4, 1.0, Display::Quiet);
+        let (a, b) = (SiteId(0), SiteId(1));
+        let jobs: Vec<JobId> = (0..4).map(JobId).collect();
+        p.record(a, &SiteEvent::Submitted { jobs: jobs.clone(), at: 0.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 1.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(1), at: 1.0 });
+        p.record(
+            a,
+            &SiteEvent::Ended {
+                job: JobId(0),
+                at: 5.0,
+                outcome: Outcome::Failed { detail: "exit 1".into() },
+            },
+        );
+        p.record(a, &SiteEvent::Removed { job: JobId(1), at: 6.0 });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 6.0 });
+        // Job 3 is removed while idle and never sent again (a cancel): no retry.
+        p.record(a, &SiteEvent::Removed { job: JobId(3), at: 6.0 });
+        p.record(b, &SiteEvent::Submitted { jobs: jobs[..3].to_vec(), at: 7.0 });
+        let expected = RetryCauses { after_failure: 1, after_cut_short: 1, moved_idle: 1 };
+        assert_eq!(p.tally.retry_causes, expected);
+        assert_eq!(retry_causes(&expected), " (1 after a failure, 1 cut short, 1 idle job moved)");
+        assert_eq!(retry_causes(&RetryCauses::default()), "");
     }
 
     #[test]
