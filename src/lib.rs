@@ -11,7 +11,8 @@
 //!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines), `thesis`
 //!   (the 2013 algorithm, read literally), `adaptive` (the default: a site
 //!   estimator in `adaptive::site`, the run-time distribution and the test's
-//!   likelihoods in `adaptive::runtime`). `plan` turns per-site models into
+//!   likelihoods in `adaptive::runtime`; the reasoning behind its rules in
+//!   `docs/adaptive.md`). `plan` turns per-site models into
 //!   submissions and moves for both `oracle` and `adaptive`; `truth` is what
 //!   the oracle may know (the simulator fills it, the policy layer owns it).
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:

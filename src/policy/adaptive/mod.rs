@@ -1,242 +1,79 @@
 //! `adaptive`: the default policy — an estimator per site and a controller,
 //! from nothing but what HTCondor tells a user (the user log, our jobs'
-//! counts, slot counts).
+//! counts, slot counts). This page states the model, what is estimated and
+//! the rules that follow; why each rule is as it is, and what it was
+//! measured to do, is in `docs/adaptive.md` under matching headings.
 //!
 //! **The model.** A site runs our jobs on `slots` slots after a queue wait
-//! (other users) that we take as exponential. All our jobs share a resource
-//! we cannot see; past some concurrency (the knee) every running job slows
-//! at once, and throughput stays flat or falls. A job's healthy run time is
-//! its own work at the site's speed, spread by the jobs' sizes (±50% is
-//! ordinary). Attempts fail at some rate.
+//! (other users) taken as exponential. Our jobs share a resource we cannot
+//! see: past some concurrency, the knee, every running job slows at once,
+//! and throughput stays flat (the resource shares) or falls (it thrashes).
+//! A job's healthy run time is its work at the site's speed, spread by the
+//! jobs' sizes (±50% is ordinary). Attempts fail at some rate, and a site
+//! may stop starting anything.
 //!
-//! **What is estimated, per site.**
-//! - *Healthy run times*: the Kaplan–Meier distribution (`runtime.rs`) of jobs
-//!   that only ever ran at levels known healthy (running jobs are censored
-//!   observations, so a cohort's short jobs ending first do not bias it).
-//!   Known healthy *now*: a run is censored when the level first passes the
-//!   floor, and taken again up to the first passing of a floor a later
-//!   verdict raised (else the sample stayed the first cohort's short half,
-//!   since a probe or a queue ahead keeps the level past the floor). A
-//!   healthy test's floor is the average of the whole levels it ran at, so
-//!   it ran at `⌈floor⌉` for part of its time: that level is not past it.
-//!   A sample taken again that leaves more than half its runs unseen is not
-//!   taken: the old one, censored at the old floor, is healthy still, and
-//!   no test runs without a baseline.
-//! - *Queue wait*: the exponential's MLE with censoring — all waiting done
-//!   (started jobs and those still idle) over the starts. A site that starts
-//!   nothing looks slower the longer it does so.
-//! - *Failure rate*: successes and failures (Laplace's rule).
-//! - *The knee*: a floor (highest level known healthy) and a ceiling (lowest
-//!   level seen degraded), from sequential tests.
+//! **What is estimated, per site.** The healthy run-time distribution
+//! (Kaplan–Meier over runs made only at levels known healthy, running jobs
+//! censored: `runtime.rs`); the queue wait (the censored exponential's MLE:
+//! all waiting done over the starts); the failure rate (Laplace's rule);
+//! and the knee, as a floor (the highest level known healthy) and a ceiling
+//! (the lowest level seen degraded).
 //!
-//! **Degraded or not: a sequential test.** While more than the floor run,
-//! Wald's SPRT weighs "jobs run `degradation_factor` (κ) times slower
-//! whenever more than the floor run" against "they run healthy", with the
-//! likelihood of every job's run under each: a job that ended contributes the
-//! density of its run time, a job still running the probability of running
-//! that long, each job's time above the floor counted κ times slower under
-//! the first hypothesis. Processor sharing slows every running job at once,
-//! so old jobs testify as soon as the level rises — no need to wait a run
-//! time for jobs started there. The thresholds `ln((1 − β)/α)` and
-//! `ln(β/(1 − α))` bound the false alarm rate by `false_alarm` (α) and the
-//! miss rate by `missed_alarm` (β) whatever the spread of run times, since
-//! the spread is in the likelihoods; no single job can decide, since every
-//! likelihood is floored by a 1% share of outliers.
+//! **Degraded or not.** While more than the floor run, Wald's SPRT weighs
+//! "every job runs κ (`degradation_factor`) times slower while more than
+//! the floor run" against "healthy": an ended job by the density of its
+//! run, a running job by the chance of surviving to its age. The thresholds
+//! ln((1 − β)/α) and ln(β/(1 − α)) bound false and missed alarms by
+//! `false_alarm` (α) and `missed_alarm` (β) whatever the spread of healthy
+//! runs, since the spread is in the likelihoods. The baseline is learned
+//! from few runs, so what the bounds assume is made true: its scale is
+//! profiled out within `z` standard errors of its mean (`z` the normal
+//! quantile of α), a running job testifies only at ages where the learned
+//! distribution is data rather than assumption, and a test that has
+//! weighed `SAMPLE` (64) runs with no verdict ends healthy.
 //!
-//! Those bounds hold for a null that is known, and ours is learned from as
-//! few as eight runs (the first verdict comes once half the first cohort
-//! has ended). Four consequences, each from the estimate's own error:
-//! the scale of the learned runs is a nuisance parameter, known to within
-//! `z` standard errors of the sample's mean, `z` the normal quantile of α
-//! (3.1): with runs ±50% that is 31% at 8 runs, 22% at 16 and 11% at 64,
-//! and never taken below 10%. So every hypothesis — healthy, and each
-//! slowdown — takes the best of the runs as learned and up to that much
-//! longer, in steps as fine as the distribution's own smoothing, the
-//! range fixed when a test begins (profiled out alike: on the healthy side
-//! only, jobs all a little long past a knee would testify for health with
-//! their whole runs and against it only with their time above the level);
-//! running jobs testify only at ages
-//! between the shortest and the longest healthy run seen (outside, survival
-//! is the kernel's or the tail's assumption), or once past where a healthy
-//! run is unlikely (as having survived to there: a collapsed site's jobs
-//! would otherwise say nothing until they end, many run times later). That
-//! is twice the longest while some sampled run has not ended; once all
-//! have, the end of the spread lies past the longest of n by more than
-//! ln(100)/n of their range with chance 1%, and the healthy side may
-//! stretch it by the scale's range more (1.1–1.15× the longest on jobs of
-//! one size, so a site three times slow is seen within a run time, not
-//! two); past the longest run seen lies the mass 1/(n + 1) that the next
-//! of n + 1 draws is the longest; and a test that has weighed as many
-//! whole runs above its level as a full sample holds (`SAMPLE`, 64)
-//! without a verdict ends healthy. It then knows the level as well as the
-//! baseline knows the floor, so a slowdown it cannot prove is within the
-//! baseline's own error, and a level whose jobs run less than κ slower
-//! than the floor's delivers more than the floor does. Measured on a
-//! healthy 300-slot site with run times ±50% (40 seeds): one false alarm,
-//! where the naive test had six. With the scale's range fixed at 10%, a
-//! first baseline 10–20% short called healthy sites slowed at every level
-//! (20% of attempts failing, jobs of 30 s, waits of 600 s: held at 4–64 of
-//! 300 slots, up to 27 times slower than plain submission), or left their
-//! first probe undecided for 35 run times.
+//! **The controller.**
+//! - *Start* at `initial_window` jobs, taken as below any knee: their runs
+//!   are the baseline.
+//! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
+//!   × the floor while no ceiling is known, else to the geometric middle of
+//!   floor and ceiling (the thesis's binary search).
+//! - *Degraded at n*, with s the least slowdown the evidence proves: the
+//!   site delivered what n / s jobs at full speed would, so the window goes
+//!   there (never below the floor; to the floor where the proof rests on
+//!   jobs still running, as s is then only a bound) and the ceiling to n.
+//!   The site drains, getting nothing, while its test goes on; a larger s
+//!   proven later cuts deeper. Running jobs are removed only where that
+//!   costs less than keeping them: n / s more than κ below the window
+//!   proves the resource thrashes, and the youngest jobs past the window go
+//!   back to the pool.
+//! - *Converged* (ceiling within 1 + `precision` of the floor): the level is
+//!   held and watched for a drop, and after `reprobe_after` mean run times
+//!   the level above is tried. A search that saw no knee ends at the slots.
+//! - *A wrong start.* A first window past the knee slows the baseline too,
+//!   so nothing at that level tells floor from knee. It is checked against
+//!   the level below when a probe proves thrash, or when its baseline is
+//!   more than `SPEED_SPREAD` (2, hardware's spread) times slower than the
+//!   other sites' beyond that quantile's error. Once the pool is empty, a
+//!   first cohort that never ends moves when older than `SILENT_PAST` (4)
+//!   times the median site's longest healthy run.
 //!
-//! **The controller.** A site starts at `initial_window` jobs, taken as
-//! healthy: their runs are the distribution (no jobs are queued ahead until
-//! then: they would start whenever the queue lets them and run the site
-//! past the level its baseline is learned at). Then:
-//! - *healthy*: the floor rises to the level that ran; the window goes to
-//!   `probe_gain` × the floor (no ceiling known: an overshoot is at most that
-//!   factor past the knee) or to the geometric middle of floor and ceiling
-//!   (bisection, as the thesis's binary search);
-//! - *degraded at level n with slowdown s* (s the least slowdown the
-//!   evidence proves, the first past the threshold; the most likely one
-//!   cuts deeper and was measured worse on the family): the site delivered
-//!   what `n / s` jobs at full speed would — its knee if the resource only
-//!   shares, a lower bound if it thrashes — so the window goes there (never
-//!   below the floor) and the ceiling to n. Where the proof rests on jobs
-//!   still running past where a healthy run is unlikely, s is only a bound
-//!   from below (an earlier verdict proves less), and what n delivered is
-//!   unknown: the window goes back to the floor. The site drains by getting
-//!   nothing, and the next test starts once it has (once no whole job is
-//!   past the window). Until then the
-//!   verdict's test goes on: a verdict reached at the first moment the
-//!   evidence sufficed proves the least slowdown it could (often κ, even
-//!   where jobs run eight times slow), and once its jobs prove "at least a
-//!   larger s" against every smaller slowdown, healthy included (the
-//!   generalized likelihood ratio of the slowdowns from s up against those
-//!   below, past the same threshold), the cut follows that s, as if the
-//!   verdict had said so. Running jobs are removed
-//!   only where keeping them costs throughput: with sharing alone a site
-//!   delivers its knee whatever runs, at least the window the cut leaves, so
-//!   `n / s` κ times below that window (κ also covers the test's resolution
-//!   of s, the grid of slowdowns it weighs) means the jobs past it make the
-//!   resource deliver less than the window alone would (it thrashes, and
-//!   draining would take s run times at that low rate). Then the youngest
-//!   jobs past the window, which have done the least work, go back to the
-//!   pool.
-//!   (A first window already past the knee makes the baseline slow too; then
-//!   sharing alone can read as thrash, and the jobs removed, those past the
-//!   window, lose their work so far: at a 400-slot site of knee 8 the
-//!   makespan moved by −0.7% to +1.1% over five seeds against keeping them);
-//! - *converged* (ceiling within 1 + `precision` of the floor): the level is
-//!   held and watched by the same test against "everything runs κ slower
-//!   now" (a capacity drop cuts to the delivered level), and after
-//!   `reprobe_after` run times the level above is tried (a capacity that
-//!   dropped may have come back). Where no level was seen degraded, the
-//!   slots, not a knee, ended the search: the window stays at the slots
-//!   (the level that ran falls short of the window by the jobs between one
-//!   start and the next, and holding that level idled those slots: 283 of
-//!   300 on a healthy site).
+//! **Routing** is the [`Planner`]'s, shared with the oracle: Little's law
+//! keeps rate × wait jobs queued ahead (no more than a probe's overshoot);
+//! the pool is water-filled by expected finish time; once it is empty, idle
+//! jobs, and jobs running past a draining site's window, move where they
+//! would finish sooner by a margin.
 //!
-//! **Routing and queueing** are the [`Planner`]'s, shared with the oracle:
-//! Little's law keeps `rate × wait` jobs waiting ahead where waits are known
-//! (no more than would, each after its own exponential wait, take the site
-//! `probe_gain` times past its window within a run time, the overshoot a
-//! probe risks anyway, nor `probe_gain²` times past it if all started at
-//! once, as a negotiation cycle may start them; a cap of one window for
-//! that case alone left sites whose waits outlast their runs half used),
-//! the pool is water-filled by expected finish time so that a slow site gets
-//! no job the fast ones would finish sooner, and once the pool is empty idle
-//! jobs move to a site that would finish them sooner. So do running jobs
-//! past the window of a site draining after a degraded verdict: each is
-//! expected to need the mean run, at the most likely slowdown then (not the
-//! least, which sets the window), less its age, to end there, and a
-//! fresh start at another site with room that beats this by the margin a
-//! move of an idle job needs goes ahead (a capacity that drops near the
-//! end would otherwise make its slowed jobs the run's tail). A job past
-//! where a healthy run is unlikely, where the test stops weighing its age, is
-//! slowed by an unknown factor: knowing only that its total time exceeds
-//! its age, a scale-free prior puts the median of what is left at that age
-//! (a site that collapsed past a low knee held such jobs for 2-5× the
-//! oracle's makespan; moving them took it to 1.3-1.8×). For these tail
-//! rules every test goes on once every job has been sent (the tail: what
-//! starts from then on is only jobs that came back, failed or moved): a
-//! last probe past a steep knee is otherwise never judged, and a capacity
-//! that drops near the end never seen, and their jobs never moved. And a
-//! degraded verdict's test goes on while any job runs past the floor, not
-//! only past the window: no job starts to feed a later test, and what ran
-//! through the overload is no evidence for one, so a verdict of the least
-//! slowdown left its jobs under a window still far past the knee, unjudged
-//! to the end (a knee of 27 that thrashes, judged "1.25× slower" at 54:
-//! 43 jobs ran on 3.5 times slow). What a verdict on the
-//! floor says then is not remembered for the next run, though: it is the
-//! run's last few jobs that judge it. While a site drains past its window,
-//! nothing is sent there, not even to wait ahead: it would start into the
-//! overload, and in the tail be moved on, come back and be moved again.
-//! Jobs already waiting there stay (withdrawn, they would lose their place
-//! in the queue). Sites without their own run times yet are planned with
-//! the other sites' median.
-//!
-//! **The first window, checked.** The baseline is learned at the first
-//! window, healthy by assumption. Past a knee under it every baseline run
-//! is slowed alike, so nothing tells the floor from the knee and the site is
-//! held there (a knee of 9 under 16 that thrashes: every job four times
-//! slow). Only a level below can tell, and two things say when to look.
-//! A probe above that proves the site delivered less than the floor would
-//! at full speed (`n / s` under the floor) proves the resource thrashes, so
-//! a floor past the knee costs throughput, not just latency (with sharing
-//! alone a level past the knee delivers the knee, and no check is needed).
-//! And the other sites: hardware makes a site at most `SPEED_SPREAD` (2)
-//! times slower than the median one, so a baseline slower than that was
-//! slowed by what ran beside it. Sites are compared at the run a quarter of
-//! runs end by (a first verdict comes with up to half the cohort unseen:
-//! the median is at the edge of the data, the mean the tail's assumption),
-//! beyond `z` standard errors of that quantile (√(p(1 − p)/n) over the
-//! density there), plus the minute HTCondor-G may take to hear of an end
-//! (a remote site's short runs read long by that much beside a local
-//! pool's): with runs ±50% and eight ended the error is about 60%, so
-//! only baselines three times slower or more are checked this way, and a
-//! site of half the median speed is not (0 of 40 seeds; 5 with the
-//! spread of the runs seen for the error). Then,
-//! where the floor is still the baseline's own level, the window goes to
-//! the level below (the floor over `probe_gain`). Running jobs are shed and
-//! moved by the floor, as without the check: those between the two levels
-//! cost throughput only if the floor was slowed, which is not known yet, so
-//! they drain. Once the site has drained, the baseline is set aside and the
-//! runs below are learned afresh, with no test meanwhile. If the floor's
-//! runs were κ times longer than these and more, by more than `z` standard
-//! errors of the two means, the floor was slowed: the level below becomes
-//! the floor (its runs the baseline, unchecked in turn), the old floor the
-//! ceiling, and the search bisects between them. Else the old floor and its
-//! baseline come back, the new runs added to its sample. A run that ends
-//! with the check under way remembers the old floor and baseline. Where the
-//! floor was healthy under a knee that thrashes (24 under a probe of 32),
-//! the check costs a run time at half the floor; knees of 5 and 9 under 16
-//! went from 5.9 and 2.7 times the oracle's makespan to 2.1 and 1.4. The
-//! other sites speak once the first verdict comes, a probe's only once it
-//! ends: a knee of 8 under 16 beside two healthy sites went from 1.4–1.9
-//! times the oracle's makespan to 1.2–1.4.
-//!
-//! **A first window past a steep knee** runs the whole first cohort slowed,
-//! so none of it ends and the site never learns a baseline to test by.
-//! Only other sites can speak for it: hardware differs between sites, up to
-//! `SPEED_SPREAD` (2) times slower than the median one, so once the pool
-//! is empty, first-cohort jobs older than `FAR_PAST` times the longest
-//! healthy run such a site would take (4× the median site's longest, plus
-//! the minute HTCondor-G may take to hear of an end) move by the straggler
-//! rule, their age taken as what they still need; and the site starts
-//! again at the level the first cohort delivered, the same `n / s` with s
-//! the least slowdown their age proves. Kept, they were the run's tail (a
-//! knee of 9 under a drop to a quarter: 3.7× the oracle's makespan, 2.5×
-//! with the rule).
-//!
-//! **Unresponsive sites.** HTCondor's own "grid resource down" (026) closes a
-//! site at once (its idle jobs are withdrawn, running ones stay) until 027
-//! says it is back. A site that starts nothing within `idle_timeout` is given
-//! up for twice that, then tried with one job. Before that its queue wait
-//! (the waiting so far over one start, less the minute HTCondor-G may take
-//! to hear of a remote start) is looked at each time it doubles,
-//! so the planner sends it nothing more and the tail moves its idle jobs
-//! to sites that start them.
+//! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
+//! site until "up" (027). A site that starts nothing within `idle_timeout`
+//! is given up for twice that, then tried with one job.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
-//! run-time quantiles with the shortest and longest run seen, and mean wait;
-//! a warm run starts there and tests from its first job. A site that
-//! started nothing starts with one job's wait of `idle_timeout` in vain,
-//! the least it was last time.
+//! run-time quantiles and mean wait; a warm run starts there and tests from
+//! its first job.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
-//! running jobs of the site concerned (and, while its first window is
-//! unchecked, a median over the sites); sites that did not change are not
+//! running jobs of the site concerned; sites that did not change are not
 //! visited.
 
 mod runtime;

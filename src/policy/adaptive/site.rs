@@ -1,5 +1,5 @@
 //! One site's estimator and controller: the bookkeeping behind the rules of
-//! the parent module's docs.
+//! the parent module's docs (their reasoning: `docs/adaptive.md`).
 
 use super::runtime::{Distribution, Exposure, Observation, SAMPLE};
 use crate::policy::book::TimeKey;
@@ -905,7 +905,8 @@ impl Site {
         }
         // Undecided after weighing as many whole runs above the level as a
         // full sample holds: what the test cannot prove is within the
-        // baseline's own error (module docs), so the level is healthy.
+        // baseline's own error (docs/adaptive.md, "Degraded or not"), so the
+        // level is healthy.
         if llr > self.rules.lower && self.test.weighed < SAMPLE as f64 {
             return None;
         }
