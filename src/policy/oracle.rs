@@ -48,7 +48,7 @@
 //! - **Tail.** Once the pool is empty the planner's moves run every
 //!   `TAIL_TICK` of the shortest run time.
 
-use super::plan::{Planner, SiteModel};
+use super::plan::{Planner, SiteModel, EVERY_JOB_WAITS};
 use super::{Action, Input, JobBook, JobId, Policy, RunSpec, SiteId, SiteTruth, SiteView, Time, Truth};
 
 pub struct Oracle {
@@ -68,11 +68,6 @@ pub struct Oracle {
 /// How often the oracle looks at idle jobs in the tail, as a fraction of the
 /// shortest run time.
 const TAIL_TICK: f64 = 0.05;
-
-/// The wait Little's law is given where every job left may wait ahead: a
-/// queue `rate × this` long holds any run's jobs (finite, so that rooms
-/// stay counts).
-const EVERY_JOB_WAITS: f64 = 1e9;
 
 /// How many waves at the knee a site's last jobs are planned as a whole in.
 const LAST_WAVES: u64 = 4;

@@ -66,6 +66,11 @@ use super::book::{SiteCounts, TimeKey};
 use super::{Action, JobBook, JobId, SiteId, Time};
 use std::collections::BTreeSet;
 
+/// The wait Little's law is given where every job left may wait ahead: a
+/// queue `rate × this` long holds any run's jobs (finite, so that rooms
+/// stay counts).
+pub const EVERY_JOB_WAITS: f64 = 1e9;
+
 /// What the planner knows of one site.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SiteModel {
@@ -284,12 +289,16 @@ impl Planner {
     /// by half), and a withdrawal is a `condor_rm` that the next estimate
     /// may undo with a `condor_submit`: only an excess of more than half
     /// the queue kept ahead, or than the target's own fluctuation (√target),
-    /// is withdrawn.
+    /// is withdrawn. Jobs already on their way out (being withdrawn or
+    /// removed) are not counted: a `condor_rm` takes a while, and every
+    /// event meanwhile would withdraw the same excess again, the run's
+    /// whole queue in a few events, to be sent back once they are out.
     pub fn surplus(&self, site: SiteId, book: &JobBook) -> u64 {
         let c = book.counts(site);
         let model = &self.models[site.index()];
         let target = model.out_target(c.running);
-        let excess = f64::from(c.out()) - target;
+        let staying = c.out() - c.withdrawing - c.removing;
+        let excess = f64::from(staying) - target;
         let slack = if model.open {
             target.sqrt().max(0.5 * model.attempt_rate() * model.ahead).max(1.0)
         } else {
@@ -707,6 +716,24 @@ mod tests {
         planner.set_model(SiteId(0), draining, &book);
         assert_eq!(planner.room(SiteId(0), &book), 0, "nothing more while it drains");
         assert_eq!(planner.surplus(SiteId(0), &book), 0, "the jobs waiting keep their place");
+    }
+
+    #[test]
+    fn a_surplus_being_withdrawn_is_not_withdrawn_again() {
+        // Window 10 of 100 s runs with waits of 300 s: 40 out is the target.
+        // 80 wait: 40 too many, past the slack of half the queue kept ahead.
+        let mut book = JobBook::new(80, 1, 3);
+        let jobs = book.take(SiteId(0), 80);
+        book.apply(SiteId(0), &SiteEvent::Submitted { jobs, at: 0.0 });
+        let mut planner = Planner::new(1);
+        planner.set_model(SiteId(0), model(10.0, 100.0, 300.0), &book);
+        let surplus = planner.surplus(SiteId(0), &book);
+        assert_eq!(surplus, 40);
+        let idle: Vec<JobId> = book.idle_at(SiteId(0)).iter().rev().take(surplus as usize).copied().collect();
+        assert_eq!(book.mark_withdrawing(SiteId(0), &idle).len(), 40);
+        planner.refresh(SiteId(0), &book);
+        assert_eq!(planner.surplus(SiteId(0), &book), 0, "the 40 on their way out are the surplus");
+        assert_eq!(planner.room(SiteId(0), &book), 0, "nor is the site given more meanwhile");
     }
 
     #[test]

@@ -1013,3 +1013,70 @@ fn a_site_of_half_the_median_speed_is_not_taken_for_one_past_its_knee() {
         assert_eq!(window_under(&r, "slow", 16.0), None, "seed {seed}: a healthy slow site was cut under 16");
     }
 }
+
+#[test]
+fn the_one_site_searched_up_to_its_slots_gets_every_job_left_to_wait_there() {
+    // One healthy site of 400 slots, no knee, runs of 1000 s, queue waits
+    // of 1000 s, ten waves of jobs. Once the search ends at the slots, the
+    // site itself starts no more than the window however many wait: every
+    // job left goes there at once, and their waits pass while the slots
+    // are busy. Little's law alone keeps about 400 waiting, and the last
+    // of those start only W·H(400) ≈ 6.6 waits after the pool empties.
+    let scenario = one_site(
+        "healthy, waits as long as runs",
+        4000,
+        1000.0,
+        0.2,
+        SiteParams { wait_mean: 1000.0, ..SiteParams::healthy("s", 400) },
+    );
+    for seed in 1..=5 {
+        let r = run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
+        let at_slots = r
+            .decisions
+            .iter()
+            .find_map(|d| match d.kind {
+                DecisionKind::Window { window, .. } if window >= 400.0 => Some(d.at),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("seed {seed}: the window never reached the slots"));
+        let sent = every_job_sent(&r);
+        assert!(
+            sent <= at_slots + 1000.0,
+            "seed {seed}: the last job was sent at {sent:.0} s, the window reached the slots at {at_slots:.0} s"
+        );
+    }
+}
+
+#[test]
+fn waits_as_long_as_runs_delay_the_climb_to_the_slots_by_less_than_two_waits() {
+    // One healthy site of 1,000 slots, runs of 1,000 s. With waits of 10 s
+    // and of 1,000 s, when is 90% of the slots first judged healthy? The
+    // first cohort starts one wait later; the climb after it must not lose
+    // another wait: a probe is judged at the level that ran, so its jobs
+    // are queued to start by the verdict, not only by Little's law (which
+    // judged probes at 0.6–0.75 of their windows: 1,943–2,364 s later).
+    let reached = |wait: f64, seed: u64| {
+        let scenario = one_site(
+            "healthy, 1,000 slots",
+            8000,
+            1000.0,
+            0.2,
+            SiteParams { wait_mean: wait, ..SiteParams::healthy("s", 1000) },
+        );
+        let r = run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
+        r.decisions
+            .iter()
+            .find_map(|d| match d.kind {
+                DecisionKind::Verdict { healthy: true, level, .. } if level >= 900.0 => Some(d.at),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("seed {seed}, waits {wait} s: 900 running never judged healthy"))
+    };
+    for seed in 1..=5 {
+        let (short, long) = (reached(10.0, seed), reached(1000.0, seed));
+        assert!(
+            long - short < 2000.0,
+            "seed {seed}: 90% of the slots judged healthy at {long:.0} s with waits of 1,000 s, at {short:.0} s with waits of 10 s"
+        );
+    }
+}

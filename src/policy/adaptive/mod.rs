@@ -60,9 +60,12 @@
 //!
 //! **Routing** is the [`Planner`]'s, shared with the oracle: Little's law
 //! keeps rate × wait jobs queued ahead (no more than a probe's overshoot);
-//! the pool is water-filled by expected finish time; once it is empty, idle
-//! jobs, and jobs running past a draining site's window, move where they
-//! would finish sooner by a margin.
+//! while probes climb, the jobs a window lacks are queued as many times
+//! over as it takes for them to start by the next verdict; and where one
+//! site is left open and its search ended at its slots, every job left
+//! waits there. The pool is water-filled by expected finish time; once it
+//! is empty, idle jobs, and jobs running past a draining site's window,
+//! move where they would finish sooner by a margin.
 //!
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
@@ -80,7 +83,7 @@ mod runtime;
 mod site;
 
 use super::book::{Change, TimeKey};
-use super::plan::Planner;
+use super::plan::{Planner, SiteModel, EVERY_JOB_WAITS};
 use super::{
     Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, JobId, Policy, RunSpec, SiteClass,
     SiteEvent, SiteId, SiteView, Time,
@@ -176,6 +179,10 @@ pub struct Adaptive {
     /// what was told.
     decided: Vec<Decision>,
     told: Vec<Told>,
+    /// Per site, whether its slots (not a `max_jobs` of ours) bound its
+    /// window: the site itself then starts no more than that.
+    #[serde(default)]
+    slots_bind: Vec<bool>,
 }
 
 /// How many of a site's verdicts, and which (window, capacity), were told.
@@ -206,6 +213,11 @@ impl Adaptive {
             })
             .collect();
         let n = sites.len();
+        let slots_bind = spec
+            .sites
+            .iter()
+            .map(|info| info.slots.is_some_and(|s| s <= info.max_jobs.unwrap_or(u32::MAX)))
+            .collect();
         let mut policy = Adaptive {
             book: JobBook::new(spec.n_jobs, n, spec.max_attempts),
             sites,
@@ -219,6 +231,7 @@ impl Adaptive {
             now: 0.0,
             decided: Vec::new(),
             told: vec![Told::default(); n],
+            slots_bind,
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -295,12 +308,12 @@ impl Adaptive {
             if fallback != self.fallback_run {
                 self.fallback_run = fallback;
                 for j in (0..self.sites.len()).filter(|&j| j != i && !self.sites[j].ready()) {
-                    let model = self.sites[j].model(now, self.fallback_run);
+                    let model = self.model(j, now);
                     self.planner.set_model(SiteId(j as u32), model, &self.book);
                 }
             }
         }
-        let model = self.sites[i].model(now, self.fallback_run);
+        let model = self.model(i, now);
         self.planner.set_model(site, model, &self.book);
         let surplus = self.planner.surplus(site, &self.book);
         if surplus > 0 {
@@ -388,6 +401,29 @@ impl Adaptive {
             actions.push(Action::Remove { site, jobs, why });
             self.planner.refresh(site, &self.book);
         }
+    }
+
+    /// Site `i` as the planner should see it. Where it is the one site
+    /// left open and its search ended at its slots with no knee seen below,
+    /// the site itself starts no more than the window however many wait:
+    /// every job left waits there, and their waits pass while the slots are
+    /// busy rather than after (as the oracle's "queue ahead").
+    fn model(&self, i: usize, now: Time) -> SiteModel {
+        let mut model = self.sites[i].model(now, self.fallback_run);
+        let site = &self.sites[i];
+        let at_slots = self.slots_bind.get(i).copied().unwrap_or(false)
+            && site.holding_since.is_some()
+            && site.window >= site.cap
+            && site.ceiling >= site.cap;
+        // Stops at the first other site open: O(1) unless all others closed.
+        if at_slots
+            && model.open
+            && model.ahead > 0.0
+            && self.sites.iter().enumerate().all(|(j, s)| j == i || s.closed(now))
+        {
+            model.ahead = EVERY_JOB_WAITS;
+        }
+        model
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {

@@ -372,6 +372,10 @@ pub struct Site {
     /// While the floor is checked against the level below (see `recheck`).
     #[serde(default)]
     recheck: Option<Recheck>,
+    /// How long the last probe took from its start to a healthy verdict:
+    /// how soon the next one's jobs must start to be judged with it.
+    #[serde(default)]
+    probe_took: Option<f64>,
 }
 
 impl Site {
@@ -415,6 +419,7 @@ impl Site {
             },
             draining: false,
             holding_since: None,
+            probe_took: None,
             runs: BTreeMap::new(),
             by_start: BTreeSet::new(),
             running: 0,
@@ -529,6 +534,24 @@ impl Site {
             let starting_within_a_run = 1.0 - (-model.run / model.ahead).exp();
             let within_a_run = (gain - 1.0) * self.window / (rate * starting_within_a_run.max(1e-3));
             let at_once = (gain * gain - 1.0) * self.window / rate;
+            // A probe is judged at the level that ran, and Little's law
+            // fills a raised window only as its jobs' waits end: where waits
+            // are long against a test, probes were judged at about 0.7 of
+            // their windows, and each doubling raised the floor 1.4 times.
+            // While the probes climb (no ceiling known), the verdict comes
+            // about as long after a probe begins as the last one took, `T`
+            // (a run before any), and a job queued now starts by then with
+            // chance `1 − e^(−T/w)`: the jobs the window lacks are queued
+            // that many times over, within the caps. Where waits are short
+            // against `T`, that is the jobs it lacks and no more.
+            let climbing =
+                self.probing() && self.ceiling >= self.cap && !self.draining && self.recheck.is_none();
+            if climbing {
+                let took = self.probe_took.unwrap_or(model.run);
+                let starting_by_verdict = 1.0 - (-took / model.ahead).exp();
+                let lacking = (self.window - f64::from(self.running)).max(0.0);
+                model.ahead += lacking * (1.0 / starting_by_verdict.max(1e-3) - 1.0) / rate;
+            }
             model.ahead = model.ahead.min(within_a_run).min(at_once);
         }
         model
@@ -909,6 +932,9 @@ impl Site {
         // level is healthy.
         if llr > self.rules.lower && self.test.weighed < SAMPLE as f64 {
             return None;
+        }
+        if self.probing() {
+            self.probe_took = Some(now - self.test.started);
         }
         self.healthy(now, level);
         let verdict = Verdict::Healthy { level };
