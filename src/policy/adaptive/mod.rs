@@ -22,7 +22,10 @@
 //! **Degraded or not.** While more than the floor run, Wald's SPRT weighs
 //! "every job runs κ (`degradation_factor`) times slower while more than
 //! the floor run" against "healthy": an ended job by the density of its
-//! run, a running job by the chance of surviving to its age. The thresholds
+//! run, a running job by the chance of surviving to its age. Processor
+//! sharing slows every running job at once, so old jobs testify as soon as
+//! the level rises; no single job decides, every likelihood being floored
+//! by a 1% share of outliers. The thresholds
 //! ln((1 − β)/α) and ln(β/(1 − α)) bound false and missed alarms by
 //! `false_alarm` (α) and `missed_alarm` (β) whatever the spread of healthy
 //! runs, since the spread is in the likelihoods. The baseline is learned
@@ -76,7 +79,8 @@
 //! its first job.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
-//! running jobs of the site concerned; sites that did not change are not
+//! running jobs of the site concerned (and, while its first window is
+//! unchecked, a median over the sites); sites that did not change are not
 //! visited.
 
 mod runtime;
