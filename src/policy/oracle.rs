@@ -113,6 +113,9 @@ impl Oracle {
             success: 1.0 - p.p_fail,
             draining: false,
             queue_gain: 1.0 + p.beta * p.wait_mean * p.speed / self.base_runtime,
+            // The simulated grid's sites set no limits of a user's.
+            max_out: None,
+            max_idle: None,
         }
     }
 

@@ -97,6 +97,14 @@ pub struct SiteModel {
     /// past the window costs, as in Little's law).
     #[serde(default = "one")]
     pub queue_gain: f64,
+    /// The user's `max_jobs` for the site: our jobs there, idle and
+    /// running, never more, whatever the plan.
+    #[serde(default)]
+    pub max_out: Option<f64>,
+    /// The user's `max_idle` for the site: our jobs waiting there, never
+    /// more.
+    #[serde(default)]
+    pub max_idle: Option<f64>,
 }
 
 fn one() -> f64 {
@@ -114,12 +122,22 @@ impl SiteModel {
         success: 1.0,
         draining: false,
         queue_gain: 1.0,
+        max_out: None,
+        max_idle: None,
     };
 
     /// Attempts ending per second with the window full.
     pub fn attempt_rate(&self) -> f64 {
         let q = self.success.clamp(1e-3, 1.0);
         self.window.max(0.0) / (self.run.max(1e-3) * (1.0 - (1.0 - q) / 2.0))
+    }
+
+    /// How far the site is past the user's limits with `out` jobs there
+    /// (negative: how many more they allow).
+    fn past_limits(&self, c: SiteCounts, out: u32) -> f64 {
+        let by_out = self.max_out.map_or(f64::NEG_INFINITY, |m| f64::from(out) - m);
+        let by_idle = self.max_idle.map_or(f64::NEG_INFINITY, |m| f64::from(waiting(c)) - m);
+        by_out.max(by_idle)
     }
 
     /// Jobs succeeding per second with the window full.
@@ -280,7 +298,8 @@ impl Planner {
         let model = &self.models[site.index()];
         let target =
             if model.draining { f64::from(c.running).max(model.window) } else { model.out_target(c.running) };
-        (target.floor() - f64::from(c.out())).max(0.0) as u64
+        let room = (target.floor() - f64::from(c.out())).min(-model.past_limits(c, c.out()).ceil());
+        room.max(0.0) as u64
     }
 
     /// Idle jobs above the site's target by more than its uncertainty: they
@@ -293,6 +312,7 @@ impl Planner {
     /// removed) are not counted: a `condor_rm` takes a while, and every
     /// event meanwhile would withdraw the same excess again, the run's
     /// whole queue in a few events, to be sent back once they are out.
+    /// Idle jobs past the user's limits go whatever the slack.
     pub fn surplus(&self, site: SiteId, book: &JobBook) -> u64 {
         let c = book.counts(site);
         let model = &self.models[site.index()];
@@ -304,11 +324,9 @@ impl Planner {
         } else {
             0.0
         };
-        if excess > slack {
-            (excess.ceil() as u64).min(u64::from(c.idle))
-        } else {
-            0
-        }
+        let excess = if excess > slack { excess } else { 0.0 };
+        let past_limits = model.past_limits(c, staying);
+        (excess.max(past_limits).max(0.0).ceil() as u64).min(u64::from(c.idle))
     }
 
     /// Re-files `site` after its counts changed.
@@ -574,6 +592,8 @@ mod tests {
             success: 1.0,
             draining: false,
             queue_gain: 1.0,
+            max_out: None,
+            max_idle: None,
         }
     }
 
@@ -716,6 +736,26 @@ mod tests {
         planner.set_model(SiteId(0), draining, &book);
         assert_eq!(planner.room(SiteId(0), &book), 0, "nothing more while it drains");
         assert_eq!(planner.surplus(SiteId(0), &book), 0, "the jobs waiting keep their place");
+    }
+
+    #[test]
+    fn the_users_max_jobs_and_max_idle_bound_the_plan() {
+        // Little's law would keep 40 out at a window of 10 (30 waiting).
+        let mut book = JobBook::new(100, 1, 3);
+        let mut planner = Planner::new(1);
+        let idle_capped = SiteModel { max_idle: Some(15.0), ..model(10.0, 100.0, 300.0) };
+        planner.set_model(SiteId(0), idle_capped, &book);
+        assert_eq!(planner.room(SiteId(0), &book), 15, "max_idle 15: no more waiting");
+        let both = SiteModel { max_out: Some(12.0), ..idle_capped };
+        planner.set_model(SiteId(0), both, &book);
+        assert_eq!(planner.room(SiteId(0), &book), 12, "max_jobs 12: no more in all");
+        // 20 already waiting (the limit was lowered since): the 5 past it
+        // go, though the plan's own target of 40 would keep them.
+        let jobs = book.take(SiteId(0), 20);
+        book.apply(SiteId(0), &SiteEvent::Submitted { jobs, at: 0.0 });
+        planner.set_model(SiteId(0), idle_capped, &book);
+        assert_eq!(planner.room(SiteId(0), &book), 0);
+        assert_eq!(planner.surplus(SiteId(0), &book), 5);
     }
 
     #[test]

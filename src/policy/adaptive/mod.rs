@@ -68,7 +68,8 @@
 //! site is left open and its search ended at its slots, every job left
 //! waits there. The pool is water-filled by expected finish time; once it
 //! is empty, idle jobs, and jobs running past a draining site's window,
-//! move where they would finish sooner by a margin.
+//! move where they would finish sooner by a margin. A site's `max_jobs`
+//! and `max_idle` (sites.toml) bound all of it.
 //!
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
@@ -187,6 +188,9 @@ pub struct Adaptive {
     /// window: the site itself then starts no more than that.
     #[serde(default)]
     slots_bind: Vec<bool>,
+    /// Per site, the user's `max_jobs` and `max_idle`.
+    #[serde(default)]
+    limits: Vec<(Option<u32>, Option<u32>)>,
 }
 
 /// How many of a site's verdicts, and which (window, capacity), were told.
@@ -222,6 +226,7 @@ impl Adaptive {
             .iter()
             .map(|info| info.slots.is_some_and(|s| s <= info.max_jobs.unwrap_or(u32::MAX)))
             .collect();
+        let limits = spec.sites.iter().map(|info| (info.max_jobs, info.max_idle)).collect();
         let mut policy = Adaptive {
             book: JobBook::new(spec.n_jobs, n, spec.max_attempts),
             sites,
@@ -236,6 +241,7 @@ impl Adaptive {
             decided: Vec::new(),
             told: vec![Told::default(); n],
             slots_bind,
+            limits,
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -411,9 +417,14 @@ impl Adaptive {
     /// left open and its search ended at its slots with no knee seen below,
     /// the site itself starts no more than the window however many wait:
     /// every job left waits there, and their waits pass while the slots are
-    /// busy rather than after (as the oracle's "queue ahead").
+    /// busy rather than after (as the oracle's "queue ahead"). The user's
+    /// `max_jobs` and `max_idle` bound whatever the plan.
     fn model(&self, i: usize, now: Time) -> SiteModel {
         let mut model = self.sites[i].model(now, self.fallback_run);
+        if let Some(&(max_jobs, max_idle)) = self.limits.get(i) {
+            model.max_out = max_jobs.map(f64::from);
+            model.max_idle = max_idle.map(f64::from);
+        }
         let site = &self.sites[i];
         let at_slots = self.slots_bind.get(i).copied().unwrap_or(false)
             && site.holding_since.is_some()

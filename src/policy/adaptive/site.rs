@@ -515,6 +515,9 @@ impl Site {
             // How fast throughput falls past the window is not known here;
             // the caps below bound the queue instead.
             queue_gain: 1.0,
+            // The user's limits are the policy's to add (`Adaptive::model`).
+            max_out: None,
+            max_idle: None,
         };
         // Queued jobs start whenever the queue lets them, so more than the
         // window would run. Each starts after its own exponential wait `w`,

@@ -37,3 +37,13 @@ fn a_start_sends_the_initial_window_to_every_site() {
     assert_eq!(sent(1), 5, "capped by the slots");
     let _ = Outcome::Success;
 }
+
+#[test]
+fn the_users_limits_reach_the_planner() {
+    let mut s = spec(1000, &[400, 400]);
+    s.sites[0].max_idle = Some(3);
+    s.sites[1].max_jobs = Some(50);
+    let p = Adaptive::new(&s, &Params::default());
+    assert_eq!((p.model(0, 0.0).max_out, p.model(0, 0.0).max_idle), (None, Some(3.0)));
+    assert_eq!((p.model(1, 0.0).max_out, p.model(1, 0.0).max_idle), (Some(50.0), None));
+}
