@@ -468,6 +468,59 @@ mod e2e {
         assert_eq!(json["summary"]["counts"]["succeeded"], n, "{}", json["summary"]["counts"]);
     }
 
+    /// The most jobs at once waiting at, and out at, the good site, from
+    /// a run of `n` jobs with `limits` added to its table in sites.toml.
+    fn most_at_the_good_site(limits: &str, n: u64) -> (i32, i32) {
+        // Its queue waits as long as its runs: Little's law alone would
+        // keep about a window's worth of jobs waiting there.
+        let s = Setup::new(|config| config.sites[0].params.wait_mean = 60.0);
+        let good = "name = \"good\"\ngrid_resource = \"condor good.example good.example:9619\"\nslots = 8\n";
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        assert!(sites.contains(good), "the setup's good site: {sites}");
+        std::fs::write(s.path("sites.toml"), sites.replace(good, &format!("{good}{limits}"))).unwrap();
+        let out = s.submit(n, &[]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        s.assert_each_job_ran_once(n, limits);
+        // Per attempt there, from the run's own report: waiting from
+        // submission to start, out from submission to end.
+        let stderr = text(&out.stderr);
+        let html = stderr.lines().find_map(|l| l.strip_prefix("cosched: report: ")).expect("report path");
+        let csv = std::fs::read_to_string(Path::new(html.trim()).with_file_name("jobs.csv")).unwrap();
+        let (mut waiting, mut out_there) = (Vec::new(), Vec::new());
+        for line in csv.lines().skip(1).filter(|l| l.contains("good.example")) {
+            // From the end: `detail` before them may hold commas.
+            let f: Vec<&str> = line.rsplit(',').collect();
+            let at = |i: usize| f[i].parse::<f64>().ok();
+            let (submitted, started, ended) = (at(5).expect("submitted_s"), at(4), at(3));
+            waiting.push((submitted, 1));
+            waiting.push((started.or(ended).unwrap_or(f64::INFINITY), -1));
+            out_there.push((submitted, 1));
+            out_there.push((ended.unwrap_or(f64::INFINITY), -1));
+        }
+        assert!(!waiting.is_empty(), "the good site ran jobs: {csv}");
+        // Logs have whole seconds: at a tie, count the leaving first.
+        let most = |mut events: Vec<(f64, i32)>| {
+            events.sort_by(|a, b| a.0.total_cmp(&b.0).then(a.1.cmp(&b.1)));
+            events
+                .iter()
+                .scan(0, |n, e| {
+                    *n += e.1;
+                    Some(*n)
+                })
+                .max()
+                .unwrap_or(0)
+        };
+        (most(waiting), most(out_there))
+    }
+
+    #[test]
+    fn a_sites_max_idle_and_max_jobs_are_never_exceeded() {
+        let (waiting, _) = most_at_the_good_site("max_idle = 2\n", 40);
+        assert!(waiting <= 2, "{waiting} waiting at the good site, max_idle = 2");
+        let (_, out) = most_at_the_good_site("max_jobs = 7\n", 40);
+        assert!(out <= 7, "{out} out at the good site, max_jobs = 7");
+    }
+
     #[test]
     fn submissions_that_wait_for_a_slow_condor_submit_share_one_and_every_job_runs_once() {
         // condor_submit takes half a real second and jobs about a sixth
