@@ -182,6 +182,7 @@ pub struct Adaptive {
     now: Time,
     /// For [`Policy::take_decisions`]: what is not taken yet, and per site
     /// what was told.
+    #[serde(with = "decisions_as_json")]
     decided: Vec<Decision>,
     told: Vec<Told>,
     /// Per site, whether its slots (not a `max_jobs` of ours) bound its
@@ -191,6 +192,25 @@ pub struct Adaptive {
     /// Per site, the user's `max_jobs` and `max_idle`.
     #[serde(default)]
     limits: Vec<(Option<u32>, Option<u32>)>,
+}
+
+/// Decisions not yet taken, in a checkpoint: `DecisionKind` is an internally
+/// tagged enum (its JSON form), which postcard cannot read back, so a
+/// checkpoint written with any decision untaken was unreadable and the
+/// resume replayed every log instead. They go as one JSON string.
+mod decisions_as_json {
+    use super::Decision;
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(decided: &[Decision], serializer: S) -> Result<S::Ok, S::Error> {
+        let text = serde_json::to_string(decided).map_err(serde::ser::Error::custom)?;
+        serializer.serialize_str(&text)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<Decision>, D::Error> {
+        let text = String::deserialize(deserializer)?;
+        serde_json::from_str(&text).map_err(serde::de::Error::custom)
+    }
 }
 
 /// How many of a site's verdicts, and which (window, capacity), were told.
@@ -582,7 +602,11 @@ impl Policy for Adaptive {
                 names(&saved)
             ));
         }
+        // The user's limits are this run's sites.toml, not the saved one's:
+        // a limit lowered for the resumed run holds from its start.
+        let (limits, slots_bind) = (std::mem::take(&mut self.limits), std::mem::take(&mut self.slots_bind));
         *self = saved;
+        (self.limits, self.slots_bind) = (limits, slots_bind);
         Ok(())
     }
 }

@@ -47,3 +47,29 @@ fn the_users_limits_reach_the_planner() {
     assert_eq!((p.model(0, 0.0).max_out, p.model(0, 0.0).max_idle), (None, Some(3.0)));
     assert_eq!((p.model(1, 0.0).max_out, p.model(1, 0.0).max_idle), (Some(50.0), None));
 }
+
+#[test]
+fn a_restored_run_takes_the_limits_of_the_sites_file_it_resumes_with() {
+    let mut before = spec(1000, &[400, 400]);
+    before.sites[0].max_idle = Some(30);
+    let mut p = Adaptive::new(&before, &Params::default());
+    p.handle(0.0, &Input::Start);
+    let saved = p.checkpoint().expect("adaptive checkpoints");
+    let mut after = spec(1000, &[400, 400]);
+    after.sites[0].max_idle = Some(3);
+    let mut resumed = Adaptive::new(&after, &Params::default());
+    resumed.restore(&saved).expect("the same run restores");
+    assert_eq!(resumed.model(0, 0.0).max_idle, Some(3.0));
+}
+
+#[test]
+fn a_checkpoint_with_decisions_not_yet_taken_restores() {
+    let s = spec(1000, &[400, 400]);
+    let mut p = Adaptive::new(&s, &Params::default());
+    p.handle(0.0, &Input::Start);
+    assert!(!p.decided.is_empty(), "the start decides each site's first window");
+    let saved = p.checkpoint().expect("adaptive checkpoints");
+    let mut resumed = Adaptive::new(&s, &Params::default());
+    resumed.restore(&saved).expect("the same run restores");
+    assert_eq!(resumed.take_decisions(), p.take_decisions());
+}
