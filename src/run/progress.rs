@@ -137,8 +137,9 @@ pub struct Summary {
     pub makespan: Option<f64>,
     /// Attempts beyond each job's first.
     pub retries: u64,
-    /// The retries by what ended the attempt before (a run resumed from a
-    /// checkpoint of an older cosched counts only those since).
+    /// The retries by what ended the attempt before. (A checkpoint written
+    /// by an older cosched does not restore, postcard being positional: the
+    /// run resumes by replaying its logs, which counts them all.)
     pub retry_causes: RetryCauses,
     /// Executions that had started and were removed before they ended (by
     /// cosched or anyone), over all sites; on a healthy site, zero.
