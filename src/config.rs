@@ -431,6 +431,19 @@ pub fn load(path: &Path) -> Result<SitesFile, ConfigError> {
     load_with_warnings(path).map(|(file, _)| file)
 }
 
+/// The warning for a site limit the policy will not honour.
+pub fn ignored_limit(
+    path: &Path,
+    location: Option<(usize, usize)>,
+    site: &str,
+    policy: &str,
+    key: &str,
+    why: &str,
+) -> Problem {
+    Problem::warning(path, location, format!("site `{site}`: policy `{policy}` does not honour {key}: {why}"))
+        .with_hint("use policy `adaptive` (the default) or `jobrouter` where the site's limits must hold")
+}
+
 /// Reads and checks a sites file, returning it with any warnings.
 pub fn load_with_warnings(path: &Path) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
     let text = match std::fs::read(path) {
@@ -492,7 +505,8 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 let mut p = Problem::error(path, span.and_then(at), message);
                 p.hint = hint;
                 problems.push(p);
-                PolicyConfig::Bulk
+                // A stand-in; it is never used, as the file has an error.
+                PolicyConfig::Adaptive(Default::default())
             }
         },
     };
@@ -604,6 +618,12 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 if *v.get_ref() == 0 {
                     problems.push(Problem::error(path, at(v.span()), format!("{key} must be at least 1")));
                 }
+            }
+        }
+        for (limit, key) in [(&site.max_jobs, "max_jobs"), (&site.max_idle, "max_idle")] {
+            if let Some(why) = limit.as_ref().and_then(|_| policy.ignores(key)) {
+                let at = limit.as_ref().and_then(|v| at(v.span()));
+                problems.push(ignored_limit(path, at, site.name.get_ref(), policy.name(), key, why));
             }
         }
         positive(&mut problems, &site.idle_timeout, "idle_timeout");

@@ -340,6 +340,22 @@ impl PolicyConfig {
         })
     }
 
+    /// Why this policy does not honour the site limit `key` of sites.toml
+    /// (`max_jobs` or `max_idle`), if it does not: `bulk` stands for plain
+    /// `condor_submit`, every job at once, and `thesis` submits each batch
+    /// whole (`max_jobs` caps its size).
+    pub fn ignores(&self, key: &str) -> Option<&'static str> {
+        match (self, key) {
+            (PolicyConfig::Bulk, "max_jobs" | "max_idle") => {
+                Some("bulk submits every job at once, as plain condor_submit does")
+            }
+            (PolicyConfig::Thesis(_), "max_idle") => {
+                Some("thesis submits each batch whole (max_jobs caps its size)")
+            }
+            _ => None,
+        }
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             PolicyConfig::Bulk => "bulk",

@@ -102,6 +102,24 @@ mod check {
     }
 
     #[test]
+    fn a_limit_the_policy_does_not_honour_is_a_warning_at_its_line() {
+        let sites = "[policy]\nname = \"thesis\"\n\n[[site]]\nname = \"ce1\"\n\
+                     grid_resource = \"condor ce1.example.org ce1.example.org:9619\"\nmax_jobs = 40\nmax_idle = 5\n";
+        let out = check(sites, GOOD_JOB, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "a warning, not an error: {err}");
+        assert!(
+            err.contains("sites.toml:8:12: warning") && err.contains("does not honour max_idle"),
+            "{err}"
+        );
+        assert!(!err.contains("does not honour max_jobs"), "thesis caps its batches at max_jobs: {err}");
+        for policy in ["adaptive", "jobrouter"] {
+            let out = check(&sites.replace("thesis", policy), GOOD_JOB, &[]);
+            assert!(!stderr(&out).contains("warning"), "{policy} honours both: {}", stderr(&out));
+        }
+    }
+
+    #[test]
     fn toml_syntax_error() {
         assert_bad(
             &check("[[site]]\nname = \"a\"\ngrid_resource = condor\n", GOOD_JOB, &[]),
@@ -631,6 +649,21 @@ mod e2e {
         assert!(html.contains(r#"<figure id="running">"#), "the usual report: {html}");
         assert!(!html.contains(r#"class="decisions""#) && !html.contains(r#"id="decisions""#), "{html}");
         assert!(json["summary"].get("decisions").is_none(), "{}", json["summary"]);
+    }
+
+    #[test]
+    fn a_policy_chosen_on_the_command_line_warns_of_the_limits_it_does_not_honour() {
+        let s = Setup::new(|_| {});
+        // Bulk has no timeout: the dead site goes, or the run never ends.
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        let (live, _dead) = sites.split_once("[[site]]\nname = \"dead\"").expect("the setup's dead site");
+        std::fs::write(s.path("sites.toml"), live.replace("slots = 16\n", "slots = 16\nmax_idle = 3\n"))
+            .unwrap();
+        let out = s.submit(4, &["--policy", "bulk"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
+        assert!(err.contains("site `slow`: policy `bulk` does not honour max_idle"), "{err}");
+        s.assert_each_job_ran_once(4, "bulk");
     }
 
     #[test]
