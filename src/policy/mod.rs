@@ -113,6 +113,11 @@ pub struct SiteMemory {
     pub ceiling: Option<f64>,
     /// Mean queue wait seen there, seconds.
     pub mean_wait: Option<f64>,
+    /// Attempts there that succeeded and that failed, scaled down to a test
+    /// sample's worth so that a site whose failures changed shows it within
+    /// a sample (a warm start's failure rate begins here).
+    #[serde(default)]
+    pub attempts: Option<(u64, u64)>,
     /// Whether the site started nothing at all last time.
     pub unresponsive: bool,
 }

@@ -1080,3 +1080,52 @@ fn waits_as_long_as_runs_delay_the_climb_to_the_slots_by_less_than_two_waits() {
         );
     }
 }
+
+#[test]
+fn a_warm_start_splits_a_single_wave_by_the_failure_rates_remembered() {
+    // Two sites alike but for failures: 30% of the attempts at one of them
+    // fail. The cold run learns it; the next run's single wave (one site's
+    // slots' worth) is then split as the oracle, which knows the rates,
+    // splits it — not as between two sites alike, where a warm start began
+    // when it remembered no failures.
+    let flaky = SiteParams { p_fail: 0.3, ..site("flaky", 60) };
+    let grid = |n_jobs| Scenario {
+        desc: "two sites of 60 slots, one failing 30% of its attempts".into(),
+        n_jobs,
+        base_runtime: 300.0,
+        jitter: 0.3,
+        sites: vec![site("steady", 60), flaky.clone()],
+    };
+    let config = PolicyConfig::named("adaptive").expect("known policy");
+    for seed in 1..=5 {
+        let learned = run(&grid(600), "adaptive", seed).learned;
+        let (succeeded, failed) = learned["flaky"].attempts.expect("attempts are remembered");
+        let rate = failed as f64 / (succeeded + failed) as f64;
+        assert!(
+            succeeded + failed <= 64 && (0.15..=0.45).contains(&rate),
+            "seed {seed}: remembered {succeeded} succeeded, {failed} failed (a sample's worth, 30% failing)"
+        );
+        let warm =
+            sim::run(&grid(60), &config, seed, &SimOptions { memory: learned, ..SimOptions::default() });
+        assert!(warm.errors.is_empty() && !warm.hang, "seed {seed}: warm run: {:?}", warm.errors);
+        let at_flaky = first_sent_to(&warm, 1);
+        let oracle_at_flaky = first_sent_to(&run(&grid(60), "oracle", seed), 1);
+        assert!(
+            at_flaky.abs_diff(oracle_at_flaky) <= 6,
+            "seed {seed}: {at_flaky} of 60 jobs first sent to the site that fails 30%, by the oracle \
+             {oracle_at_flaky}"
+        );
+    }
+}
+
+/// How many of the run's jobs were first sent to `site`.
+fn first_sent_to(r: &SimResult, site: u32) -> usize {
+    let mut first = std::collections::BTreeMap::new();
+    for a in &r.attempts {
+        let at = first.entry(a.job).or_insert((a.submitted, a.site));
+        if a.submitted < at.0 {
+            *at = (a.submitted, a.site);
+        }
+    }
+    first.values().filter(|&&(_, s)| s == site).count()
+}

@@ -76,8 +76,9 @@
 //! is given up for twice that, then tried with one job.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
-//! run-time quantiles and mean wait; a warm run starts there and tests from
-//! its first job.
+//! run-time quantiles, mean wait and attempts' outcomes (scaled to a test's
+//! sample, so that this run's outweigh them within one); a warm run starts
+//! there and tests from its first job.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is

@@ -476,6 +476,9 @@ impl Site {
             // room, to be moved once its wait, counted from zero, grew).
             self.waits.closed = self.idle_timeout;
         }
+        if let Some((succeeded, failed)) = m.attempts {
+            (self.successes, self.failures) = (succeeded, failed);
+        }
         if let Some(w) = m.mean_wait {
             // As if three jobs had waited that long.
             self.waits.closed = 3.0 * w;
@@ -1371,6 +1374,22 @@ impl Site {
     }
 
     /// What the next run should start from.
+    /// The attempts' outcomes, scaled to at most a test sample (`SAMPLE`)
+    /// with their ratio kept: the failure rate starts where it was, and
+    /// each run's own attempts outweigh the past within a sample.
+    fn attempts_to_remember(&self) -> Option<(u64, u64)> {
+        let attempts = self.successes + self.failures;
+        let sample = SAMPLE as u64;
+        let scaled = |k: u64| {
+            if attempts > sample {
+                (k as f64 * sample as f64 / attempts as f64).round() as u64
+            } else {
+                k
+            }
+        };
+        (attempts > 0).then(|| (scaled(self.successes), scaled(self.failures)))
+    }
+
     pub fn memory(&self, now: Time) -> SiteMemory {
         // A floor whose check is still under way is remembered with its own
         // baseline, not with the few runs below it so far.
@@ -1386,6 +1405,7 @@ impl Site {
             runtime_range: baseline.map(|d| (d.shortest_seen(), d.longest_seen())),
             runtime_quantiles: baseline.map(|d| d.quantiles(16)),
             mean_wait: self.waits.mean(now),
+            attempts: self.attempts_to_remember(),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
         }
     }
