@@ -78,6 +78,10 @@
 //!   would take it out of the queue). A running job is removed only by
 //!   the policy's explicit `Action::Remove`, each with its reason; a
 //!   Condor-C job whose remote copy finished is never removed.
+//! - The time the engine hands a policy never goes back (every simulated
+//!   run reports it as an error if it does), and a policy is woken by
+//!   events and by deadlines that stand for something due, never polled
+//!   (`SimResult::wakeups`; the model tests bound it per site event).
 //! - Simulated runs are deterministic by seed (BTreeMaps, `biased` selects).
 //! - A checkpoint is a shortcut, never the record: the state database and the
 //!   user logs stay the truth, a policy restored from its checkpoint decides

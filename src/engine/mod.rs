@@ -335,6 +335,12 @@ where
     dispatch(policy, now, Input::Start, observer);
     observer.checkpoint(now, policy, &cursors);
 
+    // The latest time the policy was handed. A deadline's wake hands it the
+    // deadline, which the clock may read a hair later than it does (see
+    // below); events after it are handed no earlier time, or a site that
+    // reopens at a deadline would be open on the tick and closed again on
+    // the next event at the same instant, over and over.
+    let mut latest = now;
     let ending = loop {
         if policy.book().settled() {
             break Ending::Settled;
@@ -351,7 +357,8 @@ where
             got = event_rx.recv() => Wake::Events(got),
             _ = tokio::time::sleep_until(clock.instant_at(deadline)) => Wake::Deadline,
         };
-        let now = clock.now();
+        let now = clock.now().max(latest);
+        latest = now;
         match wake {
             Wake::Shutdown => break Ending::Interrupted,
             Wake::Events(None) => {
@@ -374,6 +381,7 @@ where
                 // reads a hair less (nanosecond rounding in `instant_at`); a
                 // policy ticked "before" its deadline would ask again forever.
                 let now = now.max(deadline);
+                latest = now;
                 if now >= options.horizon && policy.next_deadline().is_none_or(|d| d >= options.horizon) {
                     break Ending::Hang;
                 }

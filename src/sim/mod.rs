@@ -69,6 +69,9 @@ pub struct SimResult {
     pub errors: Vec<String>,
     /// Site events simulated (submissions, starts, ends, removals).
     pub events: u64,
+    /// Times the policy was handed an input (events and its own deadlines):
+    /// a policy that polls shows here.
+    pub wakeups: u64,
 }
 
 /// What a policy may know of a scenario's sites: names and slot counts.
@@ -152,9 +155,11 @@ pub async fn run_policy(
         last_now: f64::NEG_INFINITY,
         same_instant: 0,
         tripped: false,
+        wakeups: 0,
+        went_back: None,
     };
     let report = engine::run(policy.as_mut(), backends, clock, engine_opts, &mut watchdog, stop).await;
-    let livelock = watchdog.tripped;
+    let (livelock, wakeups, went_back) = (watchdog.tripped, watchdog.wakeups, watchdog.went_back);
     let hang = report.ending != Ending::Settled;
 
     // Reserved exactly: a million attempts grown by doubling would briefly
@@ -180,6 +185,9 @@ pub async fn run_policy(
             report.stopped_at
         ));
     }
+    if let Some((later, earlier)) = went_back {
+        errors.push(format!("the policy was handed t = {earlier} s after t = {later} s (time went back)"));
+    }
     SimResult {
         metrics,
         jobs,
@@ -190,6 +198,7 @@ pub async fn run_policy(
         hang,
         errors,
         events,
+        wakeups,
     }
 }
 
@@ -282,6 +291,10 @@ struct Watchdog<'a> {
     last_now: f64,
     same_instant: u64,
     tripped: bool,
+    wakeups: u64,
+    /// The first time the policy was handed an earlier time than before:
+    /// (the later, the earlier).
+    went_back: Option<(f64, f64)>,
 }
 
 impl Observer for Watchdog<'_> {
@@ -295,6 +308,10 @@ impl Observer for Watchdog<'_> {
         self.inner.decisions(decisions);
     }
     fn progress(&mut self, now: f64, policy: &dyn policy::Policy) {
+        self.wakeups += 1;
+        if now < self.last_now {
+            self.went_back.get_or_insert((self.last_now, now));
+        }
         if now > self.last_now {
             self.last_now = now;
             self.same_instant = 0;

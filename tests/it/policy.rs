@@ -21,6 +21,7 @@ fn run(name: &str, policy: &str, seed: u64, opts: &SimOptions) -> SimResult {
     let result = sim::run(&scenario(name), &config, seed, opts);
     assert!(result.errors.is_empty(), "{name}/{policy} seed {seed}: {:?}", result.errors);
     assert!(!result.hang, "{name}/{policy} seed {seed} hangs");
+    util::assert_woken_by_events(&result, &format!("{name}/{policy} seed {seed}"));
     result
 }
 

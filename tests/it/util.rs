@@ -83,3 +83,15 @@ pub fn write_echo_job(dir: &Path) {
     )
     .unwrap();
 }
+
+/// The policy is woken by events and by deadlines of its own that each
+/// stand for something due, not polled: the grids here wake it fewer than
+/// five times per site event.
+pub fn assert_woken_by_events(r: &cosched::sim::SimResult, case: &str) {
+    assert!(
+        r.wakeups <= 10 * r.events + 1000,
+        "{case}: the policy was woken {} times for {} site events (a deadline that keeps coming due?)",
+        r.wakeups,
+        r.events
+    );
+}

@@ -73,7 +73,8 @@
 //!
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
-//! is given up for twice that, then tried with one job.
+//! is given up for twice that, then tried with one job, given up the same
+//! way should it not start.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
 //! run-time quantiles, mean wait and attempts' outcomes (scaled to a test's

@@ -1360,10 +1360,14 @@ impl Site {
 
     /// Nothing started within the idle timeout: give the site up for twice
     /// the timeout, then try one job. Returns whether that happened now.
+    /// A try that starts nothing either is given up the same way: a site
+    /// given up before is closed no longer once its time is over (were it
+    /// still counted closed, the try would wait there for good, and the
+    /// check due at its timeout would come due again every millisecond).
     pub fn time_out(&mut self, now: Time) -> bool {
         let timed_out = !self.any_started
             && !self.idle.is_empty()
-            && self.closed_until.is_none()
+            && self.closed_until.is_none_or(|t| now >= t)
             && self.first_submit.is_some_and(|f| now >= f + self.idle_timeout);
         if timed_out {
             self.closed_until = Some(now + 2.0 * self.idle_timeout);
