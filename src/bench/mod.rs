@@ -80,6 +80,8 @@ pub struct RunLine<'a> {
     pub jobs_done: u64,
     pub hang: bool,
     pub events: u64,
+    /// Times the policy was woken (site events and its own deadlines).
+    pub wakeups: u64,
     pub sites: &'a [sim::SiteMetrics],
     pub errors: &'a [String],
 }
@@ -212,6 +214,15 @@ pub fn command(args: BenchArgs) -> CmdResult {
     if !slowest.is_empty() {
         eprintln!("slowest runs: {}", slowest.join(", "));
     }
+    // A policy is woken by events and by deadlines that stand for something
+    // due; many more wakeups than events is a deadline that keeps coming due.
+    for (t, r) in tasks.iter().zip(&results).filter(|(_, r)| r.wakeups > 10 * r.events + 1000) {
+        eprintln!(
+            "warning: {} {} seed {}: the policy was woken {} times for {} site events (a deadline that keeps \
+             coming due?)",
+            scenarios[t.scenario].0, t.policy, t.seed, r.wakeups, r.events
+        );
+    }
     if let Some(path) = &args.chart {
         let rows = chart_rows(&scenarios, &policies, &tasks, &results);
         std::fs::write(path, crate::report::bench_chart(&rows))
@@ -274,6 +285,7 @@ fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm: bool)
         jobs_done: m.jobs_done,
         hang: r.hang,
         events: r.events,
+        wakeups: r.wakeups,
         sites: &m.sites,
         errors: &r.errors,
     }

@@ -54,6 +54,9 @@ fn json_has_one_object_per_run_with_the_documented_fields() {
         ] {
             assert!(l.get(field).is_some(), "missing {field} in {l}");
         }
+        // Woken at least once per batch of events, and not polled.
+        let (wakeups, events) = (l["wakeups"].as_u64().unwrap(), l["events"].as_u64().unwrap());
+        assert!(wakeups > 0 && wakeups <= 10 * events + 1000, "{l}");
         let stuck = l["scenario"] == "stuck";
         // bulk sends half the jobs to the dead site and hangs; the oracle does not.
         assert_eq!(l["hang"], stuck && l["policy"] == "bulk", "{l}");
