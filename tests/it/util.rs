@@ -85,8 +85,9 @@ pub fn write_echo_job(dir: &Path) {
 }
 
 /// The policy is woken by events and by deadlines of its own that each
-/// stand for something due, not polled: the grids here wake it fewer than
-/// five times per site event.
+/// stand for something due, not polled: the model tests' grids wake it
+/// fewer than five times per site event, so ten leaves room and still
+/// catches a deadline that keeps coming due.
 pub fn assert_woken_by_events(r: &cosched::sim::SimResult, case: &str) {
     assert!(
         r.wakeups <= 10 * r.events + 1000,

@@ -1360,10 +1360,10 @@ impl Site {
 
     /// Nothing started within the idle timeout: give the site up for twice
     /// the timeout, then try one job. Returns whether that happened now.
-    /// A try that starts nothing either is given up the same way: a site
-    /// given up before is closed no longer once its time is over (were it
-    /// still counted closed, the try would wait there for good, and the
-    /// check due at its timeout would come due again every millisecond).
+    /// The one-job try is given up the same way if it starts nothing: a
+    /// site given up before counts as closed only until its time is over
+    /// (were it still counted closed, the try would wait there for good,
+    /// and the check due at its timeout would come due every millisecond).
     pub fn time_out(&mut self, now: Time) -> bool {
         let timed_out = !self.any_started
             && !self.idle.is_empty()
@@ -1377,7 +1377,6 @@ impl Site {
         timed_out
     }
 
-    /// What the next run should start from.
     /// The attempts' outcomes, scaled to at most a test sample (`SAMPLE`)
     /// with their ratio kept: the failure rate starts where it was, and
     /// each run's own attempts outweigh the past within a sample.
@@ -1394,6 +1393,7 @@ impl Site {
         (attempts > 0).then(|| (scaled(self.successes), scaled(self.failures)))
     }
 
+    /// What the next run should start from.
     pub fn memory(&self, now: Time) -> SiteMemory {
         // A floor whose check is still under way is remembered with its own
         // baseline, not with the few runs below it so far.
