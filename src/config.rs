@@ -128,6 +128,9 @@ pub struct SiteConfig {
     pub idle_timeout: Option<f64>,
     /// CPU slots available to us, when the site publishes it.
     pub slots: Option<u32>,
+    /// Jobs the site starts with when nothing is remembered of it (the
+    /// adaptive policy's `initial_window` otherwise).
+    pub initial_window: Option<u32>,
     /// Extra submit commands for this site only (`[site.submit]`), in key order.
     pub submit_commands: Vec<(String, String)>,
     /// `[site.simulate]`: the site's model, used with `--simulate`.
@@ -144,6 +147,7 @@ impl SiteConfig {
             max_idle: None,
             idle_timeout: None,
             slots: None,
+            initial_window: None,
             submit_commands: Vec::new(),
             simulate: None,
         }
@@ -157,6 +161,7 @@ impl SiteConfig {
             max_jobs: self.max_jobs,
             max_idle: self.max_idle,
             idle_timeout: self.idle_timeout,
+            initial_window: self.initial_window,
         }
     }
 }
@@ -416,6 +421,7 @@ struct RawSite {
     max_idle: Option<Spanned<u32>>,
     idle_timeout: Option<Spanned<f64>>,
     slots: Option<Spanned<u32>>,
+    initial_window: Option<Spanned<u32>>,
     #[serde(default)]
     submit: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     simulate: Option<crate::sim::SiteParams>,
@@ -431,8 +437,8 @@ pub fn load(path: &Path) -> Result<SitesFile, ConfigError> {
     load_with_warnings(path).map(|(file, _)| file)
 }
 
-/// The warning for a site limit the policy will not honour.
-pub fn ignored_limit(
+/// The warning for a `[[site]]` setting the policy will not honour.
+pub fn ignored_setting(
     path: &Path,
     location: Option<(usize, usize)>,
     site: &str,
@@ -440,8 +446,13 @@ pub fn ignored_limit(
     key: &str,
     why: &str,
 ) -> Problem {
+    let hint = if key == "initial_window" {
+        "only policy `adaptive` (the default) starts a site at its own initial_window"
+    } else {
+        "use policy `adaptive` (the default) or `jobrouter` where the site's limits must hold"
+    };
     Problem::warning(path, location, format!("site `{site}`: policy `{policy}` does not honour {key}: {why}"))
-        .with_hint("use policy `adaptive` (the default) or `jobrouter` where the site's limits must hold")
+        .with_hint(hint)
 }
 
 /// Reads and checks a sites file, returning it with any warnings.
@@ -613,17 +624,24 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                     None
                 }
             });
-        for (cap, key) in [(&site.max_jobs, "max_jobs"), (&site.slots, "slots")] {
+        let counts =
+            [(&site.max_jobs, "max_jobs"), (&site.slots, "slots"), (&site.initial_window, "initial_window")];
+        for (cap, key) in counts {
             if let Some(v) = cap {
                 if *v.get_ref() == 0 {
                     problems.push(Problem::error(path, at(v.span()), format!("{key} must be at least 1")));
                 }
             }
         }
-        for (limit, key) in [(&site.max_jobs, "max_jobs"), (&site.max_idle, "max_idle")] {
-            if let Some(why) = limit.as_ref().and_then(|_| policy.ignores(key)) {
-                let at = limit.as_ref().and_then(|v| at(v.span()));
-                problems.push(ignored_limit(path, at, site.name.get_ref(), policy.name(), key, why));
+        let settings = [
+            (&site.max_jobs, "max_jobs"),
+            (&site.max_idle, "max_idle"),
+            (&site.initial_window, "initial_window"),
+        ];
+        for (setting, key) in settings {
+            if let Some(why) = setting.as_ref().and_then(|_| policy.ignores(key)) {
+                let at = setting.as_ref().and_then(|v| at(v.span()));
+                problems.push(ignored_setting(path, at, site.name.get_ref(), policy.name(), key, why));
             }
         }
         positive(&mut problems, &site.idle_timeout, "idle_timeout");
@@ -681,6 +699,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
             max_idle: site.max_idle.map(Spanned::into_inner),
             idle_timeout: site.idle_timeout.map(Spanned::into_inner),
             slots: site.slots.map(Spanned::into_inner),
+            initial_window: site.initial_window.map(Spanned::into_inner),
             submit_commands,
             simulate,
         });
@@ -754,8 +773,17 @@ const CONDOR_KEYS: [&str; 5] =
     ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
 const RUN_KEYS: [&str; 2] = ["max_attempts", "checkpoint_every"];
 const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
-const SITE_KEYS: [&str; 8] =
-    ["name", "grid_resource", "max_jobs", "max_idle", "idle_timeout", "slots", "submit", "simulate"];
+const SITE_KEYS: [&str; 9] = [
+    "name",
+    "grid_resource",
+    "max_jobs",
+    "max_idle",
+    "idle_timeout",
+    "slots",
+    "initial_window",
+    "submit",
+    "simulate",
+];
 
 /// Removes the keys no table of the sites file knows; returns each as (key,
 /// its span, the keys that table knows).
@@ -907,7 +935,7 @@ mod tests {
 
     #[test]
     fn settings_are_read() {
-        let text = "[policy]\nname = \"thesis\"\n[condor]\nbin_dir = \"bin\"\nsubmit_timeout = 30\nretries = 5\npoll_interval = 2.5\n[run]\nmax_attempts = 7\n[simulate]\nbase_runtime = 100\njitter = 0\nseed = 9\n[[site]]\nname = \"a\"\nmax_jobs = 10\nmax_idle = 4\nslots = 20\nidle_timeout = 600\n[site.submit]\nrequirements = \"Memory > 1024\"\nrequest_cpus = 2\n";
+        let text = "[policy]\nname = \"thesis\"\n[condor]\nbin_dir = \"bin\"\nsubmit_timeout = 30\nretries = 5\npoll_interval = 2.5\n[run]\nmax_attempts = 7\n[simulate]\nbase_runtime = 100\njitter = 0\nseed = 9\n[[site]]\nname = \"a\"\nmax_jobs = 10\nmax_idle = 4\nslots = 20\nidle_timeout = 600\ninitial_window = 12\n[site.submit]\nrequirements = \"Memory > 1024\"\nrequest_cpus = 2\n";
         let (file, _) = parse(Path::new("/etc/cosched/sites.toml"), text).unwrap();
         assert_eq!(file.policy.name(), "thesis");
         assert_eq!(file.condor.bin_dir.as_deref(), Some(Path::new("/etc/cosched/bin")));
@@ -922,6 +950,7 @@ mod tests {
             (s.max_jobs, s.max_idle, s.slots, s.idle_timeout),
             (Some(10), Some(4), Some(20), Some(600.0))
         );
+        assert_eq!(s.info().initial_window, Some(12), "the policy is told the site's first window");
         assert_eq!(
             s.submit_commands,
             vec![
@@ -975,8 +1004,11 @@ mod tests {
         }
         let e = errors("[[site]]\nname = \"a\"\ngrid_resource = \"condor a\\rb c\"\n");
         assert!(e[0].message.contains("carriage return"), "{}", e[0]);
-        let e = errors("[[site]]\nname = \"a\"\nmax_jobs = 0\nidle_timeout = -1\n");
-        assert_eq!(e.len(), 2, "{e:?}");
+        let e = errors("[[site]]\nname = \"a\"\nmax_jobs = 0\nidle_timeout = -1\ninitial_window = 0\n");
+        assert_eq!(e.len(), 3, "{e:?}");
+        let first_window =
+            e.iter().find(|p| p.message.contains("initial_window")).expect("initial_window = 0");
+        assert_eq!(first_window.location.map(|l| l.0), Some(5), "{first_window}");
         let e = errors("# nothing\n[run]\nmax_attempts = 2\n");
         assert!(e[0].message.contains("no sites"));
     }

@@ -240,16 +240,21 @@ fn load_inputs(
 /// A limit in sites.toml that a policy chosen with `--policy` will not
 /// honour is said before anything is submitted (the file's own policy was
 /// checked with the file), not found out from the queue.
-fn warn_of_ignored_limits(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
+fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
     if policy.name() == sites.policy.name() {
         return;
     }
     for site in &sites.sites {
-        for (set, key) in [(site.max_jobs.is_some(), "max_jobs"), (site.max_idle.is_some(), "max_idle")] {
+        let settings = [
+            (site.max_jobs.is_some(), "max_jobs"),
+            (site.max_idle.is_some(), "max_idle"),
+            (site.initial_window.is_some(), "initial_window"),
+        ];
+        for (set, key) in settings {
             if let Some(why) = policy.ignores(key).filter(|_| set) {
                 eprintln!(
                     "{}",
-                    crate::config::ignored_limit(sites_path, None, &site.name, policy.name(), key, why)
+                    crate::config::ignored_setting(sites_path, None, &site.name, policy.name(), key, why)
                 );
             }
         }
@@ -344,7 +349,7 @@ impl Plan {
         check_root(args.simulate)?;
         let (mut sites, desc) = load_inputs(sites_path, job_path, Some(n))?;
         let policy = choose_policy(&sites, args.policy.as_deref())?;
-        warn_of_ignored_limits(&policy, &sites, sites_path);
+        warn_of_ignored_settings(&policy, &sites, sites_path);
         if !(args.speedup > 0.0 && args.speedup.is_finite()) {
             return Err(Failure::usage(format!("--speedup must be a positive number, got {}", args.speedup)));
         }

@@ -83,11 +83,23 @@ pub struct SiteInfo {
     pub max_idle: Option<u32>,
     /// Remove a job that has been idle this long and send it elsewhere.
     pub idle_timeout: Option<f64>,
+    /// Jobs the site starts with when nothing is remembered of it: a level
+    /// the operator knows is below its knee (adaptive's `initial_window`
+    /// otherwise).
+    #[serde(default)]
+    pub initial_window: Option<u32>,
 }
 
 impl SiteInfo {
     pub fn named(name: impl Into<String>) -> Self {
-        SiteInfo { name: name.into(), slots: None, max_jobs: None, max_idle: None, idle_timeout: None }
+        SiteInfo {
+            name: name.into(),
+            slots: None,
+            max_jobs: None,
+            max_idle: None,
+            idle_timeout: None,
+            initial_window: None,
+        }
     }
 }
 
@@ -345,18 +357,22 @@ impl PolicyConfig {
         })
     }
 
-    /// Why this policy does not honour the site limit `key` of sites.toml
-    /// (`max_jobs` or `max_idle`), if it does not: `bulk` stands for plain
-    /// `condor_submit`, every job at once, and `thesis` submits each batch
-    /// whole (`max_jobs` caps its size).
+    /// Why this policy does not honour the `[[site]]` setting `key` of
+    /// sites.toml (`max_jobs`, `max_idle` or `initial_window`), if it does
+    /// not: `bulk` stands for plain `condor_submit`, every job at once;
+    /// `thesis` submits each batch whole (`max_jobs` caps its size) from its
+    /// own first batch; only `adaptive` learns from a first window.
     pub fn ignores(&self, key: &str) -> Option<&'static str> {
         match (self, key) {
-            (PolicyConfig::Bulk, "max_jobs" | "max_idle") => {
-                Some("bulk submits every job at once, as plain condor_submit does")
-            }
+            (PolicyConfig::Bulk, _) => Some("bulk submits every job at once, as plain condor_submit does"),
             (PolicyConfig::Thesis(_), "max_idle") => {
                 Some("thesis submits each batch whole (max_jobs caps its size)")
             }
+            (PolicyConfig::Thesis(_), "initial_window") => Some("thesis starts every site at its initial_k"),
+            (PolicyConfig::JobRouter(_), "initial_window") => {
+                Some("jobrouter holds each site to max_jobs and max_idle from the start")
+            }
+            (PolicyConfig::Oracle, "initial_window") => Some("the oracle knows each site's knee"),
             _ => None,
         }
     }

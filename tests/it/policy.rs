@@ -66,6 +66,35 @@ fn adaptive_beats_thesis_and_bulk_where_contention_hurts_and_probes_cheaply_wher
 }
 
 #[test]
+fn a_site_started_at_its_own_initial_window_runs_as_fast_as_bulk_submission() {
+    // S2's site has no shared bottleneck. An operator who knows that says so
+    // with `initial_window = 400` in its [[site]] table, and the ramp that
+    // costs a cold run about three times bulk's makespan (the test above)
+    // is skipped: the first window is every job.
+    let s2 = scenario("S2");
+    let config = PolicyConfig::named("adaptive").expect("known policy");
+    let opts = SimOptions::default();
+    for seed in 1..=3 {
+        let mut spec = sim::run_spec(&s2, Default::default());
+        spec.sites[0].initial_window = Some(s2.sites[0].slots);
+        let policy = cosched::policy::build(&config, &spec, None).expect("adaptive needs no truth");
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .start_paused(true)
+            .build()
+            .expect("a runtime");
+        let result = runtime.block_on(sim::run_policy(&s2, policy, seed, &opts));
+        assert!(result.errors.is_empty(), "seed {seed}: {:?}", result.errors);
+        assert_eq!(result.metrics.jobs_done, s2.n_jobs, "seed {seed}");
+        let (hinted, bulk) = (makespan(&result), makespan(&run("S2", "bulk", seed, &opts)));
+        assert!(
+            hinted <= 1.1 * bulk,
+            "S2 seed {seed}: adaptive from 400 jobs {hinted:.0} s, bulk {bulk:.0} s"
+        );
+    }
+}
+
+#[test]
 fn adaptive_moves_the_jobs_of_a_dead_site_elsewhere() {
     let seed = 1;
     let r = run("S6", "adaptive", seed, &SimOptions::default());

@@ -120,6 +120,28 @@ mod check {
     }
 
     #[test]
+    fn a_first_window_only_adaptive_honours_is_a_warning_at_its_line_under_any_other_policy() {
+        let sites = "[policy]\nname = \"adaptive\"\n\n[[site]]\nname = \"ce1\"\n\
+                     grid_resource = \"condor ce1.example.org ce1.example.org:9619\"\ninitial_window = 400\n";
+        let out = check(sites, GOOD_JOB, &[]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        assert!(!stderr(&out).contains("warning"), "adaptive honours it: {}", stderr(&out));
+        for policy in ["thesis", "jobrouter", "bulk", "oracle"] {
+            let out = check(&sites.replace("\"adaptive\"", &format!("\"{policy}\"")), GOOD_JOB, &[]);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(0), "{policy}: a warning, not an error: {err}");
+            assert!(
+                err.contains("sites.toml:7:18: warning") && err.contains("does not honour initial_window"),
+                "{policy}: {err}"
+            );
+            assert!(
+                err.contains("only policy `adaptive`"),
+                "{policy}: the hint names the policy that does: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn toml_syntax_error() {
         assert_bad(
             &check("[[site]]\nname = \"a\"\ngrid_resource = condor\n", GOOD_JOB, &[]),

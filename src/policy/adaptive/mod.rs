@@ -36,8 +36,9 @@
 //! weighed `SAMPLE` (64) runs with no verdict ends healthy.
 //!
 //! **The controller.**
-//! - *Start* at `initial_window` jobs, taken as below any knee: their runs
-//!   are the baseline.
+//! - *Start* at `initial_window` jobs (a site's own in sites.toml, where
+//!   its operator knows better), taken as below any knee: their runs are
+//!   the baseline.
 //! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
 //!   × the floor while no ceiling is known, else to the geometric middle of
 //!   floor and ceiling (the thesis's binary search).
@@ -107,6 +108,7 @@ use std::collections::BTreeSet;
 pub struct Params {
     /// Jobs a site starts with when nothing is known about it: a level
     /// taken as below any site's knee (their runs are its healthy baseline).
+    /// A site's own `initial_window` takes precedence.
     pub initial_window: u32,
     /// C2 of the thesis: a site is degraded when its jobs run this many times
     /// slower than healthy.
@@ -236,7 +238,7 @@ impl Adaptive {
                     info.name.clone(),
                     cap,
                     info.idle_timeout.unwrap_or(params.idle_timeout),
-                    f64::from(params.initial_window),
+                    f64::from(info.initial_window.unwrap_or(params.initial_window)),
                     rules,
                     spec.memory.get(&info.name),
                 )
