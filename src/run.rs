@@ -237,9 +237,10 @@ fn load_inputs(
     }
 }
 
-/// A limit in sites.toml that a policy chosen with `--policy` will not
-/// honour is said before anything is submitted (the file's own policy was
-/// checked with the file), not found out from the queue.
+/// A `[[site]]` setting (a limit, a first window) that a policy chosen
+/// with `--policy` will not honour is said before anything is submitted
+/// (the file's own policy was checked with the file), not found out from
+/// the queue.
 fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
     if policy.name() == sites.policy.name() {
         return;

@@ -679,12 +679,13 @@ mod e2e {
         // Bulk has no timeout: the dead site goes, or the run never ends.
         let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
         let (live, _dead) = sites.split_once("[[site]]\nname = \"dead\"").expect("the setup's dead site");
-        std::fs::write(s.path("sites.toml"), live.replace("slots = 16\n", "slots = 16\nmax_idle = 3\n"))
-            .unwrap();
+        let limited = live.replace("slots = 16\n", "slots = 16\nmax_idle = 3\ninitial_window = 4\n");
+        std::fs::write(s.path("sites.toml"), limited).unwrap();
         let out = s.submit(4, &["--policy", "bulk"]);
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
         assert!(err.contains("site `slow`: policy `bulk` does not honour max_idle"), "{err}");
+        assert!(err.contains("site `slow`: policy `bulk` does not honour initial_window"), "{err}");
         s.assert_each_job_ran_once(4, "bulk");
     }
 
