@@ -128,8 +128,8 @@ pub struct SiteConfig {
     pub idle_timeout: Option<f64>,
     /// CPU slots available to us, when the site publishes it.
     pub slots: Option<u32>,
-    /// Jobs the site starts with when nothing is remembered of it (the
-    /// adaptive policy's `initial_window` otherwise).
+    /// Jobs the site starts with, a level its operator knows is below its
+    /// knee (the adaptive policy's `initial_window` otherwise).
     pub initial_window: Option<u32>,
     /// Extra submit commands for this site only (`[site.submit]`), in key order.
     pub submit_commands: Vec<(String, String)>,

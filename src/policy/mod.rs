@@ -83,9 +83,10 @@ pub struct SiteInfo {
     pub max_idle: Option<u32>,
     /// Remove a job that has been idle this long and send it elsewhere.
     pub idle_timeout: Option<f64>,
-    /// Jobs the site starts with when nothing is remembered of it: a level
-    /// the operator knows is below its knee (adaptive's `initial_window`
-    /// otherwise).
+    /// Jobs the site starts with: a level the operator knows is below its
+    /// knee (adaptive's `initial_window` otherwise). It stands over a
+    /// smaller remembered capacity unless a run saw the site degraded at or
+    /// below it.
     #[serde(default)]
     pub initial_window: Option<u32>,
 }

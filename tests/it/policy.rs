@@ -4,7 +4,7 @@
 //! independent reference simulator's, from `shared/scenarios/README.md`.
 
 use crate::util;
-use cosched::policy::PolicyConfig;
+use cosched::policy::{CapacityMemory, PolicyConfig, SiteMemory};
 use cosched::sim::{self, Scenario, SimOptions, SimResult};
 
 fn scenario(name: &str) -> Scenario {
@@ -65,31 +65,79 @@ fn adaptive_beats_thesis_and_bulk_where_contention_hurts_and_probes_cheaply_wher
     }
 }
 
+/// S2 under adaptive with its site's own `initial_window` and `memory`.
+fn s2_with_operators_window(window: u32, memory: CapacityMemory, seed: u64) -> SimResult {
+    let s2 = scenario("S2");
+    let mut spec = sim::run_spec(&s2, memory);
+    spec.sites[0].initial_window = Some(window);
+    let config = PolicyConfig::named("adaptive").expect("known policy");
+    let policy = cosched::policy::build(&config, &spec, None).expect("adaptive needs no truth");
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let result = runtime.block_on(sim::run_policy(&s2, policy, seed, &SimOptions::default()));
+    assert!(result.errors.is_empty(), "seed {seed}: {:?}", result.errors);
+    assert_eq!(result.metrics.jobs_done, s2.n_jobs, "seed {seed}");
+    result
+}
+
 #[test]
 fn a_site_started_at_its_own_initial_window_runs_as_fast_as_bulk_submission() {
     // S2's site has no shared bottleneck. An operator who knows that says so
     // with `initial_window = 400` in its [[site]] table, and the ramp that
     // costs a cold run about three times bulk's makespan (the test above)
-    // is skipped: the first window is every job.
-    let s2 = scenario("S2");
-    let config = PolicyConfig::named("adaptive").expect("known policy");
-    let opts = SimOptions::default();
+    // is skipped: the first window is every job. So it is where a run
+    // remembers less of the site (16 jobs healthy, nothing seen above), but
+    // not where a run saw it degraded at 50: that is evidence against the
+    // operator's word.
+    let site = scenario("S2").sites[0].name.clone();
+    let remembered = |ceiling: Option<f64>| {
+        CapacityMemory::from([(
+            site.clone(),
+            SiteMemory { capacity: Some(16.0), ceiling, ..Default::default() },
+        )])
+    };
     for seed in 1..=3 {
-        let mut spec = sim::run_spec(&s2, Default::default());
-        spec.sites[0].initial_window = Some(s2.sites[0].slots);
-        let policy = cosched::policy::build(&config, &spec, None).expect("adaptive needs no truth");
-        let runtime = tokio::runtime::Builder::new_current_thread()
-            .enable_time()
-            .start_paused(true)
-            .build()
-            .expect("a runtime");
-        let result = runtime.block_on(sim::run_policy(&s2, policy, seed, &opts));
-        assert!(result.errors.is_empty(), "seed {seed}: {:?}", result.errors);
-        assert_eq!(result.metrics.jobs_done, s2.n_jobs, "seed {seed}");
-        let (hinted, bulk) = (makespan(&result), makespan(&run("S2", "bulk", seed, &opts)));
+        let bulk = makespan(&run("S2", "bulk", seed, &SimOptions::default()));
+        for (memory, what) in [(CapacityMemory::new(), "cold"), (remembered(None), "16 remembered healthy")] {
+            let hinted = makespan(&s2_with_operators_window(400, memory, seed));
+            assert!(
+                hinted <= 1.1 * bulk,
+                "S2 seed {seed}, {what}: from 400 jobs {hinted:.0} s, bulk {bulk:.0} s"
+            );
+        }
+        let seen_degraded = s2_with_operators_window(400, remembered(Some(50.0)), seed);
         assert!(
-            hinted <= 1.1 * bulk,
-            "S2 seed {seed}: adaptive from 400 jobs {hinted:.0} s, bulk {bulk:.0} s"
+            makespan(&seen_degraded) > 2.0 * bulk,
+            "S2 seed {seed}: a window of 400 over a run's degraded verdict at 50: {:.0} s, bulk {bulk:.0} s",
+            makespan(&seen_degraded)
+        );
+    }
+}
+
+#[test]
+fn a_capacity_remembered_without_run_times_is_a_first_window_not_a_pin() {
+    // A state from before run times were kept, or a first cohort given up
+    // on, leaves a capacity with no run-time distribution. A warm start
+    // past it learns no baseline there (its runs are past the level known
+    // healthy), so no test could ever move the window: S2 took 5,055 s from
+    // a remembered 16, three times a cold run. The level is a first window
+    // instead, probed from once its runs are in.
+    let site = scenario("S2").sites[0].name.clone();
+    let memory = CapacityMemory::from([(site, SiteMemory { capacity: Some(16.0), ..Default::default() })]);
+    for seed in 1..=3 {
+        let cold = makespan(&run("S2", "adaptive", seed, &SimOptions::default()));
+        let warm = makespan(&run(
+            "S2",
+            "adaptive",
+            seed,
+            &SimOptions { memory: memory.clone(), ..Default::default() },
+        ));
+        assert!(
+            warm <= 1.1 * cold,
+            "S2 seed {seed}: from a remembered 16 without run times {warm:.0} s, cold {cold:.0} s"
         );
     }
 }

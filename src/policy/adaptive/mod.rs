@@ -80,7 +80,10 @@
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
 //! run-time quantiles, mean wait and attempts' outcomes (scaled to a test's
 //! sample, so that this run's outweigh them within one); a warm run starts
-//! there and tests from its first job.
+//! there and tests from its first job (a floor remembered without run
+//! times is a first window again). A site's own `initial_window` stands
+//! over a smaller remembered floor unless a run saw it degraded at or
+//! below that window.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is
@@ -234,14 +237,21 @@ impl Adaptive {
                 let cap =
                     f64::from(info.slots.unwrap_or(u32::MAX).min(info.max_jobs.unwrap_or(u32::MAX)).max(1));
                 let cap = cap.min(1e6);
-                Site::new(
+                let memory = spec.memory.get(&info.name);
+                let mut site = Site::new(
                     info.name.clone(),
                     cap,
                     info.idle_timeout.unwrap_or(params.idle_timeout),
                     f64::from(info.initial_window.unwrap_or(params.initial_window)),
                     rules,
-                    spec.memory.get(&info.name),
-                )
+                    memory,
+                );
+                // A site remembered as starting nothing is tried with one
+                // job whatever its operator says it can take.
+                if let Some(level) = info.initial_window.filter(|_| memory.is_some_and(|m| !m.unresponsive)) {
+                    site.take_operators_window(f64::from(level));
+                }
+                site
             })
             .collect();
         let n = sites.len();

@@ -442,6 +442,24 @@ impl Site {
         site
     }
 
+    /// The site's own `initial_window` from sites.toml, where memory holds
+    /// less: the operator's word that `level` is below the knee stands
+    /// unless a run saw the site degraded at or below it. (Without memory
+    /// the site already starts there.)
+    pub fn take_operators_window(&mut self, level: f64) {
+        let level = level.min(self.cap);
+        let seen_degraded = self.ceiling < self.cap && self.ceiling <= level;
+        if self.floor >= level || seen_degraded {
+            return;
+        }
+        self.floor = level;
+        self.window = self.window.max(level);
+        if self.converged() {
+            self.holding_since = Some(0.0);
+        }
+        self.new_test(0.0);
+    }
+
     /// Warm start: the remembered capacity is the floor and the window; the
     /// remembered run times are the healthy distribution from the first job.
     fn remember(&mut self, m: &SiteMemory) {
@@ -461,6 +479,16 @@ impl Site {
                 // No knee was seen above the remembered level: the run starts
                 // where a healthy verdict there would have taken it.
                 None => self.window = (self.rules.gain * c).min(self.cap),
+            }
+            if self.dist.is_none() {
+                // No run times came with it (a first cohort given up on, or
+                // a state from before they were kept): nothing above the
+                // level could be tested, and runs past it teach no baseline,
+                // so the window would stay where it starts all run. The
+                // level is known healthy: it is a first window whose verdict
+                // comes once its runs are in.
+                self.window = c;
+                self.searched = false;
             }
             if self.converged() {
                 self.holding_since = Some(0.0);
