@@ -361,8 +361,9 @@ impl PolicyConfig {
     /// Why this policy does not honour the `[[site]]` setting `key` of
     /// sites.toml (`max_jobs`, `max_idle` or `initial_window`), if it does
     /// not: `bulk` stands for plain `condor_submit`, every job at once;
-    /// `thesis` submits each batch whole (`max_jobs` caps its size) from its
-    /// own first batch; only `adaptive` learns from a first window.
+    /// `thesis` submits each batch whole (`max_jobs` caps its size) and
+    /// starts every site at its `initial_k`; only `adaptive` learns from a
+    /// first window.
     pub fn ignores(&self, key: &str) -> Option<&'static str> {
         match (self, key) {
             (PolicyConfig::Bulk, _) => Some("bulk submits every job at once, as plain condor_submit does"),
