@@ -140,6 +140,15 @@ fn a_capacity_remembered_without_run_times_is_a_first_window_not_a_pin() {
             "S2 seed {seed}: from a remembered 16 without run times {warm:.0} s, cold {cold:.0} s"
         );
     }
+    // A run too short to learn the baseline there (4 jobs, where a verdict
+    // needs 8 ended) still keeps the capacity it was given.
+    let mut short = scenario("S2");
+    short.n_jobs = 4;
+    let site = short.sites[0].name.clone();
+    let config = PolicyConfig::named("adaptive").expect("known policy");
+    let r = sim::run(&short, &config, 1, &SimOptions { memory, ..Default::default() });
+    assert_eq!(r.metrics.jobs_done, 4, "{:?}", r.errors);
+    assert_eq!(r.learned[&site].capacity, Some(16.0), "{:?}", r.learned[&site]);
 }
 
 #[test]

@@ -331,6 +331,10 @@ pub struct Site {
     /// A test reached a verdict here (or memory said so): the floor is
     /// knowledge, not the initial guess.
     pub searched: bool,
+    /// The floor came from memory: knowledge to keep even where this run
+    /// reaches no verdict (see `remember`, a floor without run times).
+    #[serde(default)]
+    floor_remembered: bool,
     test: Test,
     /// After a cut: no test until the jobs drained to the window.
     draining: bool,
@@ -406,6 +410,7 @@ impl Site {
             floor: initial,
             ceiling: cap,
             searched: false,
+            floor_remembered: false,
             test: Test {
                 id: 0,
                 level: initial,
@@ -472,6 +477,7 @@ impl Site {
             let c = c.min(self.cap);
             self.unchecked_baseline = None;
             self.floor = c;
+            self.floor_remembered = true;
             self.window = c;
             self.searched = true;
             match m.ceiling.filter(|&u| u > c) {
@@ -1335,8 +1341,9 @@ impl Site {
     fn capacity_memory(&self) -> (Option<f64>, Option<f64>) {
         // A first cohort that was given up on (`restart_below`) left a
         // floor and a ceiling but no verdict yet: the floor is still what
-        // this run learned, and a warm run must not start above it.
-        let learned = self.any_started && (self.searched || self.ceiling < self.cap);
+        // this run learned, and a warm run must not start above it. A
+        // remembered floor stays known through a run too short to judge it.
+        let learned = self.any_started && (self.searched || self.floor_remembered || self.ceiling < self.cap);
         // A floor whose check is still under way is what was known before it.
         let floor = self.recheck.as_ref().map_or(self.floor, |r| r.floor);
         (learned.then_some(floor), (self.ceiling < self.cap).then_some(self.ceiling))
