@@ -214,9 +214,8 @@ pub fn command(args: BenchArgs) -> CmdResult {
     if !slowest.is_empty() {
         eprintln!("slowest runs: {}", slowest.join(", "));
     }
-    // A policy is woken by events and by deadlines that stand for something
-    // due; many more wakeups than events is a deadline that keeps coming due.
-    for (t, r) in tasks.iter().zip(&results).filter(|(_, r)| r.wakeups > 10 * r.events + 1000) {
+    for (t, r) in tasks.iter().zip(&results).filter(|(_, r)| crate::sim::woken_too_often(r.wakeups, r.events))
+    {
         eprintln!(
             "warning: {} {} seed {}: the policy was woken {} times for {} site events (a deadline that keeps \
              coming due?)",

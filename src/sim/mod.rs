@@ -74,6 +74,15 @@ pub struct SimResult {
     pub wakeups: u64,
 }
 
+/// Whether a policy woken `wakeups` times for `events` site events was
+/// polled rather than woken by what it waits for. It is woken by events and
+/// by deadlines that each stand for something due: the model tests' grids
+/// wake it fewer than five times per site event, so ten leaves room and
+/// still catches a deadline that keeps coming due.
+pub fn woken_too_often(wakeups: u64, events: u64) -> bool {
+    wakeups > 10 * events + 1000
+}
+
 /// What a policy may know of a scenario's sites: names and slot counts.
 pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
     RunSpec {

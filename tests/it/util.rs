@@ -84,13 +84,11 @@ pub fn write_echo_job(dir: &Path) {
     .unwrap();
 }
 
-/// The policy is woken by events and by deadlines of its own that each
-/// stand for something due, not polled: the model tests' grids wake it
-/// fewer than five times per site event, so ten leaves room and still
-/// catches a deadline that keeps coming due.
+/// The policy is woken by events and by its own deadlines, not polled
+/// ([`cosched::sim::woken_too_often`]).
 pub fn assert_woken_by_events(r: &cosched::sim::SimResult, case: &str) {
     assert!(
-        r.wakeups <= 10 * r.events + 1000,
+        !cosched::sim::woken_too_often(r.wakeups, r.events),
         "{case}: the policy was woken {} times for {} site events (a deadline that keeps coming due?)",
         r.wakeups,
         r.events
