@@ -152,6 +152,39 @@ fn a_healthy_baseline_of_a_few_runs_neither_calls_a_slowdown_nor_stalls_the_ramp
 }
 
 #[test]
+fn a_capacity_that_rises_is_followed_within_one_reprobe() {
+    // A knee of 50 (beta 0.5) that rises eightfold at 4,000 s and stays,
+    // 1,000 slots, jobs of 400 s ± 20%. Once the knee is found and held, the
+    // re-probe after `reprobe_after` (10) run times assumes the next knee
+    // at twice the old one. Reached healthy, that ceiling was no knee: the
+    // search must go on doubling, not hold there for another cycle, one
+    // doubling per ten run times (the window reached 300 at 15,800–19,900 s
+    // on seeds 1–5, the third re-probe after the rise). The same rule lets
+    // a site leave a ceiling that a false alarm set.
+    let site = SiteParams {
+        wait_mean: 10.0,
+        capacity: Capacity::Finite(50.0),
+        beta: 0.5,
+        cap_windows: vec![[4000.0, 1e9, 8.0]],
+        ..SiteParams::healthy("s", 1000)
+    };
+    let scenario = one_site("a knee of 50 that rises to 400", 20_000, 400.0, 0.2, site);
+    // The rise, then at most two cycles of holding and re-probing.
+    let by = 4000.0 + 2.0 * 10.0 * 450.0;
+    for seed in 1..=5 {
+        let r = run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
+        let reached = r.decisions.iter().find_map(|d| match d.kind {
+            DecisionKind::Window { window, .. } if d.at > 4000.0 && window >= 300.0 => Some(d.at),
+            _ => None,
+        });
+        assert!(
+            reached.is_some_and(|t| t <= by),
+            "seed {seed}: the window reached 300 of the new knee of 400 at {reached:?} s, not by {by} s"
+        );
+    }
+}
+
+#[test]
 fn the_healthy_runs_learned_reach_past_the_first_cohorts_short_half() {
     // Jobs of 200 s ± 50% (100–300 s) on a healthy site. The first verdict
     // comes when half the first cohort of 16 has ended, its shortest half;

@@ -53,7 +53,10 @@
 //!   back to the pool.
 //! - *Converged* (ceiling within 1 + `precision` of the floor): the level is
 //!   held and watched for a drop, and after `reprobe_after` mean run times
-//!   the level above is tried. A search that saw no knee ends at the slots.
+//!   the level above is tried, with the ceiling assumed at `probe_gain`
+//!   times the old one; a floor that reaches an assumed ceiling healthy
+//!   probes on as if no ceiling were known. A search that saw no knee ends
+//!   at the slots.
 //! - *A wrong start.* A first window past the knee slows the baseline too,
 //!   so nothing at that level tells floor from knee. It is checked against
 //!   the level below when a probe proves thrash, or when its baseline is

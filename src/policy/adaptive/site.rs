@@ -376,6 +376,10 @@ pub struct Site {
     /// While the floor is checked against the level below (see `recheck`).
     #[serde(default)]
     recheck: Option<Recheck>,
+    /// The ceiling is a re-probe's assumption (`probe_gain` × the knee held),
+    /// not a level seen degraded (see [`Site::maybe_reprobe`]).
+    #[serde(default)]
+    ceiling_assumed: bool,
     /// How long the last probe took from its start to a healthy verdict:
     /// how soon the next one's jobs must start to be judged with it.
     #[serde(default)]
@@ -440,6 +444,7 @@ impl Site {
             remembered: None,
             unchecked_baseline: Some(initial),
             recheck: None,
+            ceiling_assumed: false,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -1044,6 +1049,14 @@ impl Site {
         if self.floor > before {
             self.resample(now);
         }
+        if self.ceiling_assumed && self.floor * (1.0 + self.rules.precision) >= self.ceiling {
+            // A re-probe's ceiling was only assumed, and the floor reached it
+            // healthy: no knee lies under it, so the search goes on as if
+            // none were known (a ceiling one false alarm set took a cycle of
+            // `reprobe_after` run times per doubling to leave).
+            self.ceiling = self.cap;
+            self.ceiling_assumed = false;
+        }
         if self.converged() {
             // With no level seen degraded, the slots end the search, not a
             // knee: the probe that reached them stays (the level that ran
@@ -1073,6 +1086,7 @@ impl Site {
             delivered = delivered.min(self.floor.max(1.0));
         }
         self.holding_since = None;
+        self.ceiling_assumed = false;
         if self.test.level == 0.0 {
             // The floor itself ran degraded: the capacity dropped, or the
             // floor was a miss of an earlier test.
@@ -1145,6 +1159,7 @@ impl Site {
             self.recheck = None;
             self.unchecked_baseline = Some(self.floor);
             self.ceiling = self.ceiling.min(level);
+            self.ceiling_assumed = false;
             self.window = if self.converged() {
                 self.floor
             } else {
@@ -1265,6 +1280,7 @@ impl Site {
         self.unchecked_baseline = Some(self.floor);
         self.recheck = None;
         self.ceiling = level.max(self.floor + 1.0).min(self.cap);
+        self.ceiling_assumed = false;
         self.searched = false;
         self.dist = None;
         self.observations.clear();
@@ -1350,7 +1366,9 @@ impl Site {
     }
 
     /// After holding a converged level for a while, tries the one above (a
-    /// capacity that dropped may have come back).
+    /// capacity that dropped may have come back), under a ceiling assumed
+    /// at `probe_gain` times the old one (see `Site::healthy` for what
+    /// reaching it means).
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
         let Some(since) = self.holding_since else { return false };
         let Some(run) = self.dist.as_ref().map(Distribution::mean) else { return false };
@@ -1359,6 +1377,7 @@ impl Site {
         }
         self.holding_since = None;
         self.ceiling = (self.ceiling.max(self.floor) * self.rules.gain).min(self.cap);
+        self.ceiling_assumed = true;
         self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.cap);
         self.new_test(now);
         true
