@@ -109,12 +109,22 @@ pub fn truth(scenario: &Scenario) -> Truth {
 /// current-thread runtime with a paused clock. Must not be called from inside
 /// a tokio runtime (use [`run_async`] there).
 pub fn run(scenario: &Scenario, config: &PolicyConfig, seed: u64, opts: &SimOptions) -> SimResult {
+    in_virtual_time(run_async(scenario, config, seed, opts))
+}
+
+/// [`run_policy`] for a policy the caller built (a site's own settings, a
+/// wrapped policy), the same way [`run`] does.
+pub fn run_built(scenario: &Scenario, policy: Box<dyn Policy>, seed: u64, opts: &SimOptions) -> SimResult {
+    in_virtual_time(run_policy(scenario, policy, seed, opts))
+}
+
+fn in_virtual_time(run: impl std::future::Future<Output = SimResult>) -> SimResult {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
         .expect("a current-thread tokio runtime can be built");
-    runtime.block_on(run_async(scenario, config, seed, opts))
+    runtime.block_on(run)
 }
 
 /// [`run`] inside a runtime the caller made; it must have a paused clock, or

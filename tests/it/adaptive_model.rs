@@ -862,13 +862,7 @@ fn a_policy_restored_from_its_checkpoint_decides_as_the_original_would() {
                 restore_at,
                 made: made.clone(),
             };
-            let runtime = tokio::runtime::Builder::new_current_thread()
-                .enable_time()
-                .start_paused(true)
-                .build()
-                .expect("a runtime");
-            let result =
-                runtime.block_on(sim::run_policy(&grid, Box::new(twin), seed, &SimOptions::default()));
+            let result = sim::run_built(&grid, Box::new(twin), seed, &SimOptions::default());
             assert!(!result.hang, "grid seed {seed}: the run hangs");
             assert_eq!(result.metrics.jobs_done, grid.n_jobs, "grid seed {seed}");
         }

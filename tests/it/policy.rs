@@ -72,12 +72,7 @@ fn s2_with_operators_window(window: u32, memory: CapacityMemory, seed: u64) -> S
     spec.sites[0].initial_window = Some(window);
     let config = PolicyConfig::named("adaptive").expect("known policy");
     let policy = cosched::policy::build(&config, &spec, None).expect("adaptive needs no truth");
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .expect("a runtime");
-    let result = runtime.block_on(sim::run_policy(&s2, policy, seed, &SimOptions::default()));
+    let result = sim::run_built(&s2, policy, seed, &SimOptions::default());
     assert!(result.errors.is_empty(), "seed {seed}: {:?}", result.errors);
     assert_eq!(result.metrics.jobs_done, s2.n_jobs, "seed {seed}");
     result
