@@ -124,6 +124,11 @@ pub struct SiteMemory {
     /// Lowest concurrency seen degraded, if any (the search resumes below it).
     #[serde(default)]
     pub ceiling: Option<f64>,
+    /// The ceiling was not seen degraded but assumed by a re-probe still
+    /// under way (a multiple of the knee held): reached healthy, it is
+    /// left, as it would have been in the run that assumed it.
+    #[serde(default)]
+    pub ceiling_assumed: bool,
     /// Mean queue wait seen there, seconds.
     pub mean_wait: Option<f64>,
     /// Attempts there that succeeded and that failed, scaled down to a test

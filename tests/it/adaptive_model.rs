@@ -5,7 +5,8 @@
 
 use crate::util;
 use cosched::policy::{
-    Action, Decision, DecisionKind, Input, JobBook, Policy, PolicyConfig, SiteId, SiteView, Time,
+    Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, Policy, PolicyConfig, SiteId, SiteMemory,
+    SiteView, Time,
 };
 use cosched::sim::backend::AttemptEnd;
 use cosched::sim::{self, Capacity, Scenario, SimOptions, SimResult, SiteParams};
@@ -180,6 +181,48 @@ fn a_capacity_that_rises_is_followed_within_one_reprobe() {
         assert!(
             reached.is_some_and(|t| t <= by),
             "seed {seed}: the window reached 300 of the new knee of 400 at {reached:?} s, not by {by} s"
+        );
+    }
+}
+
+#[test]
+fn a_warm_run_leaves_a_ceiling_a_reprobe_only_assumed() {
+    // A run that ends while a re-probe is under way leaves a ceiling it only
+    // assumed (twice the knee it held), not one it saw degraded. A warm run
+    // started there must leave it once reached healthy, as the run that
+    // assumed it would have: here the knee is 400, the memory says 50
+    // healthy and 100 assumed. Taken for a knee seen, 100 was bisected
+    // toward and held for `reprobe_after` (10) run times before the next
+    // doubling: the window reached 200 at 5,166–5,272 s on seeds 1–5, where
+    // it now does at 809–1,017 s.
+    let knee = SiteParams { capacity: Capacity::Finite(400.0), beta: 0.5, ..site("s", 1000) };
+    let scenario = one_site("a knee of 400 remembered under 100", 20_000, 400.0, 0.2, knee);
+    let quantiles: Vec<f64> = (0..=16).map(|k| 320.0 + 10.0 * f64::from(k)).collect();
+    let memory = CapacityMemory::from([(
+        "s".to_string(),
+        SiteMemory {
+            capacity: Some(50.0),
+            ceiling: Some(100.0),
+            ceiling_assumed: true,
+            baseline_runtime: Some(400.0),
+            runtime_range: Some((320.0, 480.0)),
+            runtime_quantiles: Some(quantiles),
+            ..Default::default()
+        },
+    )]);
+    // A few verdicts from 50 to 100, then one doubling; well short of a
+    // hold of ten run times.
+    let by = 2500.0;
+    for seed in 1..=5 {
+        let opts = SimOptions { trace: true, memory: memory.clone(), ..SimOptions::default() };
+        let r = run_with(&scenario, "adaptive", seed, &opts);
+        let reached = r.decisions.iter().find_map(|d| match d.kind {
+            DecisionKind::Window { window, .. } if window >= 200.0 => Some(d.at),
+            _ => None,
+        });
+        assert!(
+            reached.is_some_and(|t| t <= by),
+            "seed {seed}: from 50 remembered under an assumed 100, the window reached 200 at {reached:?} s, not by {by} s"
         );
     }
 }

@@ -80,9 +80,10 @@
 //! is given up for twice that, then tried with one job, given up the same
 //! way should it not start.
 //!
-//! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling, healthy
-//! run-time quantiles, mean wait and attempts' outcomes (scaled to a test's
-//! sample, so that this run's outweigh them within one); a warm run starts
+//! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
+//! whether a re-probe only assumed it), healthy run-time quantiles, mean
+//! wait and attempts' outcomes (scaled to a test's sample, so that this
+//! run's outweigh them within one); a warm run starts
 //! there and tests from its first job (a floor remembered without run
 //! times is a first window again). A site's own `initial_window` stands
 //! over a smaller remembered floor unless a run saw it degraded at or

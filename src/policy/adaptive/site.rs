@@ -486,7 +486,10 @@ impl Site {
             self.window = c;
             self.searched = true;
             match m.ceiling.filter(|&u| u > c) {
-                Some(u) => self.ceiling = u.min(self.cap),
+                Some(u) => {
+                    self.ceiling = u.min(self.cap);
+                    self.ceiling_assumed = m.ceiling_assumed;
+                }
                 // No knee was seen above the remembered level: the run starts
                 // where a healthy verdict there would have taken it.
                 None => self.window = (self.rules.gain * c).min(self.cap),
@@ -1455,10 +1458,18 @@ impl Site {
             Some(Recheck { baseline: Some((dist, _)), .. }) => Some(dist),
             _ => self.dist.as_ref().filter(|_| self.ready()),
         };
-        let (capacity, ceiling) = self.remembered.unwrap_or_else(|| self.capacity_memory());
+        // A capacity kept from before the tail predates any re-probe there.
+        let (capacity, ceiling, ceiling_assumed) = match self.remembered {
+            Some((floor, ceiling)) => (floor, ceiling, false),
+            None => {
+                let (floor, ceiling) = self.capacity_memory();
+                (floor, ceiling, self.ceiling_assumed && ceiling.is_some())
+            }
+        };
         SiteMemory {
             capacity,
             ceiling,
+            ceiling_assumed,
             baseline_runtime: baseline.or(self.dist.as_ref()).map(Distribution::mean),
             runtime_range: baseline.map(|d| (d.shortest_seen(), d.longest_seen())),
             runtime_quantiles: baseline.map(|d| d.quantiles(16)),
