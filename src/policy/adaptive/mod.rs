@@ -32,8 +32,11 @@
 //! from few runs, so what the bounds assume is made true: its scale is
 //! profiled out within `z` standard errors of its mean (`z` the normal
 //! quantile of α), a running job testifies only at ages where the learned
-//! distribution is data rather than assumption, and a test that has
-//! weighed `SAMPLE` (64) runs with no verdict ends healthy.
+//! distribution is data rather than assumption, the first cohort's share
+//! past its longest run is taken one standard error up (its jobs started
+//! together and are censored together, so the last few at risk set it),
+//! and a test that has weighed `SAMPLE` (64) runs with no verdict ends
+//! healthy.
 //!
 //! **The controller.**
 //! - *Start* at `initial_window` jobs (a site's own in sites.toml, where

@@ -14,7 +14,8 @@
 //! leaves unseen (jobs still running past the longest ended one), and at
 //! least the 1/(n + 1) chance that the next run is the longest yet, goes
 //! into an exponential tail as long as half a run — heavy on purpose, so
-//! that jobs in it testify little. Likelihoods also mix in `OUTLIERS`: one job in a
+//! that jobs in it testify little. For a first cohort that share is taken
+//! at its upper bound ([`Distribution::estimate_with_unseen_error`]). Likelihoods also mix in `OUTLIERS`: one job in a
 //! hundred may be slow for reasons of its own (a bad node, a slow file).
 
 /// Share of jobs that may run outside the learned distribution for reasons
@@ -25,6 +26,10 @@ pub const OUTLIERS: f64 = 0.01;
 /// jobs' own work does not change during a run, and a closed sample cannot be
 /// drifted by jobs slowed by a later capacity drop.
 pub const SAMPLE: usize = 64;
+
+/// The share of the distribution that may still be unseen (jobs running past
+/// the longest run ended) before a test may judge anything against it.
+pub const READY_UNSEEN: f64 = 0.5;
 
 /// Points of the density and survival table.
 const TABLE: usize = 1024;
@@ -85,7 +90,24 @@ fn normal_upper_with_pdf(z: f64, pdf: f64) -> f64 {
 impl Distribution {
     /// The smoothed Kaplan–Meier estimate from `obs`; `None` until at least
     /// two runs ended.
+    #[cfg(test)]
     pub fn estimate(obs: &[Observation]) -> Option<Distribution> {
+        Self::estimate_with_unseen_error(obs, 0.0)
+    }
+
+    /// [`Distribution::estimate`], with the mass put past the longest run
+    /// seen taken `z` standard errors above the KM's unseen share. That share
+    /// rests on the few jobs still at risk at the last runs seen; where jobs
+    /// started together are censored together (a first cohort, once the
+    /// probe above it begins), one run ending among the last four at risk
+    /// takes a quarter of the survival left with it, and the tail that the
+    /// cohort's still-running half will end in is made thin. The standard
+    /// error is Greenwood's; where the last run seen emptied the risk set
+    /// (survival 0 with jobs censored just before it), the bound is
+    /// Wilson's on surviving that step with none of n having done so,
+    /// z² / (n + z²). The bound never exceeds [`READY_UNSEEN`], and
+    /// [`Distribution::unseen`] stays the KM's own.
+    pub fn estimate_with_unseen_error(obs: &[Observation], z: f64) -> Option<Distribution> {
         let mut sorted: Vec<Observation> = obs.iter().copied().filter(|o| o.time > 0.0).collect();
         // Ended before censored at equal times (the KM convention).
         sorted.sort_by(|a, b| a.time.total_cmp(&b.time).then(b.ended.cmp(&a.ended)));
@@ -95,6 +117,10 @@ impl Distribution {
         }
         let mut at_risk = sorted.len() as f64;
         let mut survival = 1.0;
+        // Greenwood's Σ d / (n (n − d)), and the survival before a step that
+        // emptied the risk set, with the jobs at risk there.
+        let mut greenwood = 0.0;
+        let mut emptied: Option<(f64, f64)> = None;
         let mut steps: Vec<(f64, f64)> = Vec::new(); // (time, mass)
         let mut i = 0;
         while i < sorted.len() {
@@ -109,13 +135,26 @@ impl Distribution {
                 i += 1;
             }
             if d > 0.0 {
+                if at_risk > d {
+                    greenwood += d / (at_risk * (at_risk - d));
+                } else {
+                    emptied = Some((survival, at_risk));
+                }
                 let after = survival * (1.0 - d / at_risk);
                 steps.push((t, survival - after));
                 survival = after;
             }
             at_risk -= d + c;
         }
-        Some(Self::smoothed(&steps, survival, ended))
+        let censored = ended < sorted.len();
+        let bound = match emptied {
+            _ if z <= 0.0 || !censored => survival,
+            _ if survival > 0.0 => survival * (1.0 + z * greenwood.sqrt()),
+            Some((before, n)) => before * z * z / (n + z * z),
+            None => survival,
+        };
+        let bound = bound.min(READY_UNSEEN.max(survival));
+        Some(Self::smoothed(&steps, survival, bound, ended))
     }
 
     /// From remembered quantiles (probabilities 0, 1/n, …, 1), e.g. of an
@@ -142,16 +181,19 @@ impl Distribution {
         };
         let share = 1.0 / q.len() as f64;
         let steps: Vec<(f64, f64)> = q.iter().map(|&t| (t.max(shortest), share)).collect();
-        Some(Self::smoothed(&steps, 0.0, SAMPLE))
+        Some(Self::smoothed(&steps, 0.0, 0.0, SAMPLE))
     }
 
-    fn smoothed(steps: &[(f64, f64)], unseen: f64, ended: usize) -> Distribution {
+    /// `unseen` is the KM's survival past the last step, `bound` the mass
+    /// to put there (at least `unseen`).
+    fn smoothed(steps: &[(f64, f64)], unseen: f64, bound: f64, ended: usize) -> Distribution {
         // The next of n + 1 draws is the longest with probability 1/(n + 1):
         // that much mass lies past the longest run seen even when every run
         // ended, or a healthy job a little longer than all before it would
         // read as slowed.
-        let unseen_mass = unseen.max(1.0 / (ended as f64 + 1.0));
-        let scale = (1.0 - unseen_mass) / (1.0 - unseen).max(1e-12);
+        let unseen_mass = bound.max(unseen).max(1.0 / (ended as f64 + 1.0));
+        let seen_total: f64 = steps.iter().map(|&(_, m)| m).sum();
+        let scale = (1.0 - unseen_mass) / seen_total.max(1e-12);
         let steps: Vec<(f64, f64)> = steps.iter().map(|&(t, m)| (t, m * scale)).collect();
         let steps = &steps[..];
         let seen = 1.0 - unseen_mass;

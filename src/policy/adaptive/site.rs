@@ -1,7 +1,7 @@
 //! One site's estimator and controller: the bookkeeping behind the rules of
 //! the parent module's docs (their reasoning: `docs/adaptive.md`).
 
-use super::runtime::{Distribution, Exposure, Observation, SAMPLE};
+use super::runtime::{Distribution, Exposure, Observation, READY_UNSEEN, SAMPLE};
 use crate::policy::book::TimeKey;
 use crate::policy::plan::SiteModel;
 use crate::policy::{JobId, SiteMemory, Time};
@@ -289,10 +289,16 @@ struct Run {
 /// carry little information and the cost would grow with the site.
 const TEST_JOBS: usize = 256;
 
-/// Healthy runs to have ended, and the share of the distribution that may
-/// still be unseen, before a test may judge anything against them.
+/// Healthy runs to have ended before a test may judge anything against them
+/// (and at most [`READY_UNSEEN`] of the distribution unseen).
 const READY_ENDED: usize = 8;
-const READY_UNSEEN: f64 = 0.5;
+
+/// Standard errors the first cohort's unseen share is taken up by
+/// ([`Distribution::estimate_with_unseen_error`]): one. At the error of the
+/// false-alarm rate's quantile, as the scale's, every first cohort would be
+/// taken half unseen, and knees past the first window found later (held-out
+/// family 0.8% slower, BENCHMARKS.md).
+const UNSEEN_Z: f64 = 1.0;
 
 /// A test is evaluated at most this many times per mean run time: often
 /// enough to react within a few percent of a run, cheap on a busy site.
@@ -802,14 +808,12 @@ impl Site {
 
     /// Re-estimates the healthy distribution (while the sample is open).
     fn estimate(&mut self, now: Time) {
-        let mut obs = self.observations.clone();
-        obs.extend(
-            self.clean
-                .iter()
-                .filter_map(|job| self.runs.get(job))
-                .map(|r| Observation { time: now - r.start, ended: false }),
-        );
-        if let Some(d) = Distribution::estimate(&obs) {
+        let obs = self.sample_at(now);
+        // Only the first cohort's runs started together and are censored
+        // together when the first probe begins; later samples are taken
+        // again as the floor rises, from runs started over time.
+        let z = if self.floor_is_first_windows() { UNSEEN_Z } else { 0.0 };
+        if let Some(d) = Distribution::estimate_with_unseen_error(&obs, z) {
             self.dist = Some(d);
         }
         if !self.collecting() {
@@ -818,6 +822,19 @@ impl Site {
             self.sample_runs = Vec::new();
             self.levels = Vec::new();
         }
+    }
+
+    /// The healthy sample at `now`: the runs ended or censored, and the clean
+    /// runs still going.
+    fn sample_at(&self, now: Time) -> Vec<Observation> {
+        let mut obs = self.observations.clone();
+        obs.extend(
+            self.clean
+                .iter()
+                .filter_map(|job| self.runs.get(job))
+                .map(|r| Observation { time: now - r.start, ended: false }),
+        );
+        obs
     }
 
     /// Whether the healthy distribution is known well enough to test by.
@@ -1454,9 +1471,15 @@ impl Site {
     pub fn memory(&self, now: Time) -> SiteMemory {
         // A floor whose check is still under way is remembered with its own
         // baseline, not with the few runs below it so far.
+        // The first cohort's tail is made heavy for its tests only
+        // (`UNSEEN_Z`); the next run tests from the runs as they were.
+        let first_cohorts = self
+            .floor_is_first_windows()
+            .then(|| Distribution::estimate_with_unseen_error(&self.sample_at(now), 0.0))
+            .flatten();
         let baseline = match &self.recheck {
             Some(Recheck { baseline: Some((dist, _)), .. }) => Some(dist),
-            _ => self.dist.as_ref().filter(|_| self.ready()),
+            _ => first_cohorts.as_ref().or(self.dist.as_ref()).filter(|_| self.ready()),
         };
         // A capacity kept from before the tail predates any re-probe there.
         let (capacity, ceiling, ceiling_assumed) = match self.remembered {
