@@ -89,6 +89,15 @@ fn cut_short(r: &SimResult) -> usize {
     r.attempts.iter().filter(|a| a.started.is_some() && a.end == AttemptEnd::Removed).count()
 }
 
+/// Runs `scenario` under adaptive with its decisions traced, and checks
+/// that no verdict called the (healthy) site slowed.
+fn traced_without_a_slowdown(scenario: &Scenario, seed: u64, case: &str) -> SimResult {
+    let r = run_with(scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
+    let slowed = r.decisions.iter().find(|d| matches!(d.kind, DecisionKind::Verdict { healthy: false, .. }));
+    assert!(slowed.is_none(), "{case}: a healthy site called slowed: {slowed:?}");
+    r
+}
+
 #[test]
 fn run_time_jitter_on_a_healthy_site_is_never_read_as_degradation_wide_or_narrow() {
     // No knee, 300 slots, jobs of 200 s: nothing ever degrades, so any
@@ -141,11 +150,7 @@ fn a_big_healthy_sites_first_cohort_still_running_is_not_read_as_a_slowdown() {
         let scenario = one_site(desc, waves, 600.0, 0.3, site);
         for seed in 1..=40 {
             let case = format!("{desc}, seed {seed}");
-            let r =
-                run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
-            let slowed =
-                r.decisions.iter().find(|d| matches!(d.kind, DecisionKind::Verdict { healthy: false, .. }));
-            assert!(slowed.is_none(), "{case}: a healthy site called slowed: {slowed:?}");
+            let r = traced_without_a_slowdown(&scenario, seed, &case);
             assert_eq!(cut_short(&r), 0, "{case}: running jobs removed on a healthy site");
         }
     }
@@ -176,11 +181,7 @@ fn a_healthy_baseline_of_a_few_runs_neither_calls_a_slowdown_nor_stalls_the_ramp
         let scenario = one_site(desc, 1200, base_runtime, 0.5, site);
         for seed in [3, 11, 13, 14, 38].into_iter().chain(1..=10) {
             let case = format!("{desc}, seed {seed}");
-            let r =
-                run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
-            let slowed =
-                r.decisions.iter().find(|d| matches!(d.kind, DecisionKind::Verdict { healthy: false, .. }));
-            assert!(slowed.is_none(), "{case}: a healthy site called slowed: {slowed:?}");
+            let r = traced_without_a_slowdown(&scenario, seed, &case);
             let (adaptive, bulk) = (makespan(&r), makespan(&run(&scenario, "bulk", seed)));
             assert!(adaptive <= 2.5 * bulk, "{case}: adaptive {adaptive:.0} s, bulk submission {bulk:.0} s");
         }
