@@ -15,8 +15,9 @@
 //! least the 1/(n + 1) chance that the next run is the longest yet, goes
 //! into an exponential tail as long as half a run — heavy on purpose, so
 //! that jobs in it testify little. For a first cohort that share is taken
-//! at its upper bound ([`Distribution::estimate_with_unseen_error`]). Likelihoods also mix in `OUTLIERS`: one job in a
-//! hundred may be slow for reasons of its own (a bad node, a slow file).
+//! at its upper bound ([`Distribution::estimate_with_unseen_error`]).
+//! Likelihoods also mix in `OUTLIERS`: one job in a hundred may be slow for
+//! reasons of its own (a bad node, a slow file).
 
 /// Share of jobs that may run outside the learned distribution for reasons
 /// unrelated to load.

@@ -1469,17 +1469,19 @@ impl Site {
 
     /// What the next run should start from.
     pub fn memory(&self, now: Time) -> SiteMemory {
-        // A floor whose check is still under way is remembered with its own
-        // baseline, not with the few runs below it so far.
-        // The first cohort's tail is made heavy for its tests only
-        // (`UNSEEN_Z`); the next run tests from the runs as they were.
-        let first_cohorts = self
-            .floor_is_first_windows()
-            .then(|| Distribution::estimate_with_unseen_error(&self.sample_at(now), 0.0))
-            .flatten();
+        let first_cohorts;
         let baseline = match &self.recheck {
+            // A floor whose check is still under way is remembered with its
+            // own baseline, not with the few runs below it so far.
             Some(Recheck { baseline: Some((dist, _)), .. }) => Some(dist),
-            _ => first_cohorts.as_ref().or(self.dist.as_ref()).filter(|_| self.ready()),
+            _ if !self.ready() => None,
+            // The first cohort's tail is made heavy for its tests only
+            // (`UNSEEN_Z`); the next run tests from the runs as they were.
+            _ if self.floor_is_first_windows() => {
+                first_cohorts = Distribution::estimate_with_unseen_error(&self.sample_at(now), 0.0);
+                first_cohorts.as_ref().or(self.dist.as_ref())
+            }
+            _ => self.dist.as_ref(),
         };
         // A capacity kept from before the tail predates any re-probe there.
         let (capacity, ceiling, ceiling_assumed) = match self.remembered {
