@@ -188,6 +188,14 @@ fn a_healthy_baseline_of_a_few_runs_neither_calls_a_slowdown_nor_stalls_the_ramp
     }
 }
 
+/// When a traced run's window first reached `level` after `after` seconds.
+fn window_first_reached(r: &SimResult, level: f64, after: Time) -> Option<Time> {
+    r.decisions.iter().find_map(|d| match d.kind {
+        DecisionKind::Window { window, .. } if d.at > after && window >= level => Some(d.at),
+        _ => None,
+    })
+}
+
 #[test]
 fn a_capacity_that_rises_is_followed_within_one_reprobe() {
     // A knee of 50 (beta 0.5) that rises eightfold at 4,000 s and stays,
@@ -210,10 +218,7 @@ fn a_capacity_that_rises_is_followed_within_one_reprobe() {
     let by = 4000.0 + 2.0 * 10.0 * 450.0;
     for seed in 1..=5 {
         let r = run_with(&scenario, "adaptive", seed, &SimOptions { trace: true, ..SimOptions::default() });
-        let reached = r.decisions.iter().find_map(|d| match d.kind {
-            DecisionKind::Window { window, .. } if d.at > 4000.0 && window >= 300.0 => Some(d.at),
-            _ => None,
-        });
+        let reached = window_first_reached(&r, 300.0, 4000.0);
         assert!(
             reached.is_some_and(|t| t <= by),
             "seed {seed}: the window reached 300 of the new knee of 400 at {reached:?} s, not by {by} s"
@@ -252,10 +257,7 @@ fn a_warm_run_leaves_a_ceiling_a_reprobe_only_assumed() {
     for seed in 1..=5 {
         let opts = SimOptions { trace: true, memory: memory.clone(), ..SimOptions::default() };
         let r = run_with(&scenario, "adaptive", seed, &opts);
-        let reached = r.decisions.iter().find_map(|d| match d.kind {
-            DecisionKind::Window { window, .. } if window >= 200.0 => Some(d.at),
-            _ => None,
-        });
+        let reached = window_first_reached(&r, 200.0, 0.0);
         assert!(
             reached.is_some_and(|t| t <= by),
             "seed {seed}: from 50 remembered under an assumed 100, the window reached 200 at {reached:?} s, not by {by} s"
