@@ -127,16 +127,20 @@ fn run_time_jitter_on_a_healthy_site_is_never_read_as_degradation_wide_or_narrow
 
 #[test]
 fn a_big_healthy_sites_first_cohort_still_running_is_not_read_as_a_slowdown() {
-    // No knee, 600 or 1,000 slots, three waves of jobs of 600 s ± 30%. The
-    // first verdict comes once the shortest half of the first cohort of 16
-    // has ended; the rest is censored at once as the first probe begins,
-    // and ends during the probe, past every run seen. Where a run ending
-    // among the last few at risk made the KM's unseen share small, that
-    // tail was thin, a slowdown mapped those ends back among the runs
-    // seen, and the probe was called 2.5 times slowed: 14–16 running jobs
-    // removed, the site held at a fraction of its slots, 4.6–6.2 times
-    // bulk submission's makespan (seeds 25 and 31 below, BENCHMARKS.md "A
-    // false alarm on big healthy sites").
+    // No knee, 600 or 1,000 slots, three waves of jobs of 600 s ± 30% or
+    // ± 10%. The first verdict comes once the shortest half of the first
+    // cohort of 16 has ended; the rest is censored at once as the first
+    // probe begins, and ends during the probe, past every run seen. Where a
+    // run ending among the last few at risk made the KM's unseen share
+    // small, that tail was thin, a slowdown mapped those ends back among
+    // the runs seen, and the probe was called 2.5 times slowed: 14–16
+    // running jobs removed, the site held at a fraction of its slots,
+    // 4.6–6.2 times bulk submission's makespan (seeds 25 and 31 below,
+    // BENCHMARKS.md "A false alarm on big healthy sites"). At ± 10% the
+    // runs seen are so close together that a slowdown of 1.5 since the
+    // probe began fit the cohort's longer half better than any tail (seed
+    // 10: held at 16–20 jobs, 6 times bulk; BENCHMARKS.md "A first
+    // cohort's runs past the baseline judged as survival").
     let kinds = [
         ("1,000 slots", SiteParams { wait_mean: 10.0, ..SiteParams::healthy("s", 1000) }),
         ("600 slots", SiteParams { wait_mean: 10.0, ..SiteParams::healthy("s", 600) }),
@@ -147,11 +151,13 @@ fn a_big_healthy_sites_first_cohort_still_running_is_not_read_as_a_slowdown() {
     ];
     for (desc, site) in kinds {
         let waves = 3 * u64::from(site.slots);
-        let scenario = one_site(desc, waves, 600.0, 0.3, site);
-        for seed in 1..=40 {
-            let case = format!("{desc}, seed {seed}");
-            let r = traced_without_a_slowdown(&scenario, seed, &case);
-            assert_eq!(cut_short(&r), 0, "{case}: running jobs removed on a healthy site");
+        for jitter in [0.3, 0.1] {
+            let scenario = one_site(desc, waves, 600.0, jitter, site.clone());
+            for seed in 1..=40 {
+                let case = format!("{desc}, ±{jitter}, seed {seed}");
+                let r = traced_without_a_slowdown(&scenario, seed, &case);
+                assert_eq!(cut_short(&r), 0, "{case}: running jobs removed on a healthy site");
+            }
         }
     }
 }

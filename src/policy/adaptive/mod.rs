@@ -35,8 +35,10 @@
 //! distribution is data rather than assumption, the first cohort's share
 //! past its longest run is taken one standard error up (its jobs started
 //! together and are censored together, so the last few at risk set it),
-//! and a test that has weighed `SAMPLE` (64) runs with no verdict ends
-//! healthy.
+//! that cohort's own jobs ending in that tail testify by having survived
+//! to its start and, far out, by having ended within it, not by the tail's
+//! assumed density (the tail stands for them), and a test that has
+//! weighed `SAMPLE` (64) runs with no verdict ends healthy.
 //!
 //! **The controller.**
 //! - *Start* at `initial_window` jobs (a site's own in sites.toml, where

@@ -334,6 +334,20 @@ impl Exposure {
         Exposure { age: self.age * f, before: self.before * f, above: self.above * f }
     }
 
+    /// The job as it was at `age` (younger than now), its time before the
+    /// test first; its time above the level after that shrunk in
+    /// proportion, since when in the test it ran above is not kept.
+    pub fn cut_at(self, age: f64) -> Exposure {
+        if age >= self.age {
+            return self;
+        }
+        if age <= self.before {
+            return Exposure { age, before: age, above: 0.0 };
+        }
+        let during = self.age - self.before;
+        Exposure { age, before: self.before, above: self.above * (age - self.before) / during }
+    }
+
     fn healthy_work(&self, kappa: f64) -> f64 {
         (self.age - self.above * (1.0 - 1.0 / kappa)).max(0.0)
     }
@@ -374,10 +388,78 @@ impl Exposure {
         slowed.ln() - healthy.ln
     }
 
+    /// [`Exposure::ended_llr`] for a job taken to have ended somewhere
+    /// between `since` (itself at an earlier age, [`Exposure::cut_at`]) and
+    /// now: by the chance of that interval, S(since) − S(now), under each
+    /// hypothesis, not by the density at its end. `healthy` is its
+    /// [`Exposure::ended_between_healthy`].
+    pub fn ended_between_llr(
+        &self,
+        since: &Exposure,
+        d: &Distribution,
+        kappa: f64,
+        scale: f64,
+        healthy: &Healthy,
+    ) -> f64 {
+        let survival = |e: &Exposure| d.survival(e.healthy_work(kappa) / scale);
+        let slowed = (1.0 - OUTLIERS) * (survival(since) - survival(self)).max(0.0) + healthy.outlier;
+        slowed.ln() - healthy.ln
+    }
+
+    /// The healthy side of [`Exposure::ended_between_llr`].
+    pub fn ended_between_healthy(&self, since: &Exposure, d: &Distribution) -> Healthy {
+        // The outliers' share of the interval, kept above zero so that no
+        // hypothesis is ever impossible.
+        let outlier = OUTLIERS * (d.outlier_survival(since.age) - d.outlier_survival(self.age)).max(1e-12);
+        let chance = (d.survival(since.age) - d.survival(self.age)).max(0.0);
+        Healthy { outlier, ln: ((1.0 - OUTLIERS) * chance + outlier).ln() }
+    }
+
     /// The healthy side of [`Exposure::running_llr`].
     pub fn running_healthy(&self, d: &Distribution) -> Healthy {
         let outlier = OUTLIERS * d.outlier_survival(self.age);
         Healthy { outlier, ln: ((1.0 - OUTLIERS) * d.survival(self.age) + outlier).ln() }
+    }
+}
+
+/// What a job that stopped testifies to in a test.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Testimony {
+    /// It ended at its age: the density there.
+    Ended(Exposure),
+    /// It ran at least this long: the survival to there (a job cut short
+    /// by a failure, or one whose end is taken as no more than that).
+    Survived(Exposure),
+    /// It ended somewhere between the first (itself at an earlier age) and
+    /// the second: the chance of that interval.
+    EndedBetween(Exposure, Exposure),
+}
+
+impl Testimony {
+    /// The job as weighed: its time above the level over its age.
+    pub fn exposure(&self) -> Exposure {
+        match *self {
+            Testimony::Ended(e) | Testimony::Survived(e) | Testimony::EndedBetween(_, e) => e,
+        }
+    }
+
+    /// Its likelihood under healthy as learned.
+    pub fn healthy(&self, d: &Distribution) -> Healthy {
+        match self {
+            Testimony::Ended(e) => e.ended_healthy(d),
+            Testimony::Survived(e) => e.running_healthy(d),
+            Testimony::EndedBetween(since, e) => e.ended_between_healthy(since, d),
+        }
+    }
+
+    /// Its log-likelihood ratio for κ and the scale (see
+    /// [`Exposure::ended_llr`]); `healthy` is [`Testimony::healthy`].
+    pub fn llr(&self, d: &Distribution, kappa: f64, scale: f64, slowed_now: bool, healthy: &Healthy) -> f64 {
+        match self {
+            Testimony::Ended(e) => e.ended_llr(d, kappa, scale, slowed_now, healthy),
+            Testimony::Survived(e) => e.running_llr(d, kappa, scale, healthy),
+            Testimony::EndedBetween(since, e) => e.ended_between_llr(since, d, kappa, scale, healthy),
+        }
     }
 }
 
@@ -514,5 +596,19 @@ mod tests {
                 .sum();
             assert!(llr > 6.9, "jitter {jitter}: 40 jobs 30% slow give only {llr}");
         }
+    }
+
+    #[test]
+    fn a_job_cut_at_an_earlier_age_keeps_its_time_before_the_test_first() {
+        let job = Exposure { age: 650.0, before: 570.0, above: 60.0 };
+        // Cut while the test had not begun: nothing of it was above.
+        let early = job.cut_at(560.0);
+        assert_eq!((early.age, early.before, early.above), (560.0, 560.0, 0.0));
+        // Cut halfway through its time in the test: half its time above.
+        let mid = job.cut_at(610.0);
+        assert_eq!((mid.age, mid.before), (610.0, 570.0));
+        assert!((mid.above - 30.0).abs() < 1e-9, "{mid:?}");
+        // An age past its own is the job as it is.
+        assert_eq!(job.cut_at(700.0), job);
     }
 }

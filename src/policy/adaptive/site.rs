@@ -1,7 +1,7 @@
 //! One site's estimator and controller: the bookkeeping behind the rules of
 //! the parent module's docs (their reasoning: `docs/adaptive.md`).
 
-use super::runtime::{Distribution, Exposure, Observation, READY_UNSEEN, SAMPLE};
+use super::runtime::{Distribution, Exposure, Observation, Testimony, READY_UNSEEN, SAMPLE};
 use crate::policy::book::TimeKey;
 use crate::policy::plan::SiteModel;
 use crate::policy::{JobId, SiteMemory, Time};
@@ -379,6 +379,11 @@ pub struct Site {
     /// compared it with a level below (the first cohort's, taken healthy).
     #[serde(default)]
     unchecked_baseline: Option<f64>,
+    /// When the first cohort's runs became the baseline (the first
+    /// verdict): jobs started before it are that cohort (see
+    /// [`Site::ended`] on the ones that outlive it).
+    #[serde(default)]
+    baseline_taken_at: Option<Time>,
     /// While the floor is checked against the level below (see `recheck`).
     #[serde(default)]
     recheck: Option<Recheck>,
@@ -449,6 +454,7 @@ impl Site {
             proven: None,
             remembered: None,
             unchecked_baseline: Some(initial),
+            baseline_taken_at: None,
             recheck: None,
             ceiling_assumed: false,
         };
@@ -721,16 +727,32 @@ impl Site {
             }
         }
         if let (Some(d), false) = (&self.dist, run.overloaded) {
-            let healthy = if ok { exposure.ended_healthy(d) } else { exposure.running_healthy(d) };
-            let llr = |kappa: f64, scale: f64| {
-                if ok {
-                    exposure.ended_llr(d, kappa, scale, above_now, &healthy)
-                } else {
-                    exposure.running_llr(d, kappa, scale, &healthy)
-                }
+            // A first cohort's job that outlived the baseline taken from its
+            // shorter half ends where that baseline is the tail's
+            // assumption: the tail stands for this very job. By the density
+            // at its end, a slowdown that maps the end back among the runs
+            // seen would win on the tail's assumed shape, not on data. Short
+            // of where a healthy run is unlikely (`past_longest`), it
+            // testifies as having survived to the longest run seen, as a
+            // running job would; past there, as having ended between that
+            // and its age, which still tells slowdowns that would have kept
+            // it running from those that would not.
+            let cohort = self.baseline_taken_at.is_some_and(|taken| run.start < taken);
+            let known = d.longest_seen();
+            let testimony = if !ok {
+                Testimony::Survived(exposure)
+            } else if !cohort || exposure.age <= known {
+                Testimony::Ended(exposure)
+            } else if exposure.age < past_longest(d, self.test.scales[SCALES.len() - 1]) {
+                Testimony::Survived(exposure.cut_at(known))
+            } else {
+                Testimony::EndedBetween(exposure.cut_at(known), exposure)
             };
-            if exposure.age > 0.0 {
-                self.test.weighed += (exposure.above / exposure.age).min(1.0);
+            let healthy = testimony.healthy(d);
+            let llr = |kappa: f64, scale: f64| testimony.llr(d, kappa, scale, above_now, &healthy);
+            let weighed = testimony.exposure();
+            if weighed.age > 0.0 {
+                self.test.weighed += (weighed.above / weighed.age).min(1.0);
             }
             for (j, &scale) in self.test.scales.iter().enumerate() {
                 for (k, stretch) in STRETCH.iter().enumerate() {
@@ -972,6 +994,7 @@ impl Site {
             let level = self.floor;
             self.healthy(now, level);
             self.searched = true;
+            self.baseline_taken_at = Some(now);
             let verdict = Verdict::Healthy { level };
             self.verdicts.push((now, verdict, self.window));
             self.new_test(now);
