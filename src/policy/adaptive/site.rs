@@ -733,10 +733,11 @@ impl Site {
             // at its end, a slowdown that maps the end back among the runs
             // seen would win on the tail's assumed shape, not on data. Short
             // of where a healthy run is unlikely (`past_longest`), it
-            // testifies as having survived to the longest run seen, as a
-            // running job would; past there, as having ended between that
-            // and its age, which still tells slowdowns that would have kept
-            // it running from those that would not.
+            // testifies as having survived to the longest run seen, which is
+            // what it said while running up to that age; past there, as
+            // having ended between that and its age, which still tells
+            // slowdowns that would have kept it running from those that
+            // would not.
             let cohort = self.baseline_taken_at.is_some_and(|taken| run.start < taken);
             let known = d.longest_seen();
             let testimony = if !ok {
