@@ -611,4 +611,33 @@ mod tests {
         // An age past its own is the job as it is.
         assert_eq!(job.cut_at(700.0), job);
     }
+
+    fn observed(ended: &[f64], censored: &[f64]) -> Vec<Observation> {
+        let ended = ended.iter().map(|&time| Observation { time, ended: true });
+        ended.chain(censored.iter().map(|&time| Observation { time, ended: false })).collect()
+    }
+
+    #[test]
+    fn the_unseen_share_taken_up_is_greenwoods_bound_or_wilsons_where_the_risk_set_emptied() {
+        let estimate = |obs: &[Observation], z| Distribution::estimate_with_unseen_error(obs, z).unwrap();
+        // Eight ended, four still running past them: the KM leaves a third
+        // unseen, and one standard error up is more, but at most half.
+        let ended: Vec<f64> = (0..8).map(|i| 100.0 + f64::from(i)).collect();
+        let obs = observed(&ended, &[107.5; 4]);
+        let (own, up) = (estimate(&obs, 0.0), estimate(&obs, 1.0));
+        assert!(up.unseen_mass > own.unseen_mass, "{} vs {}", up.unseen_mass, own.unseen_mass);
+        assert!(up.unseen_mass <= READY_UNSEEN, "{}", up.unseen_mass);
+        assert_eq!(up.unseen, own.unseen, "the KM's own share is kept");
+        // The last run ended as the only one at risk, the others censored
+        // just before it: survival 0, and Wilson's bound on that step is
+        // (survival before it) × z² / (1 + z²) = 6/9 × 1/2.
+        let obs = observed(&[100.0, 101.0, 102.0, 110.0], &[105.0, 106.0, 107.0, 108.0, 109.0]);
+        let (own, up) = (estimate(&obs, 0.0), estimate(&obs, 1.0));
+        assert_eq!(own.unseen, 0.0);
+        assert!((own.unseen_mass - 1.0 / 5.0).abs() < 1e-12, "1/(n + 1) of 4 ended: {}", own.unseen_mass);
+        assert!((up.unseen_mass - 1.0 / 3.0).abs() < 1e-12, "{}", up.unseen_mass);
+        // Nothing censored: nothing to take up.
+        let all_ended = observed(&ended, &[]);
+        assert_eq!(estimate(&all_ended, 1.0).unseen_mass, estimate(&all_ended, 0.0).unseen_mass);
+    }
 }
