@@ -43,6 +43,11 @@ pub struct BenchArgs {
     /// from what the first learned.
     #[arg(long)]
     pub warm: bool,
+    /// Like --warm, with N warm runs after the cold one, each started from
+    /// what the run before it learned; the last is reported (as a user who
+    /// runs the same jobs again and again would see it).
+    #[arg(long, value_name = "N")]
+    pub warm_runs: Option<u32>,
     /// Write an SVG chart comparing policies to this file.
     #[arg(long)]
     pub chart: Option<PathBuf>,
@@ -71,6 +76,8 @@ pub struct RunLine<'a> {
     pub policy: &'a str,
     pub seed: u64,
     pub warm: bool,
+    /// Warm runs before this one was reported (0: a cold run).
+    pub warm_runs: u32,
     pub makespan: Option<f64>,
     pub mean_turnaround: f64,
     pub p95_turnaround: f64,
@@ -140,6 +147,12 @@ pub fn command(args: BenchArgs) -> CmdResult {
         }
     }
     let seeds = parse_seeds(&args.seeds).map_err(Failure::usage)?;
+    let warm_runs = match args.warm_runs {
+        Some(0) => return Err(Failure::usage("--warm-runs counts warm runs after the cold one: 1 or more")),
+        Some(n) => n,
+        None => u32::from(args.warm),
+    };
+    let warm = warm_runs > 0;
     if args.trace && scenarios.len() * policies.len() * seeds.len() != 1 {
         return Err(Failure::usage(
             "--trace prints one run: select one --scenario, one --policy and one seed (e.g. --seeds 1)",
@@ -167,7 +180,7 @@ pub fn command(args: BenchArgs) -> CmdResult {
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     #[allow(clippy::disallowed_methods)] // wall time of the simulator itself, for runs/s
     let started = std::time::Instant::now();
-    let (results, walls) = run_all(&scenarios, &tasks, &opts, args.warm, threads);
+    let (results, walls) = run_all(&scenarios, &tasks, &opts, warm_runs, threads);
     let wall = started.elapsed().as_secs_f64();
 
     let mut errors = 0;
@@ -182,23 +195,23 @@ pub fn command(args: BenchArgs) -> CmdResult {
         print!("{}", trace_text(name, scenario, &tasks[0], &results[0]));
     } else if args.json {
         for (task, r) in tasks.iter().zip(&results).filter(|(t, _)| t.shown) {
-            let line = run_line(&scenarios[task.scenario].0, task, r, args.warm);
+            let line = run_line(&scenarios[task.scenario].0, task, r, warm_runs);
             println!("{}", serde_json::to_string(&line).expect("run lines serialise"));
         }
     } else {
         if !args.summary_only {
-            print!("{}", table(&scenarios, &policies, &tasks, &results, args.warm));
+            print!("{}", table(&scenarios, &policies, &tasks, &results, warm));
         }
         if scenarios.len() > 1 {
             print!("{}", family::summary(&scenarios, &policies, &tasks, &results));
         }
     }
     let events: u64 = results.iter().map(|r| r.events).sum();
-    let runs = results.len() * if args.warm { 2 } else { 1 };
+    let runs = results.len() * (1 + warm_runs as usize);
     eprintln!(
         "{runs} simulated runs in {wall:.2} s on {threads} thread(s): {:.1} runs/s, {:.0} events/s",
         runs as f64 / wall.max(1e-9),
-        events as f64 * if args.warm { 2.0 } else { 1.0 } / wall.max(1e-9)
+        events as f64 * f64::from(1 + warm_runs) / wall.max(1e-9)
     );
     let mut slowest: Vec<usize> = (0..tasks.len()).collect();
     slowest.sort_by(|&a, &b| walls[b].total_cmp(&walls[a]));
@@ -240,7 +253,7 @@ fn run_all(
     scenarios: &[(String, Scenario)],
     tasks: &[Task],
     opts: &SimOptions,
-    warm: bool,
+    warm_runs: u32,
     threads: usize,
 ) -> (Vec<SimResult>, Vec<f64>) {
     let next = AtomicUsize::new(0);
@@ -255,7 +268,7 @@ fn run_all(
                 #[allow(clippy::disallowed_methods)] // wall time of one simulated run
                 let started = std::time::Instant::now();
                 let mut result = sim::run(scenario, &config, task.seed, opts);
-                if warm {
+                for _ in 0..warm_runs {
                     let memory: CapacityMemory = result.learned.clone();
                     let warm_opts = SimOptions { memory, ..opts.clone() };
                     result = sim::run(scenario, &config, task.seed, &warm_opts);
@@ -268,13 +281,14 @@ fn run_all(
     slots.into_inner().expect("results lock").into_iter().map(|r| r.expect("every task ran")).unzip()
 }
 
-fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm: bool) -> RunLine<'a> {
+fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm_runs: u32) -> RunLine<'a> {
     let m = &r.metrics;
     RunLine {
         scenario,
         policy: &task.policy,
         seed: task.seed,
-        warm,
+        warm: warm_runs > 0,
+        warm_runs,
         makespan: m.makespan,
         mean_turnaround: m.mean_turnaround,
         p95_turnaround: m.p95_turnaround,

@@ -133,16 +133,30 @@ fn an_adaptive_trace_shows_the_windows_and_verdicts_behind_its_submissions() {
 }
 
 #[test]
-fn warm_runs_report_the_second_run() {
+fn warm_runs_report_the_last_run_of_the_chain() {
     let dir = util::tempdir();
     let file = write_small(dir.path());
-    let out = util::cosched(
-        dir.path(),
-        &["bench", &file, "--scenario", "tiny", "--policy", "adaptive", "--seeds", "1", "--warm", "--json"],
-    );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let line: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(line["warm"], true);
+    let run = |extra: &[&str]| -> serde_json::Value {
+        let mut args =
+            vec!["bench", &file, "--scenario", "tiny", "--policy", "adaptive", "--seeds", "1", "--json"];
+        args.extend_from_slice(extra);
+        let out = util::cosched(dir.path(), &args);
+        assert!(out.status.success(), "{extra:?}: {}", String::from_utf8_lossy(&out.stderr));
+        serde_json::from_slice(&out.stdout).unwrap()
+    };
+    let (cold, warm, one, three) =
+        (run(&[]), run(&["--warm"]), run(&["--warm-runs", "1"]), run(&["--warm-runs", "3"]));
+    assert_eq!((cold["warm"].clone(), cold["warm_runs"].clone()), (false.into(), 0.into()));
+    assert_eq!((warm["warm"].clone(), warm["warm_runs"].clone()), (true.into(), 1.into()));
+    assert_eq!(three["warm_runs"], 3);
+    // --warm is one warm run: the same run, measured the same.
+    assert_eq!(warm["makespan"], one["makespan"]);
+    assert_eq!(warm["events"], one["events"]);
+    // A warm run starts from what the cold one learned, so it is not the
+    // cold run again.
+    assert_ne!(cold["events"], warm["events"], "the warm run replayed the cold one");
+    let out = util::cosched(dir.path(), &["bench", &file, "--warm-runs", "0"]);
+    assert_eq!(out.status.code(), Some(2), "no warm run is not a warm run");
 }
 
 #[test]
