@@ -86,7 +86,11 @@
 //! - A checkpoint is a shortcut, never the record: the state database and the
 //!   user logs stay the truth, a policy restored from its checkpoint decides
 //!   what the original would have, and a checkpoint that does not fit is set
-//!   aside for a full replay.
+//!   aside for a full replay. Its format number changes with any policy
+//!   state's layout (postcard is not self-describing).
+//! - What a run remembers for the next is what it learned, or what it was
+//!   given where it learned nothing new: memory passed through any number
+//!   of runs does not drift (`Distribution::to_remember`).
 //!
 //! What cosched deliberately does not do: it never talks to a schedd except
 //! through the three documented commands (no Python bindings, no

@@ -236,9 +236,11 @@ impl Policy for Oracle {
                 }
             }
         }
-        actions.extend(self.planner.dispatch(now, &mut self.book, |_, m| {
-            format!("window {:.0}, {:.0} waiting ahead", m.window, m.attempt_rate() * m.ahead)
-        }));
+        actions.extend(
+            self.planner.dispatch(now, &mut self.book, |_, m| {
+                format!("window {:.0}, {}", m.window, m.waiting_ahead())
+            }),
+        );
         if self.book.pool_len() == 0 && self.book.out_total() > 0 && self.next_tail.is_none() {
             let tick = TAIL_TICK * self.shortest_run();
             self.next_tail = tick.is_finite().then_some(now + tick.max(1.0));

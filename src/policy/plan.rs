@@ -132,6 +132,17 @@ impl SiteModel {
         self.window.max(0.0) / (self.run.max(1e-3) * (1.0 - (1.0 - q) / 2.0))
     }
 
+    /// The queue kept waiting ahead, for a decision's reason: "every job
+    /// left" where the site may queue them all (a count in the billions
+    /// would say nothing).
+    pub fn waiting_ahead(&self) -> String {
+        if self.ahead >= EVERY_JOB_WAITS {
+            "every job left may wait ahead".to_string()
+        } else {
+            format!("{:.0} waiting ahead", self.attempt_rate() * self.ahead)
+        }
+    }
+
     /// How far the site is past the user's limits with `out` jobs there
     /// (negative: how many more they allow).
     fn past_limits(&self, c: SiteCounts, out: u32) -> f64 {
@@ -799,5 +810,16 @@ mod tests {
         assert_eq!(moves.len(), 1);
         let moved = moves[0].1.len();
         assert!((6..12).contains(&moved), "{moved} of 12 moved: most, not the last few");
+    }
+
+    #[test]
+    fn a_queue_of_every_job_left_is_said_in_words_not_as_a_count() {
+        // 10 jobs running, each 100 s, all succeed: an attempt ends every
+        // 10 s, so 50 s of wait ahead is 5 jobs.
+        let some = SiteModel { ahead: 50.0, ..model(10.0, 100.0, 50.0) };
+        assert_eq!(some.waiting_ahead(), "5 waiting ahead");
+        let all = SiteModel { ahead: EVERY_JOB_WAITS, ..model(10.0, 100.0, 50.0) };
+        let said = all.waiting_ahead();
+        assert!(said.contains("every job left") && !said.chars().any(|c| c.is_ascii_digit()), "{said}");
     }
 }

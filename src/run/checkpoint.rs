@@ -22,9 +22,12 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 
-/// Bumped whenever what a checkpoint holds changes meaning; an older one is
-/// set aside (the run is replayed whole), never misread.
-const FORMAT: u32 = 1;
+/// Bumped whenever what a checkpoint holds changes meaning or layout (a
+/// field added to a policy's state counts: postcard is not self-describing);
+/// an older one is set aside (the run is replayed whole), never misread.
+/// 2: `adaptive` keeps a probe's duration, the run times a memory-built
+/// distribution came from, and only the verdicts not told yet.
+const FORMAT: u32 = 2;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -90,7 +90,8 @@
 //! wait and attempts' outcomes (scaled to a test's sample, so that this
 //! run's outweigh them within one); a warm run starts
 //! there and tests from its first job (a floor remembered without run
-//! times is a first window again). A site's own `initial_window` stands
+//! times is a first window again). It takes no sample of its own, so it
+//! hands the run times on as it was given them. A site's own `initial_window` stands
 //! over a smaller remembered floor unless a run saw it degraded at or
 //! below that window.
 //!
@@ -229,10 +230,9 @@ mod decisions_as_json {
     }
 }
 
-/// How many of a site's verdicts, and which (window, capacity), were told.
+/// Which (window, capacity) of a site was told last.
 #[derive(Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 struct Told {
-    verdicts: usize,
     window: Option<(f64, Option<f64>)>,
 }
 
@@ -385,8 +385,10 @@ impl Adaptive {
 
     /// Site `i`'s new verdicts, and its window if it changed, as decisions.
     fn tell(&mut self, i: usize, now: Time) {
-        let (site, s, told) = (SiteId(i as u32), &self.sites[i], &mut self.told[i]);
-        for &(at, verdict, _) in s.verdicts.iter().skip(told.verdicts) {
+        let (site, s, told) = (SiteId(i as u32), &mut self.sites[i], &mut self.told[i]);
+        // Told once and let go: a watched level reaches a verdict every few
+        // dozen runs, and a week-long run must not carry them all.
+        for (at, verdict, _) in s.verdicts.drain(..) {
             let kind = match verdict {
                 Verdict::Healthy { level } => DecisionKind::Verdict { healthy: true, level, slowdown: None },
                 Verdict::Degraded { level, slowdown } => {
@@ -395,7 +397,6 @@ impl Adaptive {
             };
             self.decided.push(Decision { at, site, kind });
         }
-        told.verdicts = s.verdicts.len();
         let window = (s.window, s.searched.then_some(s.floor));
         if told.window != Some(window) {
             told.window = Some(window);
@@ -547,11 +548,11 @@ impl Policy for Adaptive {
         actions.extend(self.planner.dispatch(now, &mut self.book, |site, m| {
             let s = &sites[site.index()];
             format!(
-                "adaptive: window {:.0} (healthy ≤ {:.0}{}), {:.0} waiting ahead",
+                "adaptive: window {:.0} (healthy ≤ {:.0}{}), {}",
                 m.window,
                 s.floor,
                 if s.ceiling < s.cap { format!(", degraded ≥ {:.0}", s.ceiling) } else { String::new() },
-                m.attempt_rate() * m.ahead
+                m.waiting_ahead()
             )
         }));
         if self.book.pool_len() == 0 && self.book.out_total() > 0 && self.next_tail.is_none() {

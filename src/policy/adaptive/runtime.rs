@@ -64,7 +64,16 @@ pub struct Distribution {
     /// Standard deviation over mean of the runs seen end (0 if unknown).
     #[serde(default)]
     pub spread: f64,
+    /// Where it was built from memory ([`Distribution::from_quantiles`]):
+    /// the quantiles and range it came from, to be remembered again as they
+    /// came (see [`Distribution::to_remember`]).
+    #[serde(default)]
+    remembered: Option<Remembered>,
 }
+
+/// Run-time quantiles at probabilities 0, 1/n, …, 1, and the shortest and
+/// longest run they were taken from: a distribution as memory keeps it.
+pub type Remembered = (Vec<f64>, Option<(f64, f64)>);
 
 fn normal_pdf(z: f64) -> f64 {
     (-0.5 * z * z).exp() / (2.0 * std::f64::consts::PI).sqrt()
@@ -182,7 +191,25 @@ impl Distribution {
         };
         let share = 1.0 / q.len() as f64;
         let steps: Vec<(f64, f64)> = q.iter().map(|&t| (t.max(shortest), share)).collect();
-        Some(Self::smoothed(&steps, 0.0, 0.0, SAMPLE))
+        let mut d = Self::smoothed(&steps, 0.0, 0.0, SAMPLE);
+        d.remembered = Some((q.to_vec(), seen));
+        Some(d)
+    }
+
+    /// What memory keeps of it: `n + 1` quantiles and the range of the runs
+    /// it was built from. One built from memory gives back what it was built
+    /// from. Its quantiles lie outside the remembered ones by the kernel's
+    /// spread, so a site that takes no sample of its own (a warm start
+    /// never does) would remember them wider with every run: over four runs
+    /// of train G0101 the 1/16 quantile went 139 → 128 → 114 → 90 s, runs
+    /// of 137–312 s, until hundreds of healthy jobs survived past the
+    /// shortest expected and a site of 988 slots was called 1.9 times
+    /// slowed (BENCHMARKS.md, "Memory over many runs").
+    pub fn to_remember(&self, n: usize) -> Remembered {
+        match &self.remembered {
+            Some(remembered) => remembered.clone(),
+            None => (self.quantiles(n), Some((self.shortest_seen(), self.longest_seen()))),
+        }
     }
 
     /// `unseen` is the KM's survival past the last step, `bound` the mass
@@ -239,6 +266,7 @@ impl Distribution {
             ended,
             unseen,
             spread: var.sqrt() / mean_seen.max(1e-12),
+            remembered: None,
         }
     }
 
@@ -534,6 +562,26 @@ mod tests {
     /// A warm start judges running jobs no younger than the shortest run the
     /// earlier run saw, not from the smoothed quantiles' lowest, which the
     /// kernel spreads below it.
+    #[test]
+    fn what_memory_gave_is_remembered_as_it_came_through_any_number_of_runs() {
+        let runs: Vec<f64> = (0..32).map(|k| 336.0 + 396.0 * f64::from(k) / 31.0).collect();
+        let d = Distribution::estimate(&ended(&runs)).unwrap();
+        let first = d.to_remember(16);
+        assert_eq!(
+            first,
+            (d.quantiles(16), Some((336.0, 732.0))),
+            "learned: its quantiles and the runs' range"
+        );
+        let mut kept = first.clone();
+        for run in 2..=6 {
+            kept = Distribution::from_quantiles(&kept.0, kept.1).unwrap().to_remember(16);
+            assert_eq!(kept, first, "run {run}");
+        }
+        // Taken through the smoothed estimate instead, the spread widens.
+        let again = Distribution::from_quantiles(&first.0, first.1).unwrap().quantiles(16);
+        assert!(again[1] < first.0[1] && again[15] > first.0[15], "{again:?} against {:?}", first.0);
+    }
+
     #[test]
     fn remembered_quantiles_start_at_the_shortest_run_seen() {
         let runs: Vec<f64> = (0..32).map(|k| 336.0 + 396.0 * f64::from(k) / 31.0).collect();

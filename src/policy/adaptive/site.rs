@@ -359,7 +359,8 @@ pub struct Site {
     pub closed_until: Option<Time>,
     /// The test is evaluated no more often than every `EVALS` of a run time.
     next_eval: Time,
-    /// Every verdict: when, what, and the window it left.
+    /// The verdicts not told yet (`Adaptive::tell` takes them): when, what,
+    /// and the window each left.
     pub verdicts: Vec<(Time, Verdict, f64)>,
     /// The most likely slowdown at the last degraded verdict: what a job
     /// still running there is expected to suffer (the verdict's own, the
@@ -1515,13 +1516,14 @@ impl Site {
                 (floor, ceiling, self.ceiling_assumed && ceiling.is_some())
             }
         };
+        let (runtime_quantiles, runtime_range) = baseline.map(|d| d.to_remember(16)).unzip();
         SiteMemory {
             capacity,
             ceiling,
             ceiling_assumed,
             baseline_runtime: baseline.or(self.dist.as_ref()).map(Distribution::mean),
-            runtime_range: baseline.map(|d| (d.shortest_seen(), d.longest_seen())),
-            runtime_quantiles: baseline.map(|d| d.quantiles(16)),
+            runtime_range: runtime_range.flatten(),
+            runtime_quantiles,
             mean_wait: self.waits.mean(now),
             attempts: self.attempts_to_remember(),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
