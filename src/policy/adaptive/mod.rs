@@ -91,9 +91,9 @@
 //! run's outweigh them within one); a warm run starts
 //! there and tests from its first job (a floor remembered without run
 //! times is a first window again). It takes no sample of its own, so it
-//! hands the run times on as it was given them. A site's own `initial_window` stands
-//! over a smaller remembered floor unless a run saw it degraded at or
-//! below that window.
+//! hands the run times on as it was given them. A site's own
+//! `initial_window` stands over a smaller remembered floor unless a run saw
+//! it degraded at or below that window.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is

@@ -559,9 +559,9 @@ mod tests {
         assert!((back.mean() - d.mean()).abs() < 0.15 * d.mean(), "{} vs {}", back.mean(), d.mean());
     }
 
-    /// A warm start judges running jobs no younger than the shortest run the
-    /// earlier run saw, not from the smoothed quantiles' lowest, which the
-    /// kernel spreads below it.
+    /// What a warm start was given is what it hands the next run, however
+    /// many runs it passes through; quantiles of the smoothed estimate
+    /// would spread with every run.
     #[test]
     fn what_memory_gave_is_remembered_as_it_came_through_any_number_of_runs() {
         let runs: Vec<f64> = (0..32).map(|k| 336.0 + 396.0 * f64::from(k) / 31.0).collect();
@@ -582,6 +582,9 @@ mod tests {
         assert!(again[1] < first.0[1] && again[15] > first.0[15], "{again:?} against {:?}", first.0);
     }
 
+    /// A warm start judges running jobs no younger than the shortest run the
+    /// earlier run saw, not from the smoothed quantiles' lowest, which the
+    /// kernel spreads below it.
     #[test]
     fn remembered_quantiles_start_at_the_shortest_run_seen() {
         let runs: Vec<f64> = (0..32).map(|k| 336.0 + 396.0 * f64::from(k) / 31.0).collect();
