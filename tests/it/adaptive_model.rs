@@ -133,7 +133,7 @@ fn a_healthy_site_stays_healthy_over_many_runs_each_warm_from_the_last() {
     // takes no sample of its own remembers them again. Taken through the
     // smoothed estimate each time, they spread wider with every run (the
     // 1/16 quantile 139 → 128 → 114 → 90 s over four runs on the grid of
-    // train G0101, whose runs are 137-312 s): the fourth warm run expected
+    // train G0101, whose runs are 137-312 s): the fourth run expected
     // runs far shorter than any, hundreds of running jobs survived past
     // them, and a healthy site of 988 slots was called 1.9 times slowed,
     // held at 414 and remembered there. On one site alone the quantiles
