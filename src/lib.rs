@@ -90,7 +90,10 @@
 //!   state's layout (postcard is not self-describing).
 //! - What a run remembers for the next is what it learned, or what it was
 //!   given where it learned nothing new: memory passed through any number
-//!   of runs does not drift (`Distribution::to_remember`).
+//!   of runs does not drift (`Distribution::to_remember`). Memory is a
+//!   hypothesis, not a verdict: where it calls a level it held healthy
+//!   degraded, the run's own runs below decide between a capacity that
+//!   dropped and jobs that changed (`Site::check_memory`).
 //!
 //! What cosched deliberately does not do: it never talks to a schedd except
 //! through the three documented commands (no Python bindings, no

@@ -27,7 +27,10 @@ use std::sync::Arc;
 /// an older one is set aside (the run is replayed whole), never misread.
 /// 2: `adaptive` keeps a probe's duration, the run times a memory-built
 /// distribution came from, and only the verdicts not told yet.
-const FORMAT: u32 = 2;
+/// 3: `adaptive` checks memory's run times against the run's own (a
+/// recheck says whether it is of memory, with the ceiling before it, and a
+/// site whether memory was checked).
+const FORMAT: u32 = 3;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

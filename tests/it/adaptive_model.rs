@@ -181,6 +181,75 @@ fn a_healthy_site_stays_healthy_over_many_runs_each_warm_from_the_last() {
 }
 
 #[test]
+fn a_warm_run_whose_jobs_changed_since_checks_memory_against_its_own_runs() {
+    // Memory keeps each site's healthy run times, and a warm run tests by
+    // them from its first job. But a user may run another job from the same
+    // state directory, or the same job on other inputs, or a site's
+    // hardware may change. Here jobs of 200 s were remembered on two
+    // healthy sites and jobs of 600 s run now: every level in turn was
+    // judged three times slowed and cut to a third, down to one job per
+    // site (280,597-291,792 s on seeds 1-3, 4,031-4,146 s cold). A slowdown
+    // that does not fall when our level falls is not ours: the runs at the
+    // level cut to are checked against memory's.
+    let grid = |runtime: f64| Scenario {
+        desc: format!("two healthy sites, jobs of {runtime} s"),
+        n_jobs: 1500,
+        base_runtime: runtime,
+        jitter: 0.3,
+        sites: vec![
+            SiteParams { wait_mean: 30.0, ..site("big", 300) },
+            SiteParams { wait_mean: 30.0, ..site("small", 100) },
+        ],
+    };
+    let (short, long) = (grid(200.0), grid(600.0));
+    for seed in 1..=3 {
+        let memory = run(&short, "adaptive", seed).learned;
+        let cold = makespan(&run(&long, "adaptive", seed));
+        let warm = run_with(&long, "adaptive", seed, &SimOptions { memory, ..SimOptions::default() });
+        let case = format!("seed {seed}");
+        assert!(
+            makespan(&warm) <= cold,
+            "{case}: {:.0} s warm from another job's memory, {cold:.0} s cold",
+            makespan(&warm)
+        );
+        assert_eq!(cut_short(&warm), 0, "{case}: running jobs removed from healthy sites");
+        for (name, slots) in [("big", 300.0), ("small", 100.0)] {
+            let learned = &warm.learned[name];
+            let found = learned.capacity.unwrap_or(0.0);
+            assert!(found >= 0.9 * slots, "{case}: {name} held at {found:.0} of {slots} healthy slots");
+            let mean = learned.baseline_runtime.unwrap_or(0.0);
+            assert!(
+                (400.0..900.0).contains(&mean),
+                "{case}: {name} remembers runs of {mean:.0} s, not this job's 600 s"
+            );
+        }
+    }
+    // Where the capacity did drop since (a knee of 120 learned, 40 now), the
+    // runs below are memory's and the cut stands.
+    let knee = |capacity: f64| Scenario {
+        desc: format!("a knee of {capacity}"),
+        n_jobs: 1500,
+        base_runtime: 200.0,
+        jitter: 0.3,
+        sites: vec![SiteParams {
+            capacity: Capacity::Finite(capacity),
+            beta: 1.0,
+            wait_mean: 30.0,
+            ..site("knee", 300)
+        }],
+    };
+    for seed in 1..=3 {
+        let memory = run(&knee(120.0), "adaptive", seed).learned;
+        let warm = run_with(&knee(40.0), "adaptive", seed, &SimOptions { memory, ..SimOptions::default() });
+        let found = warm.learned["knee"].capacity.unwrap_or(0.0);
+        assert!(
+            (20.0..=60.0).contains(&found),
+            "seed {seed}: a knee of 120 that fell to 40 held at {found:.0}"
+        );
+    }
+}
+
+#[test]
 fn a_big_healthy_sites_first_cohort_still_running_is_not_read_as_a_slowdown() {
     // No knee, 600 or 1,000 slots, three waves of jobs of 600 s ± 30% or
     // ± 10%. The first verdict comes once the shortest half of the first

@@ -91,7 +91,15 @@
 //! run's outweigh them within one); a warm run starts
 //! there and tests from its first job (a floor remembered without run
 //! times is a first window again). It takes no sample of its own, so it
-//! hands the run times on as it was given them. A site's own
+//! hands the run times on as it was given them, until the level memory
+//! holds healthy runs degraded: then the runs at the level cut to are
+//! learned afresh and compared with memory's, once per run. Slower than
+//! memory's by κ and the two means' errors, the slowdown did not fall with
+//! our level: the jobs changed since (another job, other inputs, other
+//! hardware), and the floor comes back with this run's runs as its
+//! baseline. Faster, memory's were slowed or the jobs got shorter: the cut
+//! stands with this run's runs. Within, the capacity dropped: the cut
+//! stands with memory's. A site's own
 //! `initial_window` stands over a smaller remembered floor unless a run saw
 //! it degraded at or below that window.
 //!

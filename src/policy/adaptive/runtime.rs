@@ -196,6 +196,11 @@ impl Distribution {
         Some(d)
     }
 
+    /// Whether it was built from memory, not from this run's own runs.
+    pub fn is_remembered(&self) -> bool {
+        self.remembered.is_some()
+    }
+
     /// What memory keeps of it: `n + 1` quantiles and the range of the runs
     /// it was built from. One built from memory gives back what it was built
     /// from. Its quantiles lie outside the remembered ones by the kernel's

@@ -261,6 +261,16 @@ struct SampleRun {
 struct Recheck {
     /// The level under suspicion.
     floor: f64,
+    /// What is under suspicion is memory's run times, not the floor: see
+    /// [`Site::check_memory`].
+    #[serde(default)]
+    of_memory: bool,
+    /// The ceiling before the verdict that began a check of memory, and
+    /// whether it was assumed: the knee memory knew, which comes back if
+    /// memory's runs prove to be another job's (the shared resource is the
+    /// site's, not the run times').
+    #[serde(default)]
+    ceiling: (f64, bool),
     /// Its baseline (distribution and observations), set aside once the
     /// site has drained below it and the fresh sample begins.
     baseline: Option<(Distribution, Vec<Observation>)>,
@@ -396,6 +406,9 @@ pub struct Site {
     /// how soon the next one's jobs must start to be judged with it.
     #[serde(default)]
     probe_took: Option<f64>,
+    /// This run's own runs were compared with memory's (`check_memory`).
+    #[serde(default)]
+    memory_checked: bool,
 }
 
 impl Site {
@@ -458,6 +471,7 @@ impl Site {
             baseline_taken_at: None,
             recheck: None,
             ceiling_assumed: false,
+            memory_checked: false,
         };
         if let Some(m) = memory {
             site.remember(m);
@@ -556,7 +570,10 @@ impl Site {
         if self.closed(now) {
             return SiteModel::CLOSED;
         }
-        let own = self.dist.as_ref().map(Distribution::mean);
+        // While this run's runs are checked against memory's, memory's stay
+        // the best guess of how long a job takes here.
+        let checking = self.recheck.as_ref().filter(|r| r.of_memory).and_then(|r| r.baseline.as_ref());
+        let own = self.dist.as_ref().or(checking.map(|(d, _)| d)).map(Distribution::mean);
         let run = own.or(fallback_run);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
         let mut model = SiteModel {
@@ -1135,8 +1152,10 @@ impl Site {
         if self.test.level == 0.0 {
             // The floor itself ran degraded: the capacity dropped, or the
             // floor was a miss of an earlier test.
+            let (held, ceiling) = (self.floor, (self.ceiling, self.ceiling_assumed));
             self.floor = delivered.min(self.floor);
             self.ceiling = level.max(self.floor + 1.0);
+            self.check_memory(held, ceiling);
         } else {
             self.ceiling = self.ceiling.min(level.max(self.floor + 1.0));
         }
@@ -1167,11 +1186,33 @@ impl Site {
         self.unchecked_baseline.is_some_and(|b| self.floor <= b)
     }
 
+    /// A level that a past run proved healthy ran degraded, judged by the
+    /// run times that run remembered. Either the capacity dropped, and the
+    /// jobs run at full speed at the level the cut leaves, or the jobs (or
+    /// the site's hardware) changed since, and they run there as slowly as
+    /// at `held`: a slowdown that does not fall when our level falls is not
+    /// ours. Left untested, a job three times longer than the one remembered
+    /// was cut to a third at every level in turn, down to one job per site
+    /// (a hundred times the oracle's makespan). So the runs at the
+    /// level cut to are learned afresh and compared with memory's
+    /// (`settle_recheck`). Once per run: what this run learned is its own.
+    fn check_memory(&mut self, held: f64, ceiling: (f64, bool)) {
+        let remembered = self.dist.as_ref().is_some_and(Distribution::is_remembered);
+        if remembered && !self.memory_checked && self.recheck.is_none() && self.floor < held {
+            self.recheck = Some(Recheck { floor: held, of_memory: true, ceiling, baseline: None });
+        }
+    }
+
     /// The floor comes under suspicion: the window goes to the level below,
     /// and once the site has drained, the runs there are learned afresh
     /// (`begin_recheck`) and compared with the floor's (`settle_recheck`).
     fn check_below(&mut self) {
-        self.recheck = Some(Recheck { floor: self.floor, baseline: None });
+        self.recheck = Some(Recheck {
+            floor: self.floor,
+            of_memory: false,
+            ceiling: (self.ceiling, self.ceiling_assumed),
+            baseline: None,
+        });
         self.floor = (self.floor / self.rules.gain).floor().max(1.0);
     }
 
@@ -1199,6 +1240,9 @@ impl Site {
         let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
         let slowdown = old.mean() / new.mean();
         let level = recheck.floor;
+        if recheck.of_memory {
+            return self.settle_memory(now, level, slowdown, error);
+        }
         // Degraded means κ slower, beyond the error of the two means.
         let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
             self.recheck = None;
@@ -1228,6 +1272,49 @@ impl Site {
         Some((verdict, Vec::new()))
     }
 
+    /// Memory's run times against the runs at the level a verdict cut to
+    /// (`check_memory`), `slowdown` the ratio of memory's mean to theirs.
+    /// Runs there `κ` times slower than memory's and more, beyond the two
+    /// means' errors, mean the slowdown did not fall with our level: it was
+    /// not the site's but the job's (or the hardware's), so `held`, the
+    /// level judged, is the floor again under the ceiling memory knew, and
+    /// this run's runs are the baseline. Runs there that much faster mean
+    /// memory's runs were slowed (its floor past a knee, as when a first
+    /// window is checked) or the job got shorter: either way the cut stands
+    /// and this run's runs are the baseline. Within, memory holds and so
+    /// does the cut (the capacity dropped); memory's distribution, the
+    /// larger sample, is the baseline again.
+    fn settle_memory(
+        &mut self,
+        now: Time,
+        held: f64,
+        slowdown: f64,
+        error: f64,
+    ) -> Option<(Verdict, Vec<JobId>)> {
+        let bound = self.rules.kappa * (1.0 + self.rules.scale_z * error);
+        let Some(Recheck { baseline: Some((memory, _)), ceiling, .. }) = self.recheck.take() else {
+            return None;
+        };
+        self.memory_checked = true;
+        if slowdown * bound < 1.0 {
+            self.floor = held;
+            self.window = held;
+            (self.ceiling, self.ceiling_assumed) = ceiling;
+            self.ceiling = self.ceiling.max(held);
+            self.holding_since = self.converged().then_some(now);
+        } else if slowdown <= bound {
+            self.dist = Some(memory);
+            self.observations.clear();
+            self.clean.clear();
+            self.sample_runs.clear();
+            self.levels.clear();
+        }
+        let verdict = Verdict::Healthy { level: self.floor };
+        self.verdicts.push((now, verdict, self.window));
+        self.new_test(now);
+        Some((verdict, Vec::new()))
+    }
+
     /// After a degraded verdict, the running jobs to remove. The site
     /// delivered what `level / slowdown` jobs at full speed would; with
     /// sharing alone that is its knee, at least the window the cut leaves.
@@ -1251,7 +1338,7 @@ impl Site {
     /// floor cost throughput only if the floor was slowed, which is not known
     /// yet, so they drain where they are.
     fn judged_window(&self) -> f64 {
-        self.recheck.as_ref().map_or(self.window, |r| r.floor.max(self.window))
+        self.recheck.as_ref().filter(|r| !r.of_memory).map_or(self.window, |r| r.floor.max(self.window))
     }
 
     /// While the site drains past its window after a degraded verdict: the
@@ -1405,8 +1492,10 @@ impl Site {
         // this run learned, and a warm run must not start above it. A
         // remembered floor stays known through a run too short to judge it.
         let learned = self.any_started && (self.searched || self.floor_remembered || self.ceiling < self.cap);
-        // A floor whose check is still under way is what was known before it.
-        let floor = self.recheck.as_ref().map_or(self.floor, |r| r.floor);
+        // A floor whose check is still under way is what was known before it;
+        // not where memory's run times are checked: that began with a
+        // verdict at the floor, which stands until the check says otherwise.
+        let floor = self.recheck.as_ref().filter(|r| !r.of_memory).map_or(self.floor, |r| r.floor);
         (learned.then_some(floor), (self.ceiling < self.cap).then_some(self.ceiling))
     }
 
