@@ -257,6 +257,9 @@ struct SampleRun {
 /// A floor under suspicion: a probe above it proved the site thrashes, and
 /// the floor is where the baseline was learned, healthy only by assumption.
 /// The site drains to the level below and learns its runs there afresh.
+/// Or (`of_memory`) memory's run times under suspicion: the level memory
+/// held healthy ran degraded by them, and the runs at the level cut to are
+/// learned afresh to be compared with memory's (`Site::check_memory`).
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 struct Recheck {
     /// The level under suspicion.
