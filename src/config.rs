@@ -860,6 +860,7 @@ fn read_policy(table: Spanned<DeValue<'_>>) -> Result<PolicyConfig, PolicyError>
     match name.as_str() {
         "bulk" => params::<NoParams>(rest).map(|_| PolicyConfig::Bulk),
         "oracle" => params::<NoParams>(rest).map(|_| PolicyConfig::Oracle),
+        "late-oracle" => params::<NoParams>(rest).map(|_| PolicyConfig::LateOracle),
         "jobrouter" => params::<policy::jobrouter::Params>(rest).map(PolicyConfig::JobRouter),
         "thesis" => params::<policy::thesis::Params>(rest).map(PolicyConfig::Thesis),
         "adaptive" => params::<policy::adaptive::Params>(rest).map(PolicyConfig::Adaptive),

@@ -8,7 +8,9 @@
 //! # Layout
 //! - [`policy`] — the pure decision core: [`policy::Policy`] takes the time and
 //!   one input, returns actions; [`policy::JobBook`] is the shared bookkeeping
-//!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines), `thesis`
+//!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines; `oracle`
+//!   also builds `late-oracle`, told each site's truth only once a job ended
+//!   there: the yardstick of what a learner could reach), `thesis`
 //!   (the 2013 algorithm, read literally), `adaptive` (the default: a site
 //!   estimator in `adaptive::site`, the run-time distribution and the test's
 //!   likelihoods in `adaptive::runtime`; the reasoning behind its rules in

@@ -26,7 +26,8 @@ pub struct BenchArgs {
     /// Scenario names to run (default: all).
     #[arg(long)]
     pub scenario: Vec<String>,
-    /// Policies to run (default: all five).
+    /// Policies to run (default: all six; `late-oracle` is the yardstick of
+    /// what a policy that learns could reach).
     #[arg(long)]
     pub policy: Vec<String>,
     /// Seeds, as a range or list: 1-5, 3, 1,4,9.

@@ -125,8 +125,11 @@ impl Machinery for DbMachinery {
             })?,
             None => sites.policy.clone(),
         };
-        if policy == PolicyConfig::Oracle {
-            return Err("the oracle policy needs the true site model; it runs only in `cosched bench`".into());
+        if policy.needs_truth() {
+            return Err(format!(
+                "the {} policy needs the true site model; it runs only in `cosched bench`",
+                policy.name()
+            ));
         }
         let (epoch, rate) = time_base()?;
         let path = self.state.db_path();

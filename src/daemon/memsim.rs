@@ -56,8 +56,11 @@ impl Machinery for MemorySim {
             Some(name) => PolicyConfig::named(name).ok_or_else(|| format!("unknown policy {name:?}"))?,
             None => sites.policy.clone(),
         };
-        if policy == PolicyConfig::Oracle {
-            return Err("the oracle policy needs the true site model; the daemon does not offer it".into());
+        if policy.needs_truth() {
+            return Err(format!(
+                "the {} policy needs the true site model; the daemon does not offer it",
+                policy.name()
+            ));
         }
         let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
         let id = runs.keys().next_back().map_or(1, |k| k + 1);

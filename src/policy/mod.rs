@@ -338,7 +338,9 @@ pub trait Policy: Send {
 }
 
 /// Policy names accepted on command lines, in display order.
-pub const POLICY_NAMES: [&str; 5] = ["bulk", "jobrouter", "oracle", "thesis", "adaptive"];
+/// `late-oracle` is the oracle told a site's truth only once a job ended
+/// there: the bench's yardstick of what a policy that learns could reach.
+pub const POLICY_NAMES: [&str; 6] = ["bulk", "jobrouter", "oracle", "late-oracle", "thesis", "adaptive"];
 
 /// A policy and its parameters, as chosen in sites.toml or on the command line.
 #[derive(Clone, Debug, PartialEq)]
@@ -346,6 +348,8 @@ pub enum PolicyConfig {
     Bulk,
     JobRouter(jobrouter::Params),
     Oracle,
+    /// The oracle told a site's truth only once a job has ended there.
+    LateOracle,
     Thesis(thesis::Params),
     Adaptive(adaptive::Params),
 }
@@ -357,6 +361,7 @@ impl PolicyConfig {
             "bulk" => PolicyConfig::Bulk,
             "jobrouter" => PolicyConfig::JobRouter(Default::default()),
             "oracle" => PolicyConfig::Oracle,
+            "late-oracle" => PolicyConfig::LateOracle,
             "thesis" => PolicyConfig::Thesis(Default::default()),
             "adaptive" => PolicyConfig::Adaptive(Default::default()),
             _ => return None,
@@ -384,11 +389,18 @@ impl PolicyConfig {
         }
     }
 
+    /// Whether the policy reads the true site model, so runs only in
+    /// `cosched bench` (the simulator knows the truth; nothing else does).
+    pub fn needs_truth(&self) -> bool {
+        matches!(self, PolicyConfig::Oracle | PolicyConfig::LateOracle)
+    }
+
     pub fn name(&self) -> &'static str {
         match self {
             PolicyConfig::Bulk => "bulk",
             PolicyConfig::JobRouter(_) => "jobrouter",
             PolicyConfig::Oracle => "oracle",
+            PolicyConfig::LateOracle => "late-oracle",
             PolicyConfig::Thesis(_) => "thesis",
             PolicyConfig::Adaptive(_) => "adaptive",
         }
@@ -417,6 +429,11 @@ pub fn build(
             let truth =
                 truth.ok_or("the oracle policy needs the true site model: it runs only in simulation")?;
             Box::new(oracle::Oracle::new(spec, truth))
+        }
+        PolicyConfig::LateOracle => {
+            let truth = truth
+                .ok_or("the late-oracle policy needs the true site model: it runs only in simulation")?;
+            Box::new(oracle::Oracle::late(spec, truth, adaptive::Params::default().initial_window))
         }
         PolicyConfig::Thesis(p) => Box::new(thesis::Thesis::new(spec, p)),
         PolicyConfig::Adaptive(p) => Box::new(adaptive::Adaptive::new(spec, p)),

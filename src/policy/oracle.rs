@@ -30,6 +30,13 @@
 //!   slots are busy, not after (two waves of 25 on 25 slots, waits of 500
 //!   s: Little's law's six ahead left the second wave's waits after the
 //!   first wave, and the oracle lost to bulk submission by a quarter).
+//!   The same holds where that site's resource only shares (`beta = 0`)
+//!   and every job left fits in its slots: running past the knee then
+//!   costs no throughput, and with every job there all runs at once, none
+//!   waiting for a wave before it (held-out G1062, a knee of 19 on 480
+//!   slots, 166 jobs, waits of 1,194 s: 1.29 times bulk submission's
+//!   makespan before). Where the slots do not hold them all, the first
+//!   wave would run slowed and delay the second (train G0185).
 //! - **Capacity changes.** At every window boundary the models are
 //!   recomputed. When C drops below the running jobs, those past the new knee
 //!   either drain (stop sending) or the youngest are removed — whichever
@@ -47,7 +54,22 @@
 //!   the knee.
 //! - **Tail.** Once the pool is empty the planner's moves run every
 //!   `TAIL_TICK` of the shortest run time.
+//!
+//! **`late-oracle`** ([`Oracle::late`]) is the same policy told each site's
+//! truth only once a job has ended there: until then the site runs at most
+//! `adaptive`'s first window (a site's own `initial_window`, else 16), or
+//! its knee where that is lower, and nothing is queued ahead of it. It is
+//! the yardstick of what a policy that learns could reach: no learner knows
+//! anything of a site's knee before its first jobs end (their run times are
+//! the only measure of healthy), and this one then knows everything at
+//! once, with no probe, no test and no overshoot. It is generous on
+//! purpose: it knows which sites are dead, and a knee below the first
+//! window costs it nothing. What `adaptive` loses to `oracle` beyond what
+//! `late-oracle` loses is the price of searching for the knees; what
+//! `late-oracle` loses is the price of having to run jobs before knowing
+//! anything (BENCHMARKS.md, "What a learner could reach").
 
+use super::book::Change;
 use super::plan::{Planner, SiteModel, EVERY_JOB_WAITS};
 use super::{Action, Input, JobBook, JobId, Policy, RunSpec, SiteId, SiteTruth, SiteView, Time, Truth};
 
@@ -63,6 +85,10 @@ pub struct Oracle {
     /// The one live site, when there is one: it takes every job left, so
     /// its last waves can be planned as a whole.
     only_live: Option<usize>,
+    /// `late-oracle`: per site, the first window it is held to until a job
+    /// has ended there (`None` once told, and always for `oracle`).
+    untold: Vec<Option<u32>>,
+    late: bool,
 }
 
 /// How often the oracle looks at idle jobs in the tail, as a fraction of the
@@ -84,9 +110,23 @@ impl Oracle {
             next_boundary: None,
             next_tail: None,
             only_live: None,
+            untold: vec![None; n],
+            late: false,
         };
         let mut live = truth.sites.iter().enumerate().filter(|(_, p)| !p.dead).map(|(i, _)| i);
         oracle.only_live = live.next().filter(|_| live.next().is_none());
+        oracle.remodel(0.0);
+        oracle
+    }
+
+    /// `late-oracle`: the oracle told a site's truth only once a job has
+    /// ended there; until then it runs `first_window` jobs there (a site's
+    /// own `initial_window` first), or its knee where that is lower.
+    pub fn late(spec: &RunSpec, truth: &Truth, first_window: u32) -> Self {
+        let mut oracle = Oracle::new(spec, truth);
+        oracle.untold =
+            spec.sites.iter().map(|info| Some(info.initial_window.unwrap_or(first_window).max(1))).collect();
+        oracle.late = true;
         oracle.remodel(0.0);
         oracle
     }
@@ -99,11 +139,26 @@ impl Oracle {
         if p.dead || knee == 0 {
             return SiteModel::CLOSED;
         }
-        let window = if self.only_live == Some(i) { self.last_waves(i, knee, c) } else { knee };
+        let untold = self.untold.get(i).copied().flatten();
+        let window = match untold {
+            // Jobs queued ahead would start past the first window as their
+            // waits end: nothing waits ahead of a site not known yet.
+            Some(first) => knee.min(first),
+            None if self.only_live == Some(i) => self.last_waves(i, knee, c),
+            None => knee,
+        };
         // The one live site takes every job left, and where no knee lies
         // below its slots nothing that waits can start past the window
         // (module docs, "The queue ahead").
-        let ahead = if self.only_live == Some(i) && knee >= p.slots { EVERY_JOB_WAITS } else { p.wait_mean };
+        let ahead = if untold.is_some() {
+            0.0
+        } else if self.only_live == Some(i)
+            && (knee >= p.slots || p.beta == 0.0 && self.left(i) <= u64::from(p.slots))
+        {
+            EVERY_JOB_WAITS
+        } else {
+            p.wait_mean
+        };
         SiteModel {
             open: true,
             window: f64::from(window),
@@ -119,11 +174,16 @@ impl Oracle {
         }
     }
 
+    /// Jobs not done yet that site `i` may still run: its own out and the pool.
+    fn left(&self, i: usize) -> u64 {
+        u64::from(self.book.counts(SiteId(i as u32)).out()) + self.book.pool_len()
+    }
+
     /// The window that ends the site's last few waves soonest, with all
     /// jobs not done yet to run there (module docs).
     fn last_waves(&self, i: usize, knee: u32, c: f64) -> u32 {
         let p = &self.sites[i];
-        let left = u64::from(self.book.counts(SiteId(i as u32)).out()) + self.book.pool_len();
+        let left = self.left(i);
         if left <= u64::from(knee) || left > LAST_WAVES * u64::from(knee) {
             return knee;
         }
@@ -202,7 +262,11 @@ impl Oracle {
 
 impl Policy for Oracle {
     fn name(&self) -> &'static str {
-        "oracle"
+        if self.late {
+            "late-oracle"
+        } else {
+            "oracle"
+        }
     }
 
     fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
@@ -211,6 +275,12 @@ impl Policy for Oracle {
             Input::Site { site, event } => {
                 let change = self.book.apply(*site, event);
                 actions.extend(self.book.after_failure(*site, &change));
+                let ended = matches!(change, Change::Succeeded { .. } | Change::Failed { .. });
+                if ended && self.untold.get(site.index()).is_some_and(Option::is_some) {
+                    self.untold[site.index()] = None;
+                    let model = self.model(site.index(), now);
+                    self.planner.set_model(*site, model, &self.book);
+                }
                 if let Some(i) = self.only_live {
                     let model = self.model(i, now);
                     self.planner.set_model(SiteId(i as u32), model, &self.book);
