@@ -42,8 +42,8 @@
 //!   and the oracle lost to bulk submission by a quarter). Held-out G1041
 //!   (a knee of 158 on 163 slots, β 0.5, waits of 367 s, runs of 2,580 s,
 //!   four waves) took 1.10 times bulk submission's makespan at the knee.
-//!   The same holds where that site's resource only shares (`beta = 0`)
-//!   and every job left fits in its slots: running past the knee then
+//!   Every job waits there, too, where that site's resource only shares
+//!   (`beta = 0`) and every job left fits in its slots: running past the knee then
 //!   costs no throughput, and with every job there all runs at once, none
 //!   waiting for a wave before it (held-out G1062, a knee of 19 on 480
 //!   slots, 166 jobs, waits of 1,194 s: 1.29 times bulk submission's
@@ -159,9 +159,8 @@ impl Oracle {
             None if self.only_live == Some(i) => self.last_waves(i, knee, c),
             None => knee,
         };
-        // The one live site takes every job left, and where no knee lies
-        // below its slots nothing that waits can start past the window
-        // (module docs, "The queue ahead").
+        // The one live site takes every job left: every one of them waits
+        // there where that ends them sooner (module docs, "The queue ahead").
         let ahead = if untold.is_some() {
             0.0
         } else if self.only_live == Some(i)
