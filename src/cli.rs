@@ -41,10 +41,10 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run N jobs of a submit description across the sites of sites.toml.
-    #[command(after_help = "Examples:
+    #[command(after_help = with_policies("Examples:
   cosched submit 375 sites.example.toml condor/io_job.sub --simulate
   cosched submit 10000 sites.toml job.sub --state-dir run1
-  cosched submit --resume run1")]
+  cosched submit --resume run1"))]
     Submit(SubmitArgs),
     /// Validate sites.toml and a submit description without submitting anything.
     #[command(after_help = "Example:\n  cosched check sites.toml job.sub")]
@@ -53,13 +53,13 @@ pub enum Command {
     #[command(subcommand)]
     Log(LogCommand),
     /// Compare policies on simulated scenarios.
-    #[command(after_help = "Examples:
+    #[command(after_help = with_policies("Examples:
   cosched bench ../shared/scenarios/scenarios.toml
   cosched bench scenarios.toml --scenario S1 --policy adaptive --policy thesis --seeds 1-5
-  cosched bench scenarios.toml --scenario S3 --policy adaptive --seeds 1 --trace")]
+  cosched bench scenarios.toml --scenario S3 --policy adaptive --seeds 1 --trace"))]
     Bench(BenchArgs),
     /// Feed recorded user logs through a policy and print its decisions.
-    #[command(after_help = "Example:\n  cosched replay run1/logs/*.log --sites sites.toml --policy thesis")]
+    #[command(after_help = with_policies("Example:\n  cosched replay run1/logs/*.log --sites sites.toml --policy thesis"))]
     Replay(ReplayArgs),
     /// Run as a service that accepts runs over a Unix socket.
     #[command(after_help = "Example:\n  cosched daemon --config /etc/cosched/daemon.toml")]
@@ -82,6 +82,17 @@ pub enum Command {
     /// Print the man page (roff).
     #[command(after_help = "Example:\n  cosched man > cosched.1 && man ./cosched.1")]
     Man,
+}
+
+/// `examples`, then the policies `--policy` takes, one line each, from the
+/// registry (those that need the simulator's truth run only in `cosched bench`).
+fn with_policies(examples: &str) -> String {
+    let width = crate::policy::POLICIES.iter().map(|p| p.name.len()).max().unwrap_or(0);
+    let mut out = format!("{examples}\n\nPolicies (--policy, or [policy] name in sites.toml):");
+    for p in crate::policy::POLICIES {
+        out.push_str(&format!("\n  {:width$}  {}", p.name, p.about));
+    }
+    out
 }
 
 #[derive(Args, Debug)]

@@ -19,7 +19,6 @@
 //! newlines, so a sites file cannot smuggle commands into a submit file.
 
 use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteInfo};
-use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -134,7 +133,7 @@ pub struct SiteConfig {
     /// Extra submit commands for this site only (`[site.submit]`), in key order.
     pub submit_commands: Vec<(String, String)>,
     /// `[site.simulate]`: the site's model, used with `--simulate`.
-    pub simulate: Option<crate::sim::SiteParams>,
+    pub simulate: Option<crate::site_model::SiteParams>,
 }
 
 impl SiteConfig {
@@ -252,7 +251,7 @@ impl SitesFile {
 
     /// The site model for `--simulate`: each site's `[site.simulate]` (named
     /// after the site), or `None` with the names of the sites that lack one.
-    pub fn simulated_sites(&self) -> Result<Vec<crate::sim::SiteParams>, Vec<String>> {
+    pub fn simulated_sites(&self) -> Result<Vec<crate::site_model::SiteParams>, Vec<String>> {
         let missing: Vec<String> =
             self.sites.iter().filter(|s| s.simulate.is_none()).map(|s| s.name.clone()).collect();
         if !missing.is_empty() {
@@ -424,7 +423,7 @@ struct RawSite {
     initial_window: Option<Spanned<u32>>,
     #[serde(default)]
     submit: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
-    simulate: Option<crate::sim::SiteParams>,
+    simulate: Option<crate::site_model::SiteParams>,
 }
 
 /// Submit commands a site may not set: cosched writes them itself.
@@ -509,7 +508,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
 
     let mut problems = unknown;
     let policy = match policy_table {
-        None => PolicyConfig::named("adaptive").expect("adaptive is a policy"),
+        None => PolicyConfig::default(),
         Some(table) => match read_policy(table) {
             Ok(policy) => policy,
             Err((message, span, hint)) => {
@@ -517,7 +516,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 p.hint = hint;
                 problems.push(p);
                 // A stand-in; it is never used, as the file has an error.
-                PolicyConfig::Adaptive(Default::default())
+                PolicyConfig::default()
             }
         },
     };
@@ -843,38 +842,40 @@ fn read_policy(table: Spanned<DeValue<'_>>) -> Result<PolicyConfig, PolicyError>
         return Err(("`policy` must be a table: [policy]".into(), Some(span), None));
     };
     let (name, name_span) = match table.remove("name") {
-        None => ("adaptive".to_string(), span.clone()),
+        None => (policy::DEFAULT_POLICY.to_string(), span.clone()),
         Some(name) => match name.get_ref().as_str() {
             Some(s) => (s.to_string(), name.span()),
             None => return Err(("policy name must be a string".into(), Some(name.span()), None)),
         },
     };
     let rest = Spanned::new(span.clone(), DeValue::Table(table));
-    fn params<P: DeserializeOwned>(rest: Spanned<DeValue<'_>>) -> Result<P, PolicyError> {
-        P::deserialize(toml::de::ValueDeserializer::from(rest))
-            .map_err(|e| (format!("[policy]: {}", e.message().trim()), e.span(), None))
-    }
-    #[derive(Deserialize)]
-    #[serde(deny_unknown_fields)]
-    struct NoParams {}
-    match name.as_str() {
-        "bulk" => params::<NoParams>(rest).map(|_| PolicyConfig::Bulk),
-        "oracle" => params::<NoParams>(rest).map(|_| PolicyConfig::Oracle),
-        "late-oracle" => params::<NoParams>(rest).map(|_| PolicyConfig::LateOracle),
-        "jobrouter" => params::<policy::jobrouter::Params>(rest).map(PolicyConfig::JobRouter),
-        "thesis" => params::<policy::thesis::Params>(rest).map(PolicyConfig::Thesis),
-        "adaptive" => params::<policy::adaptive::Params>(rest).map(PolicyConfig::Adaptive),
-        other => Err((
-            format!("unknown policy `{other}`"),
+    match PolicyConfig::read(&name, toml::de::ValueDeserializer::from(rest)) {
+        Ok(Some(policy)) => Ok(policy),
+        Ok(None) => Err((
+            format!("unknown policy `{name}`"),
             Some(name_span),
-            Some(format!("choose one of {}", policy::POLICY_NAMES.join(", "))),
+            Some(format!("choose one of {}", policy::names())),
         )),
+        Err(e) => Err((format!("[policy]: {}", e.message().trim()), e.span(), None)),
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_sites_file_reader_does_not_depend_on_the_simulator() {
+        // sites.toml is read for real HTCondor runs; the site model's
+        // parameters it shares with scenario files live in `site_model`.
+        let simulator = ["crate", "::", "sim"].concat();
+        let uses: Vec<&str> = include_str!("config.rs")
+            .lines()
+            .map(|line| line.split("//").next().unwrap_or(""))
+            .filter(|code| code.contains(&simulator))
+            .collect();
+        assert!(uses.is_empty(), "config.rs imports the simulator: {uses:?}");
+    }
 
     fn parse_str(text: &str) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
         parse(Path::new("sites.toml"), text)
@@ -1054,12 +1055,18 @@ mod tests {
     fn policy_table() {
         let e = errors("[policy]\nname = \"fastest\"\n[[site]]\nname = \"a\"\n");
         assert_eq!(e[0].location, Some((2, 8)), "{}", e[0]);
-        assert!(e[0].hint.as_deref().unwrap().contains("adaptive"));
+        let hint = e[0].hint.as_deref().unwrap();
+        for registered in policy::POLICIES {
+            assert!(hint.contains(registered.name), "the hint does not offer {}: {hint}", registered.name);
+        }
         let e = errors("[policy]\nname = \"bulk\"\nno_such_parameter = 1\n[[site]]\nname = \"a\"\n");
         assert!(e[0].message.contains("no_such_parameter"), "{}", e[0]);
         assert_eq!(e[0].location.map(|l| l.0), Some(3), "{}", e[0]);
         let (file, _) = parse_str("[policy]\nname = \"jobrouter\"\n[[site]]\nname = \"a\"\n").unwrap();
         assert_eq!(file.policy.name(), "jobrouter");
+        let (file, _) = parse_str("[policy]\nname = \"thesis\"\nc2 = 1.5\n[[site]]\nname = \"a\"\n").unwrap();
+        let params = file.policy.params::<policy::thesis::Params>().expect("thesis reads thesis parameters");
+        assert_eq!((params.c2, params.c1), (1.5, 2.0), "c2 as written, c1 by default");
     }
 
     #[test]

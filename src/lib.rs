@@ -26,6 +26,8 @@
 //!   `xml`), follower of growing logs (`follow`), reader of finished logs in
 //!   bounded memory (`reader`), the dump format (`json`), the per-job fold of
 //!   `log stats` (`stats`), `cosched log dump|stats|follow` (`cmd`).
+//! - [`site_model`] — the site model's parameters, a file format that
+//!   sites.toml's `[site.simulate]` and the scenario files share.
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
 //!   runs it under tokio's paused clock (`backend`), metrics and conservation
 //!   checks (`metrics`); [`bench`](mod@bench) compares policies on it.
@@ -42,8 +44,8 @@
 //!   decisions kept for the report (`run::decisions`).
 //! - [`fake_condor`] — `condor_submit`/`condor_rm`/`condor_q` look-alikes that
 //!   run the site model in scaled real time (the `cosched` binary answers to
-//!   those names, busybox-style; source under `condor/fake/`); used by
-//!   `--simulate`, the demo and the end-to-end tests.
+//!   those names, busybox-style); used by `--simulate`, the demo and the
+//!   end-to-end tests.
 //! - [`report`] — HTML/SVG/CSV/JSON reports from user logs; [`replay`] —
 //!   recorded logs through a policy in virtual time (trace-driven).
 //! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
@@ -57,7 +59,8 @@
 //! 2. commands: [`daemon`] (which drives runs through [`run`]), [`run`],
 //!    [`bench`](mod@bench), [`replay`], `userlog::cmd`, [`report`].
 //! 3. edges: [`condor`], [`fake_condor`], [`state`], [`config`],
-//!    [`submit_desc`], [`sim`].
+//!    [`submit_desc`], [`sim`], [`site_model`] (which [`config`] and [`sim`]
+//!    share, so the HTCondor edge does not depend on the simulator).
 //! 4. [`engine`] — the coordinator between a policy and its site backends.
 //! 5. [`policy`], [`userlog`] (the parser) — pure; they import nothing above.
 //!
@@ -115,15 +118,13 @@ pub mod condor;
 pub mod config;
 pub mod daemon;
 pub mod engine;
-/// The fake HTCondor commands; the source lives under `condor/fake/` beside
-/// the other HTCondor material. See [`fake_condor`]'s docs.
-#[path = "../condor/fake/mod.rs"]
 pub mod fake_condor;
 pub mod policy;
 pub mod replay;
 pub mod report;
 pub mod run;
 pub mod sim;
+pub mod site_model;
 pub mod state;
 pub mod submit_desc;
 pub mod userlog;

@@ -1,7 +1,7 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    // The binary doubles as the fake HTCondor commands (see condor/fake/) when
+    // The binary doubles as the fake HTCondor commands (see src/fake_condor/) when
     // it is invoked under their names, busybox-style.
     let argv0 = std::env::args_os().next().unwrap_or_default();
     let name = std::path::Path::new(&argv0).file_name().and_then(|n| n.to_str()).unwrap_or("");

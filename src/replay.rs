@@ -45,8 +45,8 @@ pub struct ReplayArgs {
     /// by log order; a vanilla pool's jobs go to the first site.
     #[arg(long)]
     pub sites: PathBuf,
-    /// The policy to replay (bulk, jobrouter, thesis, adaptive); overrides
-    /// [policy] name in sites.toml (whose default is adaptive).
+    /// The policy to replay (one listed below that needs no simulator);
+    /// overrides [policy] name in sites.toml (whose default is adaptive).
     #[arg(long)]
     pub policy: Option<String>,
     /// Print decisions as JSON lines.
@@ -374,12 +374,7 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
     let config = if sites.policy.name() == policy_name {
         sites.policy.clone()
     } else {
-        PolicyConfig::named(policy_name).ok_or_else(|| {
-            Failure::usage(format!(
-                "unknown policy `{policy_name}`; use one of {}",
-                policy::POLICY_NAMES.join(", ")
-            ))
-        })?
+        PolicyConfig::lookup(policy_name).map_err(Failure::usage)?
     };
     // Only differences of times within a log matter here, so the year given
     // to legacy `MM/DD` stamps is fixed: the output does not depend on the date.

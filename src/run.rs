@@ -266,9 +266,7 @@ fn choose_policy(sites: &SitesFile, name: Option<&str>) -> Result<PolicyConfig, 
     match name {
         None => Ok(sites.policy.clone()),
         Some(n) if n == sites.policy.name() => Ok(sites.policy.clone()),
-        Some(n) => PolicyConfig::named(n).ok_or_else(|| {
-            Failure::usage(format!("unknown policy `{n}`; choose one of {}", policy::POLICY_NAMES.join(", ")))
-        }),
+        Some(n) => PolicyConfig::lookup(n).map_err(Failure::usage),
     }
 }
 

@@ -1062,7 +1062,7 @@ queue 10
     fn sites_with(site: SiteConfig) -> SitesFile {
         SitesFile {
             path: PathBuf::from("sites.toml"),
-            policy: crate::policy::PolicyConfig::Bulk,
+            policy: crate::policy::PolicyConfig::named("bulk").expect("bulk is a policy"),
             condor: Default::default(),
             run: Default::default(),
             simulate: Default::default(),

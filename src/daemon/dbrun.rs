@@ -120,9 +120,7 @@ impl Machinery for DbMachinery {
             return Err(format!("{}\nnothing was submitted", problems.join("\n")));
         }
         let policy = match &request.policy {
-            Some(name) => PolicyConfig::named(name).ok_or_else(|| {
-                format!("unknown policy `{name}`; choose one of {}", crate::policy::POLICY_NAMES.join(", "))
-            })?,
+            Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),
         };
         if policy.needs_truth() {

@@ -53,7 +53,7 @@ impl Machinery for MemorySim {
             ));
         }
         let policy = match &request.policy {
-            Some(name) => PolicyConfig::named(name).ok_or_else(|| format!("unknown policy {name:?}"))?,
+            Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),
         };
         if policy.needs_truth() {

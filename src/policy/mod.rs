@@ -33,6 +33,7 @@ pub mod thesis;
 pub mod truth;
 
 use serde::{Deserialize, Serialize};
+use std::any::Any;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -337,73 +338,219 @@ pub trait Policy: Send {
     }
 }
 
-/// Policy names accepted on command lines, in display order.
-/// `late-oracle` is the oracle told a site's truth only once a job ended
-/// there: the bench's yardstick of what a policy that learns could reach.
-pub const POLICY_NAMES: [&str; 6] = ["bulk", "jobrouter", "oracle", "late-oracle", "thesis", "adaptive"];
+/// Every policy, one line each, in the order `cosched bench` runs and prints
+/// them. Adding a policy is its module plus one line here: command lines,
+/// sites.toml, `cosched bench`, the daemon and `--help` all read this table.
+pub static POLICIES: &[Registered] = &[
+    Registered {
+        name: "bulk",
+        about: "every job at once, split by slots, as plain Condor-G submission does (baseline)",
+        params: ParamTable::none(),
+        ignores: &[("max_jobs", BULK_WHY), ("max_idle", BULK_WHY), ("initial_window", BULK_WHY)],
+        build: Build::Plain(|spec, _| Box::new(bulk::Bulk::new(spec))),
+    },
+    Registered {
+        name: "jobrouter",
+        about: "each site held to max_jobs and max_idle, as the HTCondor JobRouter does (baseline)",
+        params: ParamTable::of::<jobrouter::Params>(),
+        ignores: &[("initial_window", "jobrouter holds each site to max_jobs and max_idle from the start")],
+        build: Build::Plain(|spec, p| Box::new(jobrouter::JobRouter::new(spec, p.get()))),
+    },
+    Registered {
+        name: "oracle",
+        about: "the best we can do with the true site model in hand (simulation only: the yardstick)",
+        params: ParamTable::none(),
+        ignores: &[("initial_window", "the oracle knows each site's knee")],
+        build: Build::WithTruth(|spec, _, truth| Box::new(oracle::Oracle::new(spec, truth))),
+    },
+    Registered {
+        name: "late-oracle",
+        about: "the oracle told a site's truth only once a job ended there (simulation only: \
+                what a policy that learns could reach)",
+        params: ParamTable::none(),
+        ignores: &[],
+        build: Build::WithTruth(|spec, _, truth| {
+            Box::new(oracle::Oracle::late(spec, truth, adaptive::Params::default().initial_window))
+        }),
+    },
+    Registered {
+        name: "thesis",
+        about: "Algorithms 1-3 of the 2013 thesis, read literally",
+        params: ParamTable::of::<thesis::Params>(),
+        ignores: &[
+            ("max_idle", "thesis submits each batch whole (max_jobs caps its size)"),
+            ("initial_window", "thesis starts every site at its initial_k"),
+        ],
+        build: Build::Plain(|spec, p| Box::new(thesis::Thesis::new(spec, p.get()))),
+    },
+    Registered {
+        name: "adaptive",
+        about: "finds each site's knee by a sequential test and feeds the fastest sites (the default)",
+        params: ParamTable::of::<adaptive::Params>(),
+        ignores: &[],
+        build: Build::Plain(|spec, p| Box::new(adaptive::Adaptive::new(spec, p.get()))),
+    },
+];
+
+const BULK_WHY: &str = "bulk submits every job at once, as plain condor_submit does";
+
+/// The policy of a sites.toml without a `[policy]` table, and of one whose
+/// table names none.
+pub const DEFAULT_POLICY: &str = "adaptive";
+
+/// One policy in [`POLICIES`].
+pub struct Registered {
+    /// The name on command lines, in sites.toml and in outputs; the built
+    /// policy's [`Policy::name`] says the same.
+    pub name: &'static str,
+    /// One line for `--help` listings.
+    pub about: &'static str,
+    /// What its `[policy]` table in sites.toml holds.
+    pub params: ParamTable,
+    /// The `[[site]]` settings of sites.toml (`max_jobs`, `max_idle`,
+    /// `initial_window`) it does not honour, each with why: a user who set
+    /// one is told before anything is submitted.
+    pub ignores: &'static [(&'static str, &'static str)],
+    pub build: Build,
+}
+
+/// How a registered policy is built from a run's spec and its parameters.
+pub enum Build {
+    /// From what HTCondor and the operator tell: runs everywhere.
+    Plain(fn(&RunSpec, &dyn PolicyParams) -> Box<dyn Policy>),
+    /// Also from the true site model, which only the simulator knows: runs
+    /// only in `cosched bench`.
+    WithTruth(fn(&RunSpec, &dyn PolicyParams, &Truth) -> Box<dyn Policy>),
+}
+
+/// A policy's parameters, the `[policy]` table of sites.toml: their defaults
+/// and how the table is read.
+pub struct ParamTable {
+    default: fn() -> Box<dyn PolicyParams>,
+    read: fn(toml::de::ValueDeserializer<'_>) -> Result<Box<dyn PolicyParams>, toml::de::Error>,
+}
+
+impl ParamTable {
+    /// Parameters of type `P` (its `Default` are the defaults).
+    pub const fn of<P>() -> ParamTable
+    where
+        P: PolicyParams + Clone + Default + serde::de::DeserializeOwned,
+    {
+        ParamTable { default: || Box::new(P::default()), read: |table| Ok(Box::new(P::deserialize(table)?)) }
+    }
+
+    /// No parameters: a `[policy]` table holds only the name.
+    pub const fn none() -> ParamTable {
+        ParamTable::of::<NoParams>()
+    }
+}
+
+/// The parameters of a policy that takes none.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// Any policy's parameters, behind one type so that [`PolicyConfig`] can
+/// carry them whatever the policy.
+pub trait PolicyParams: Any + fmt::Debug + Send + Sync {
+    fn clone_box(&self) -> Box<dyn PolicyParams>;
+    fn same(&self, other: &dyn PolicyParams) -> bool;
+}
+
+impl<P: Any + Clone + fmt::Debug + PartialEq + Send + Sync> PolicyParams for P {
+    fn clone_box(&self) -> Box<dyn PolicyParams> {
+        Box::new(self.clone())
+    }
+    fn same(&self, other: &dyn PolicyParams) -> bool {
+        (other as &dyn Any).downcast_ref::<P>() == Some(self)
+    }
+}
+
+impl dyn PolicyParams {
+    /// The parameters as the type their policy registered.
+    ///
+    /// # Panics
+    /// If they are of another type: [`PolicyConfig`] only ever pairs a
+    /// policy with the parameters its own [`ParamTable`] made.
+    pub fn get<P: Any>(&self) -> &P {
+        (self as &dyn Any).downcast_ref().expect("a policy's parameters are of the type it registered")
+    }
+}
+
+/// The names of [`POLICIES`], in order, for messages: `bulk, jobrouter, …`.
+pub fn names() -> String {
+    POLICIES.iter().map(|p| p.name).collect::<Vec<_>>().join(", ")
+}
 
 /// A policy and its parameters, as chosen in sites.toml or on the command line.
-#[derive(Clone, Debug, PartialEq)]
-pub enum PolicyConfig {
-    Bulk,
-    JobRouter(jobrouter::Params),
-    Oracle,
-    /// The oracle told a site's truth only once a job has ended there.
-    LateOracle,
-    Thesis(thesis::Params),
-    Adaptive(adaptive::Params),
+pub struct PolicyConfig {
+    policy: &'static Registered,
+    params: Box<dyn PolicyParams>,
 }
 
 impl PolicyConfig {
     /// The named policy with default parameters.
     pub fn named(name: &str) -> Option<Self> {
-        Some(match name {
-            "bulk" => PolicyConfig::Bulk,
-            "jobrouter" => PolicyConfig::JobRouter(Default::default()),
-            "oracle" => PolicyConfig::Oracle,
-            "late-oracle" => PolicyConfig::LateOracle,
-            "thesis" => PolicyConfig::Thesis(Default::default()),
-            "adaptive" => PolicyConfig::Adaptive(Default::default()),
-            _ => return None,
-        })
+        let policy = POLICIES.iter().find(|p| p.name == name)?;
+        Some(PolicyConfig { policy, params: (policy.params.default)() })
+    }
+
+    /// The named policy with default parameters, or an error that lists the
+    /// policies there are.
+    pub fn lookup(name: &str) -> Result<Self, String> {
+        Self::named(name).ok_or_else(|| format!("unknown policy `{name}`; choose one of {}", names()))
+    }
+
+    /// The named policy with the parameters of its `[policy]` table (without
+    /// its `name`). `Ok(None)` for a name that is no policy.
+    pub fn read(name: &str, table: toml::de::ValueDeserializer<'_>) -> Result<Option<Self>, toml::de::Error> {
+        let Some(policy) = POLICIES.iter().find(|p| p.name == name) else { return Ok(None) };
+        Ok(Some(PolicyConfig { policy, params: (policy.params.read)(table)? }))
     }
 
     /// Why this policy does not honour the `[[site]]` setting `key` of
-    /// sites.toml (`max_jobs`, `max_idle` or `initial_window`), if it does
-    /// not: `bulk` stands for plain `condor_submit`, every job at once;
-    /// `thesis` submits each batch whole (`max_jobs` caps its size) and
-    /// starts every site at its `initial_k`; only `adaptive` learns from a
-    /// first window.
+    /// sites.toml (`max_jobs`, `max_idle` or `initial_window`), if it does not.
     pub fn ignores(&self, key: &str) -> Option<&'static str> {
-        match (self, key) {
-            (PolicyConfig::Bulk, _) => Some("bulk submits every job at once, as plain condor_submit does"),
-            (PolicyConfig::Thesis(_), "max_idle") => {
-                Some("thesis submits each batch whole (max_jobs caps its size)")
-            }
-            (PolicyConfig::Thesis(_), "initial_window") => Some("thesis starts every site at its initial_k"),
-            (PolicyConfig::JobRouter(_), "initial_window") => {
-                Some("jobrouter holds each site to max_jobs and max_idle from the start")
-            }
-            (PolicyConfig::Oracle, "initial_window") => Some("the oracle knows each site's knee"),
-            _ => None,
-        }
+        self.policy.ignores.iter().find(|(k, _)| *k == key).map(|(_, why)| *why)
     }
 
     /// Whether the policy reads the true site model, so runs only in
     /// `cosched bench` (the simulator knows the truth; nothing else does).
     pub fn needs_truth(&self) -> bool {
-        matches!(self, PolicyConfig::Oracle | PolicyConfig::LateOracle)
+        matches!(self.policy.build, Build::WithTruth(_))
     }
 
     pub fn name(&self) -> &'static str {
-        match self {
-            PolicyConfig::Bulk => "bulk",
-            PolicyConfig::JobRouter(_) => "jobrouter",
-            PolicyConfig::Oracle => "oracle",
-            PolicyConfig::LateOracle => "late-oracle",
-            PolicyConfig::Thesis(_) => "thesis",
-            PolicyConfig::Adaptive(_) => "adaptive",
-        }
+        self.policy.name
+    }
+
+    /// The parameters, if they are of type `P`.
+    pub fn params<P: Any>(&self) -> Option<&P> {
+        (&*self.params as &dyn Any).downcast_ref()
+    }
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig::named(DEFAULT_POLICY).expect("the default policy is registered")
+    }
+}
+
+impl Clone for PolicyConfig {
+    fn clone(&self) -> Self {
+        PolicyConfig { policy: self.policy, params: self.params.clone_box() }
+    }
+}
+
+impl PartialEq for PolicyConfig {
+    fn eq(&self, other: &Self) -> bool {
+        self.policy.name == other.policy.name && self.params.same(&*other.params)
+    }
+}
+
+impl fmt::Debug for PolicyConfig {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PolicyConfig").field("name", &self.policy.name).field("params", &self.params).finish()
     }
 }
 
@@ -416,26 +563,112 @@ pub struct Truth {
     pub base_runtime: f64,
 }
 
-/// Builds the configured policy. Fails only for the oracle without [`Truth`].
+/// Builds the configured policy. Fails only for a policy that
+/// [`PolicyConfig::needs_truth`] without [`Truth`].
 pub fn build(
     config: &PolicyConfig,
     spec: &RunSpec,
     truth: Option<&Truth>,
 ) -> Result<Box<dyn Policy>, String> {
-    Ok(match config {
-        PolicyConfig::Bulk => Box::new(bulk::Bulk::new(spec)),
-        PolicyConfig::JobRouter(p) => Box::new(jobrouter::JobRouter::new(spec, p)),
-        PolicyConfig::Oracle => {
-            let truth =
-                truth.ok_or("the oracle policy needs the true site model: it runs only in simulation")?;
-            Box::new(oracle::Oracle::new(spec, truth))
+    let params = &*config.params;
+    match (&config.policy.build, truth) {
+        (Build::Plain(build), _) => Ok(build(spec, params)),
+        (Build::WithTruth(build), Some(truth)) => Ok(build(spec, params, truth)),
+        (Build::WithTruth(_), None) => Err(format!(
+            "the {} policy needs the true site model: it runs only in simulation",
+            config.policy.name
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn spec() -> RunSpec {
+        RunSpec {
+            n_jobs: 10,
+            sites: vec![SiteInfo::named("a"), SiteInfo::named("b")],
+            max_attempts: 3,
+            ..Default::default()
         }
-        PolicyConfig::LateOracle => {
-            let truth = truth
-                .ok_or("the late-oracle policy needs the true site model: it runs only in simulation")?;
-            Box::new(oracle::Oracle::late(spec, truth, adaptive::Params::default().initial_window))
+    }
+
+    fn truth() -> Truth {
+        let site = SiteTruth {
+            slots: 4,
+            wait_mean: 10.0,
+            capacity: 4.0,
+            beta: 1.0,
+            speed: 1.0,
+            p_fail: 0.0,
+            cap_windows: Vec::new(),
+            dead: false,
+        };
+        Truth { sites: vec![site.clone(), site], base_runtime: 100.0 }
+    }
+
+    #[test]
+    fn every_registered_policy_builds_from_its_name_and_answers_to_it() {
+        for registered in POLICIES {
+            let config = PolicyConfig::named(registered.name)
+                .unwrap_or_else(|| panic!("{} is registered but not found by name", registered.name));
+            let policy = build(&config, &spec(), Some(&truth()))
+                .unwrap_or_else(|e| panic!("{} does not build with the truth: {e}", registered.name));
+            assert_eq!(policy.name(), registered.name, "the built policy calls itself another name");
+            assert_eq!(config.name(), registered.name);
+            let without_truth = build(&config, &spec(), None);
+            assert_eq!(
+                without_truth.is_err(),
+                config.needs_truth(),
+                "{}: built without the truth",
+                registered.name
+            );
         }
-        PolicyConfig::Thesis(p) => Box::new(thesis::Thesis::new(spec, p)),
-        PolicyConfig::Adaptive(p) => Box::new(adaptive::Adaptive::new(spec, p)),
-    })
+    }
+
+    #[test]
+    fn registered_names_are_unique_and_the_default_is_one_of_them() {
+        let mut names: Vec<_> = POLICIES.iter().map(|p| p.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), POLICIES.len(), "a policy name is registered twice: {}", super::names());
+        assert!(
+            PolicyConfig::named(DEFAULT_POLICY).is_some(),
+            "the default policy {DEFAULT_POLICY} is not registered"
+        );
+    }
+
+    #[test]
+    fn an_unknown_name_is_refused_with_the_registered_ones() {
+        let err = PolicyConfig::lookup("fastest").unwrap_err();
+        assert!(err.contains("`fastest`"), "{err}");
+        for p in POLICIES {
+            assert!(err.contains(p.name), "{err} does not offer {}", p.name);
+        }
+    }
+
+    #[test]
+    fn ignored_settings_name_only_site_keys() {
+        for p in POLICIES {
+            for (key, _) in p.ignores {
+                assert!(
+                    ["max_jobs", "max_idle", "initial_window"].contains(key),
+                    "{} ignores `{key}`, which is no [[site]] setting",
+                    p.name
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn configs_with_other_parameters_differ() {
+        let default = PolicyConfig::named("adaptive").unwrap();
+        let table = toml::de::ValueDeserializer::parse("{ initial_window = 3 }").unwrap();
+        let changed = PolicyConfig::read("adaptive", table).unwrap().expect("adaptive is registered");
+        assert_ne!(default, changed);
+        assert_eq!(changed.clone(), changed);
+        assert_eq!(changed.params::<adaptive::Params>().map(|p| p.initial_window), Some(3));
+        assert_ne!(default, PolicyConfig::named("thesis").unwrap());
+    }
 }

@@ -97,65 +97,6 @@ pub fn dump(file: &Path) -> CmdResult {
     Ok(if any_diag { Exit::Partial } else { Exit::Ok })
 }
 
-/// HTCondor's short name of an event code.
-pub fn event_name(code: u16) -> &'static str {
-    const NAMES: [&str; 48] = [
-        "submit",
-        "execute",
-        "executable error",
-        "checkpointed",
-        "evicted",
-        "terminated",
-        "image size",
-        "shadow exception",
-        "generic",
-        "aborted",
-        "suspended",
-        "unsuspended",
-        "held",
-        "released",
-        "node execute",
-        "node terminated",
-        "post script terminated",
-        "globus submit",
-        "globus submit failed",
-        "globus resource up",
-        "globus resource down",
-        "remote error",
-        "disconnected",
-        "reconnected",
-        "reconnect failed",
-        "grid resource up",
-        "grid resource down",
-        "grid submit",
-        "job ad information",
-        "status unknown",
-        "status known",
-        "stage in",
-        "stage out",
-        "attribute update",
-        "pre skip",
-        "cluster submit",
-        "cluster remove",
-        "factory paused",
-        "factory resumed",
-        "none",
-        "file transfer",
-        "reserve space",
-        "release space",
-        "file complete",
-        "file used",
-        "file removed",
-        "dataflow job skipped",
-        "common files",
-    ];
-    match code {
-        c if (c as usize) < NAMES.len() => NAMES[c as usize],
-        100..=111 => "execute point",
-        _ => "unknown",
-    }
-}
-
 /// `cosched log stats FILE... [--json]`. Reads each log once, a chunk at a
 /// time; holds 20 bytes or so per job (see [`super::stats`]).
 pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
@@ -201,8 +142,10 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
             Some(s) => json!({"n": s.n, "mean": s.mean, "p50": s.p50, "p95": s.p95, "max": s.max}),
             None => serde_json::Value::Null,
         };
-        let events: Vec<_> =
-            counts.iter().map(|(c, n)| json!({"type": c, "name": event_name(*c), "count": n})).collect();
+        let events: Vec<_> = counts
+            .iter()
+            .map(|(c, n)| json!({"type": c, "name": super::event_name(*c), "count": n}))
+            .collect();
         let doc = json!({
             "files": files.iter().map(|f| f.display().to_string()).collect::<Vec<_>>(),
             "events": events,
@@ -218,7 +161,7 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
         let total: u64 = counts.iter().map(|(_, n)| n).sum();
         out.push_str(&format!("events: {total}\n"));
         for (c, n) in &counts {
-            out.push_str(&format!("  {c:03} {:<24} {n:>8}\n", event_name(*c)));
+            out.push_str(&format!("  {c:03} {:<24} {n:>8}\n", super::event_name(*c)));
         }
         out.push_str(&format!(
             "jobs: {jobs} (completed {completed}, removed {removed}, held {held}, other {})\n",

@@ -409,6 +409,67 @@ pub enum EventBody {
     Other { text: String, body: String },
 }
 
+/// HTCondor's short name of an event code (`cosched log stats` counts events
+/// by it). The one list of codes and names: [`EventBody`]'s variants say which
+/// code each reads, and an unknown code reads as [`EventBody::Other`].
+pub fn event_name(code: u16) -> &'static str {
+    const NAMES: [&str; 48] = [
+        "submit",
+        "execute",
+        "executable error",
+        "checkpointed",
+        "evicted",
+        "terminated",
+        "image size",
+        "shadow exception",
+        "generic",
+        "aborted",
+        "suspended",
+        "unsuspended",
+        "held",
+        "released",
+        "node execute",
+        "node terminated",
+        "post script terminated",
+        "globus submit",
+        "globus submit failed",
+        "globus resource up",
+        "globus resource down",
+        "remote error",
+        "disconnected",
+        "reconnected",
+        "reconnect failed",
+        "grid resource up",
+        "grid resource down",
+        "grid submit",
+        "job ad information",
+        "status unknown",
+        "status known",
+        "stage in",
+        "stage out",
+        "attribute update",
+        "pre skip",
+        "cluster submit",
+        "cluster remove",
+        "factory paused",
+        "factory resumed",
+        "none",
+        "file transfer",
+        "reserve space",
+        "release space",
+        "file complete",
+        "file used",
+        "file removed",
+        "dataflow job skipped",
+        "common files",
+    ];
+    match code {
+        c if (c as usize) < NAMES.len() => NAMES[c as usize],
+        100..=111 => "execute point",
+        _ => "unknown",
+    }
+}
+
 /// A malformed block, or other input the parser skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {

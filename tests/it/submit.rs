@@ -1017,7 +1017,7 @@ mod e2e {
     }
 }
 
-/// The fake HTCondor (`condor/fake/`) against the real HTCondor 25 outputs in
+/// The fake HTCondor (`src/fake_condor/`) against the real HTCondor 25 outputs in
 /// `shared/fixtures`: command outputs and exit codes byte for byte, user logs
 /// that `cosched log dump` reads into the event sequences HTCondor writes,
 /// dead sites, holds, removal, and a schedd killed mid-run. Each test gets its

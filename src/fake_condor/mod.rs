@@ -38,7 +38,7 @@ mod pool;
 mod schedd;
 mod submit_file;
 
-use crate::sim::SiteParams;
+use crate::site_model::SiteParams;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;

@@ -1,0 +1,115 @@
+//! The parameters of the site model of `shared/scenarios/README.md`: one
+//! site's slots, queue wait, knee, failures. They are a file format (the
+//! schema of `shared/scenarios/scenarios.toml`, and the `[site.simulate]`
+//! table of sites.toml), so field names here are part of it. Their readers
+//! import them from here: [`crate::config`] without depending on the
+//! simulator, [`crate::sim`] (which runs the model, `sim::model`) and the
+//! fake HTCondor.
+
+use crate::policy::SiteTruth;
+use serde::{Deserialize, Serialize};
+
+/// Knee of a site's shared resource, in jobs at full speed.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub enum Capacity {
+    Finite(f64),
+    /// `"inf"`: never saturates.
+    #[default]
+    Infinite,
+}
+
+impl Capacity {
+    pub fn value(self) -> f64 {
+        match self {
+            Capacity::Finite(c) => c,
+            Capacity::Infinite => f64::INFINITY,
+        }
+    }
+}
+
+impl Serialize for Capacity {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Capacity::Finite(c) => s.serialize_f64(*c),
+            Capacity::Infinite => s.serialize_str("inf"),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Capacity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Num(f64),
+            Int(i64),
+            Str(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Num(c) if c > 0.0 => Ok(Capacity::Finite(c)),
+            Raw::Int(c) if c > 0 => Ok(Capacity::Finite(c as f64)),
+            Raw::Str(s) if s == "inf" => Ok(Capacity::Infinite),
+            _ => Err(serde::de::Error::custom("capacity must be a positive number or \"inf\"")),
+        }
+    }
+}
+
+fn one() -> f64 {
+    1.0
+}
+
+/// One site of the model. Field meanings: `shared/scenarios/README.md`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SiteParams {
+    /// Only in scenario files; in sites.toml the site's own name is used.
+    #[serde(default)]
+    pub name: String,
+    pub slots: u32,
+    #[serde(default)]
+    pub wait_mean: f64,
+    #[serde(default)]
+    pub capacity: Capacity,
+    #[serde(default)]
+    pub beta: f64,
+    #[serde(default = "one")]
+    pub speed: f64,
+    #[serde(default)]
+    pub p_fail: f64,
+    /// `[t1, t2, factor]`: capacity × factor while t1 ≤ t < t2.
+    #[serde(default)]
+    pub cap_windows: Vec<[f64; 3]>,
+    #[serde(default)]
+    pub dead: bool,
+}
+
+impl SiteParams {
+    /// A healthy site: `slots` slots, no queue wait, no knee, no failures.
+    pub fn healthy(name: &str, slots: u32) -> SiteParams {
+        SiteParams {
+            name: name.to_string(),
+            slots,
+            wait_mean: 0.0,
+            capacity: Capacity::Infinite,
+            beta: 0.0,
+            speed: 1.0,
+            p_fail: 0.0,
+            cap_windows: Vec::new(),
+            dead: false,
+        }
+    }
+
+    /// The site as the oracle may know it (the model's equations live there).
+    pub fn truth(&self) -> SiteTruth {
+        SiteTruth {
+            slots: self.slots,
+            wait_mean: self.wait_mean,
+            capacity: self.capacity.value(),
+            beta: self.beta,
+            speed: self.speed,
+            p_fail: self.p_fail,
+            cap_windows: self.cap_windows.clone(),
+            dead: self.dead,
+        }
+    }
+}
