@@ -24,8 +24,11 @@
 //!   capacity is then `low`, the largest size not seen degraded.
 //! - **Hold**: the capacity is used for up to `hold_iterations` batches (the
 //!   thesis's "maximum of ten iterations"). A degraded batch during the hold
-//!   starts a new search between k/2 and k (Algorithm 1's loop still runs);
-//!   after the hold, growth by C1 resumes from the capacity (re-probe).
+//!   starts a new search between k/2 and k (Algorithm 1's loop still runs),
+//!   except at k = 1, where there is no size below to search: the hold goes
+//!   on, so a capacity of 1 is kept ten batches, not for as long as one-job
+//!   batches keep reading as degraded; after the hold, growth by C1 resumes
+//!   from the capacity (re-probe).
 //! - **Algorithm 3** runs at each barrier when at least two sites report an
 //!   AgTime (one site has nothing to be compared with; the single-site runs of
 //!   chapter 5 grow by C1 alone). The propagation factor starts from C1 every
@@ -153,7 +156,12 @@ impl CapacitySearch {
                     self.search(mid, high)
                 }
             }
-            Phase::Hold { .. } if degraded => self.search(self.k / 2, self.k),
+            // A batch of one job has no smaller size below it to search
+            // (Algorithm 2's `low` is a size seen not degraded, and k/2 = 0
+            // is none), so the hold goes on: §4.2 keeps a capacity at most
+            // ten iterations, and a one-job batch's spread must not restart
+            // them for ever.
+            Phase::Hold { .. } if degraded && self.k >= 2 => self.search(self.k / 2, self.k),
             Phase::Hold { left } if left <= 1 => {
                 self.phase = Phase::Grow;
                 self.grow(c1);
@@ -593,6 +601,20 @@ mod tests {
         let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
         sizes(&mut s, &[GOOD, GOOD, GOOD, BAD, GOOD, GOOD, GOOD, BAD]);
         assert_eq!((s.k, s.phase), (5, Phase::Search { low: 3, high: 7 }));
+    }
+
+    #[test]
+    fn a_capacity_of_one_is_held_ten_batches_however_its_one_job_batches_read() {
+        // 1 fine, 2 degraded → search 1..2 → capacity 1, held.
+        let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
+        sizes(&mut s, &[GOOD, BAD]);
+        assert_eq!((s.k, s.capacity, s.phase), (1, Some(1), Phase::Hold { left: 10 }));
+        // One job cannot contend with itself: batches of one that read as
+        // degraded (the jobs' spread) leave the count of ten as it is, and
+        // growth resumes after the tenth.
+        let ks = sizes(&mut s, &[BAD, GOOD, BAD, BAD, GOOD, BAD, GOOD, BAD, BAD, GOOD]);
+        assert_eq!(ks, vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
+        assert_eq!(s.phase, Phase::Grow);
     }
 
     #[test]
