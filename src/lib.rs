@@ -125,6 +125,7 @@ pub mod report;
 pub mod run;
 pub mod sim;
 pub mod state;
+pub mod stats;
 pub mod submit_desc;
 pub mod userlog;
 
