@@ -60,13 +60,10 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
+/// The nearest-rank `p` quantile ([`cosched::stats`]); NaN for none.
 fn percentile(samples: &mut [f64], p: f64) -> f64 {
-    if samples.is_empty() {
-        return f64::NAN;
-    }
-    samples.sort_by(|a, b| a.partial_cmp(b).unwrap_or(std::cmp::Ordering::Equal));
-    let i = ((samples.len() - 1) as f64 * p).round() as usize;
-    samples[i]
+    samples.sort_unstable_by(f64::total_cmp);
+    cosched::stats::nearest_rank(samples, p).unwrap_or(f64::NAN)
 }
 
 fn main() {

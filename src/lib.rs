@@ -126,6 +126,7 @@ pub mod run;
 pub mod sim;
 pub mod site_model;
 pub mod state;
+pub mod stats;
 pub mod submit_desc;
 pub mod userlog;
 

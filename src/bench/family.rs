@@ -38,12 +38,9 @@ struct Score {
     bad_hangs: usize,
 }
 
+/// [`crate::stats::nearest_rank`]; NaN (printed "-") for no grids.
 fn quantile(sorted: &[f64], q: f64) -> f64 {
-    if sorted.is_empty() {
-        return f64::NAN;
-    }
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
+    crate::stats::nearest_rank(sorted, q).unwrap_or(f64::NAN)
 }
 
 fn fmt(x: f64) -> String {

@@ -10,10 +10,17 @@ use std::fmt::Write;
 
 /// How each number is defined; shown on the page and stored in the JSON.
 pub const DEFINITIONS: &[(&str, &str)] = &[
-    ("turnaround", "terminate (005) − submit (000) of every job that terminated, successfully or not"),
-    ("queue wait", "first execute (001) − submit (000)"),
-    ("run time", "terminate (005) − first execute (001)"),
-    ("AgTime", "queue wait + run time (thesis §4.3); for a terminated job this is its turnaround"),
+    ("turnaround", "(last) terminate (005) − first submit (000) of every job that terminated, successfully or not"),
+    (
+        "queue wait",
+        "first execute (001) − first submit (000); for a grid job that never logged an execute, its grid submit (027): a lower bound",
+    ),
+    ("run time", "terminate (005) − the execute (001) that run ended"),
+    ("AgTime", "the turnaround: queue wait + time running and queued again (thesis §4.3)"),
+    (
+        "quantiles",
+        "nearest rank: the p-quantile of n sorted values is the one of rank ⌈p·n⌉, always a value some job had; the same figures as cosched log stats",
+    ),
     ("makespan", "last terminate/abort (005/009) − first submit (000), over all logs"),
     (
         "efficiency",
@@ -291,8 +298,8 @@ fn decisions_section(h: &mut String, s: &Summary) {
     }
 }
 
-fn stats3(s: Option<&super::metrics::Stats>) -> String {
-    s.map_or("–".into(), |s| format!("{} / {} / {} s", fmt_num(s.mean), fmt_num(s.median), fmt_num(s.p90)))
+fn stats3(s: Option<&crate::stats::Summary>) -> String {
+    s.map_or("–".into(), |s| format!("{} / {} / {} s", fmt_num(s.mean), fmt_num(s.p50), fmt_num(s.p90)))
 }
 
 /// A CSV field, quoted when needed (RFC 4180).

@@ -1,9 +1,9 @@
 //! The numbers of a report, computed from job records. Pure.
 //!
 //! Definitions (also written into the report so readers need not guess):
-//! - turnaround = 005 − 000 of every terminated job (success or failure);
-//!   AgTime (thesis) = queue wait + run time, which for a terminated job is its
-//!   turnaround; queue wait = first 001 − 000; run time = 005 − first 001.
+//! - a job's turnaround, queue wait and run time, its outcome (terminated,
+//!   removed, held) and the quantiles of each are those of [`crate::stats`],
+//!   as `cosched log stats` prints them; AgTime (thesis) is the turnaround;
 //! - makespan = last 005/009 − first 000 over all logs (seed 000's "time to
 //!   complete a bag of tasks").
 //! - efficiency (seed 000, equation 2) = NT·PTE / (makespan·NCU) · 100 with NT =
@@ -14,50 +14,14 @@
 //! - goodput area = sum of turnarounds (the area under the sorted-turnaround
 //!   graph): degraded runs have a larger area.
 
-use super::model::{JobEnd, JobRecord, RunDecisions};
+use super::model::{JobRecord, RunDecisions};
 use crate::policy::DecisionKind;
+use crate::stats::{self, JobFigures, Outcome};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
-/// Summary statistics of one quantity, seconds.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct Stats {
-    pub count: usize,
-    pub mean: f64,
-    pub median: f64,
-    pub p90: f64,
-    pub min: f64,
-    pub max: f64,
-}
-
-impl Stats {
-    pub fn of(values: &[f64]) -> Option<Stats> {
-        if values.is_empty() {
-            return None;
-        }
-        let mut v = values.to_vec();
-        v.sort_by(f64::total_cmp);
-        let n = v.len();
-        Some(Stats {
-            count: n,
-            mean: v.iter().sum::<f64>() / n as f64,
-            median: quantile(&v, 0.5),
-            p90: quantile(&v, 0.9),
-            min: v[0],
-            max: v[n - 1],
-        })
-    }
-}
-
-/// Linear-interpolated quantile of sorted values.
-fn quantile(sorted: &[f64], q: f64) -> f64 {
-    let pos = q * (sorted.len() - 1) as f64;
-    let lo = pos.floor() as usize;
-    let hi = pos.ceil() as usize;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
-}
-
-/// How many jobs ended which way.
+/// How many jobs ended which way ([`crate::stats::Outcome`]; terminated
+/// jobs split by their last 005's return value).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct Counts {
     pub jobs: usize,
@@ -80,18 +44,18 @@ impl Counts {
             self.cut_short += 1;
             self.cut_short_seconds += seconds;
         }
-        match &job.end {
-            JobEnd::Success => {
+        match job.times.outcome() {
+            Outcome::Completed => {
                 self.terminated += 1;
-                self.succeeded += 1;
+                if job.exit_ok {
+                    self.succeeded += 1;
+                } else {
+                    self.failed += 1;
+                }
             }
-            JobEnd::Failed { .. } => {
-                self.terminated += 1;
-                self.failed += 1;
-            }
-            JobEnd::HeldRemoved { .. } | JobEnd::Removed => self.removed += 1,
-            JobEnd::Held { .. } => self.held += 1,
-            JobEnd::Unfinished => self.unfinished += 1,
+            Outcome::Removed => self.removed += 1,
+            Outcome::Held => self.held += 1,
+            Outcome::Other => self.unfinished += 1,
         }
     }
 }
@@ -142,9 +106,9 @@ pub struct Summary {
     pub counts: Counts,
     /// Naive seconds of the first 000: the origin of every time axis.
     pub origin: f64,
-    pub turnaround: Option<Stats>,
-    pub queue_wait: Option<Stats>,
-    pub run_time: Option<Stats>,
+    pub turnaround: Option<stats::Summary>,
+    pub queue_wait: Option<stats::Summary>,
+    pub run_time: Option<stats::Summary>,
     pub makespan_s: Option<f64>,
     /// Seed 000 equation 2, percent.
     pub efficiency_pct: Option<f64>,
@@ -268,9 +232,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     for j in jobs {
         counts.add(j);
     }
-    let turnarounds: Vec<f64> = jobs.iter().filter_map(JobRecord::turnaround).collect();
-    let waits: Vec<f64> = jobs.iter().filter_map(JobRecord::queue_wait).collect();
-    let runs: Vec<f64> = jobs.iter().filter_map(JobRecord::run_time).collect();
+    let figures = JobFigures::of(|f| jobs.iter().for_each(|j| f(&j.times)));
     let last_end = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);
     let makespan_s = last_end.is_finite().then_some(last_end - origin);
 
@@ -312,27 +274,27 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
     let all: Vec<&JobRecord> = jobs.iter().collect();
     let total_occupancy = occupancy_of(&all, axis);
     let peak_running = total_occupancy.running.iter().copied().max().unwrap_or(0);
-    let mean_run_time_s = Stats::of(&runs).map(|s| s.mean);
-    let efficiency_pct = match (makespan_s, mean_run_time_s) {
-        (Some(m), Some(pte)) if m > 0.0 && peak_running > 0 => {
-            Some(runs.len() as f64 * pte / (m * f64::from(peak_running)) * 100.0)
+    let mean_run_time_s = figures.run_time.map(|s| s.mean);
+    let efficiency_pct = match (makespan_s, figures.run_time) {
+        (Some(m), Some(runs)) if m > 0.0 && peak_running > 0 => {
+            Some(runs.n as f64 * runs.mean / (m * f64::from(peak_running)) * 100.0)
         }
         _ => None,
     };
-    let mut sorted_turnarounds = turnarounds.clone();
-    sorted_turnarounds.sort_by(f64::total_cmp);
+    let mut sorted_turnarounds: Vec<f64> = jobs.iter().filter_map(JobRecord::turnaround).collect();
+    sorted_turnarounds.sort_unstable_by(f64::total_cmp);
     Summary {
         counts,
         cut_short_unseen_in_logs: 0,
         origin,
-        turnaround: Stats::of(&turnarounds),
-        queue_wait: Stats::of(&waits),
-        run_time: Stats::of(&runs),
+        turnaround: figures.turnaround,
+        queue_wait: figures.queue_wait,
+        run_time: figures.run_time,
         makespan_s,
         efficiency_pct,
         peak_running,
         mean_run_time_s,
-        goodput_area_job_hours: turnarounds.iter().sum::<f64>() / 3600.0,
+        goodput_area_job_hours: sorted_turnarounds.iter().sum::<f64>() / 3600.0,
         sites,
         others,
         sorted_turnarounds,
@@ -554,7 +516,7 @@ fn job_deltas(j: &JobRecord, horizon: f64, mut delta: impl FnMut((f64, i32, i32)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::report::model::{jobs_from_events, LogEvent, SiteDecisions};
+    use crate::report::model::{jobs_from_events, JobEnd, LogEvent, SiteDecisions};
 
     fn job(proc: i64, submit: f64, start: f64, end: f64, rv: i64) -> Vec<LogEvent> {
         let mut e = LogEvent::new(5, 1, proc, end);
@@ -653,6 +615,14 @@ mod tests {
                     end: JobEnd::Success,
                     running_seconds: ended - started,
                     runs: vec![(started, Some(ended))],
+                    times: crate::stats::JobTimes {
+                        submit: Some(submitted),
+                        first_execute: Some(started),
+                        last_execute: Some(started),
+                        terminate: Some(ended),
+                        ..Default::default()
+                    },
+                    exit_ok: true,
                 }
             })
             .collect()
@@ -701,14 +671,5 @@ mod tests {
         let (small, large) = (page(10_000), page(80_000));
         assert!(large < small * 3 / 2, "{small} bytes for 10^4 jobs, {large} for 8×10^4: it grows with them");
         assert!(large < 2_000_000, "{large} bytes");
-    }
-
-    #[test]
-    fn quantiles_interpolate() {
-        let s = Stats::of(&[1.0, 2.0, 3.0, 4.0]).unwrap();
-        assert_eq!(s.median, 2.5);
-        assert_eq!(s.min, 1.0);
-        assert_eq!(s.max, 4.0);
-        assert!(Stats::of(&[]).is_none());
     }
 }

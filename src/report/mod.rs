@@ -75,7 +75,7 @@ impl ReportSummary {
             out += &format!(
                 "turnaround mean {} s, median {} s, p90 {} s, max {} s\n",
                 svg::fmt_num(t.mean),
-                svg::fmt_num(t.median),
+                svg::fmt_num(t.p50),
                 svg::fmt_num(t.p90),
                 svg::fmt_num(t.max)
             );

@@ -6,6 +6,7 @@
 //! be computed and tested on hand-made inputs, and [`from_userlog`] is the one
 //! place that knows the parser's event bodies.
 
+use crate::stats::{Effect, JobTimes};
 use crate::userlog;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -28,6 +29,9 @@ pub struct LogEvent {
     pub signal: Option<i64>,
     /// 012 hold reason, 009 abort reason.
     pub reason: Option<String>,
+    /// What the event does to its job's times (by typed body: an event
+    /// whose body did not read counts for its job's existence only).
+    pub effect: Effect,
 }
 
 impl LogEvent {
@@ -43,6 +47,7 @@ impl LogEvent {
             return_value: None,
             signal: None,
             reason: None,
+            effect: Effect::of_code(code),
         }
     }
 }
@@ -107,27 +112,26 @@ pub struct JobRecord {
     pub running_seconds: f64,
     /// Running intervals `[start, stop)`; `stop` is `None` while running at the end of the log.
     pub runs: Vec<(f64, Option<f64>)>,
+    /// The job's times as [`crate::stats`] defines them: its queue wait,
+    /// run time, turnaround and outcome in every figure of the report.
+    /// `end` says in what state the log leaves the job (its last word).
+    pub times: JobTimes,
+    /// The last 005 said return value 0.
+    pub exit_ok: bool,
 }
 
 impl JobRecord {
-    /// terminate − submit, for terminated jobs.
+    /// [`JobTimes::turnaround`].
     pub fn turnaround(&self) -> Option<f64> {
-        if self.end.terminated() {
-            self.ended.map(|e| e - self.submitted)
-        } else {
-            None
-        }
+        self.times.turnaround()
     }
-    /// first execute − submit.
+    /// [`JobTimes::queue_wait`].
     pub fn queue_wait(&self) -> Option<f64> {
-        self.started.map(|s| s - self.submitted)
+        self.times.queue_wait()
     }
-    /// terminate − first execute, for terminated jobs that were seen starting.
+    /// [`JobTimes::run_time`].
     pub fn run_time(&self) -> Option<f64> {
-        match (self.started, self.ended) {
-            (Some(s), Some(e)) if self.end.terminated() => Some(e - s),
-            _ => None,
-        }
+        self.times.run_time()
     }
     /// The slot-seconds of an execution cut short: the job was removed
     /// (009, not after a hold, which had already freed the slot) while it
@@ -145,9 +149,9 @@ impl JobRecord {
         let &(start, _) = self.runs.last()?;
         Some((self.ended? - start).max(0.0))
     }
-    /// The thesis's AgTime (queue wait + run time). For a terminated job it is
+    /// The thesis's AgTime (queue wait + run time): for a terminated job,
     /// its turnaround, also when the start was not seen (grid job finished
-    /// between polls).
+    /// between polls) or it ran more than once.
     pub fn agtime(&self) -> Option<f64> {
         self.turnaround()
     }
@@ -296,6 +300,8 @@ fn start(
         end: JobEnd::Unfinished,
         running_seconds: 0.0,
         runs: Vec::new(),
+        times: JobTimes::default(),
+        exit_ok: false,
     };
     let mut state = FoldState { last_time: first.time, submit_seen: false, rare: None };
     apply(&mut job, &mut state, first, names);
@@ -305,6 +311,7 @@ fn start(
 /// Applies the job's next event (in time order).
 fn apply(job: &mut JobRecord, state: &mut FoldState, ev: &LogEvent, names: &mut SiteNames) {
     state.last_time = ev.time;
+    job.times.apply(ev.effect, ev.time);
     match ev.code {
         0 if !state.submit_seen => {
             job.submitted = ev.time;
@@ -347,6 +354,7 @@ fn apply(job: &mut JobRecord, state: &mut FoldState, ev: &LogEvent, names: &mut 
                         (Some(rv), None) => JobEnd::Failed { detail: format!("exit {rv}") },
                         (None, None) => JobEnd::Failed { detail: "unknown termination".into() },
                     };
+                    job.exit_ok = job.end == JobEnd::Success;
                 }
                 9 => {
                     job.ended = Some(ev.time);
@@ -388,8 +396,8 @@ fn finish(job: &mut JobRecord, state: FoldState) {
 /// The jobs of one log, built as its events are read: what
 /// [`jobs_from_events`] gives for that log, without holding the events.
 ///
-/// Memory is one record per job (O(jobs), not O(events)): some 250 bytes
-/// while the log is read, the record's 184 and its runs after. A job whose
+/// Memory is one record per job (O(jobs), not O(events); what that costs
+/// at 10^6 jobs is in `docs/stats-measurements.md`). A job whose
 /// events come out of time order (none do in HTCondor's own logs) cannot be
 /// folded as they come, since the record must follow time order: such jobs
 /// are listed by [`LogJobs::out_of_order`] and rebuilt from their events
@@ -543,6 +551,7 @@ impl JobIndex {
 pub fn from_userlog(ev: &userlog::Event) -> LogEvent {
     let mut out = LogEvent::new(ev.code, ev.cluster, ev.proc, ev.time.naive_seconds());
     out.subproc = ev.subproc;
+    out.effect = userlog::stats::effect(&ev.body);
     use userlog::EventBody as B;
     match &ev.body {
         B::GridSubmit { resource, .. } if !resource.is_empty() => out.grid_resource = Some(resource.clone()),

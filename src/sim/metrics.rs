@@ -36,8 +36,10 @@ pub struct SiteMetrics {
 pub struct Metrics {
     /// End of the last job from t = 0; `None` for a hang.
     pub makespan: Option<f64>,
-    /// Mean of end − submit of the successful attempts.
+    /// Mean of end − submit of the successful attempts: the goodput area
+    /// per job, summed in job order.
     pub mean_turnaround: f64,
+    /// Their nearest-rank p95 ([`crate::stats`]).
     pub p95_turnaround: f64,
     /// Mean end time from t = 0 (fair to throttling policies).
     pub mean_completion: f64,
@@ -168,33 +170,27 @@ pub fn measure(
             true_knee: params.truth().knee_at(f64::NEG_INFINITY),
         });
     }
-    let turnarounds: Vec<f64> = jobs.iter().map(|j| j.ended - j.submitted).collect();
+    let mut turnarounds: Vec<f64> = jobs.iter().map(|j| j.ended - j.submitted).collect();
     let done = jobs.len();
+    // Summed in job order, not ascending as `stats::Summary`'s mean: the
+    // bench's figures since the first baseline are these sums, bit for bit.
     let mean =
         |xs: &mut dyn Iterator<Item = f64>| if done == 0 { 0.0 } else { xs.sum::<f64>() / done as f64 };
+    let mean_turnaround = mean(&mut turnarounds.iter().copied());
+    let goodput_area = turnarounds.iter().sum();
+    turnarounds.sort_unstable_by(f64::total_cmp);
     let metrics = Metrics {
         makespan: if hang { None } else { Some(jobs.iter().map(|j| j.ended).fold(0.0, f64::max)) },
-        mean_turnaround: mean(&mut turnarounds.iter().copied()),
-        p95_turnaround: percentile(&turnarounds, 0.95),
+        mean_turnaround,
+        p95_turnaround: crate::stats::nearest_rank(&turnarounds, 0.95).unwrap_or(0.0),
         mean_completion: mean(&mut jobs.iter().map(|j| j.ended)),
-        goodput_area: turnarounds.iter().sum(),
+        goodput_area,
         wasted_area: wasted,
         jobs_done: done as u64,
         stopped_at,
         sites,
     };
     (metrics, jobs, errors)
-}
-
-/// The `q` quantile by the nearest-rank method (0 for no values).
-pub fn percentile(values: &[f64], q: f64) -> f64 {
-    if values.is_empty() {
-        return 0.0;
-    }
-    let mut sorted = values.to_vec();
-    sorted.sort_by(f64::total_cmp);
-    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
-    sorted[rank - 1]
 }
 
 #[cfg(test)]

@@ -6,8 +6,9 @@
 //! This is the one place of the userlog module that reads the clock: legacy
 //! `MM/DD` stamps get the current year, as HTCondor's reader gives them.
 
-use super::stats::{LogStats, StatsReport, Summary};
+use super::stats::{LogStats, StatsReport};
 use super::{Diagnostic, LogReader, ReadError};
+use crate::stats::{JobFigures, Summary};
 use crate::{CmdResult, Exit, Failure};
 use serde_json::json;
 use std::io::Write;
@@ -127,13 +128,7 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
     }
     let StatsReport {
         events: counts,
-        jobs,
-        completed,
-        removed,
-        held,
-        queue_wait: wait,
-        run_time: run,
-        turnaround,
+        figures: JobFigures { jobs, completed, removed, held, queue_wait: wait, run_time: run, turnaround },
     } = fold.finish();
 
     let mut out = String::new();

@@ -13,131 +13,27 @@
 //!
 //! The results are those of folding each log's events into per-job times in
 //! log order: the decoded stamps are the same `f64`s as
-//! [`super::Timestamp::naive_seconds`], and [`summarize`] sorts before it
-//! sums, so means and percentiles do not depend on where a job was kept.
+//! [`super::Timestamp::naive_seconds`], and the figures are those of
+//! [`crate::stats`], which do not depend on where a job was kept.
 
 use super::{Event, EventBody, Timestamp};
+use crate::stats::{Effect, JobFigures, JobTimes};
 use std::collections::{BTreeMap, HashMap};
 
-/// What one job's events say, for `stats`. Times are naive seconds:
-/// differences within one log are exact.
-#[derive(Default, Debug, Clone, Copy, PartialEq)]
-pub struct JobTimes {
-    /// First 000.
-    pub submit: Option<f64>,
-    /// First 001.
-    pub first_execute: Option<f64>,
-    /// The 001 that the (last) 005 ended: the last one before a 005.
-    pub last_execute: Option<f64>,
-    /// First 027.
-    pub grid_submit: Option<f64>,
-    /// Last 005.
-    pub terminate: Option<f64>,
-    /// A 009 was seen.
-    pub removed: bool,
-    /// Held (012) and not released (013) since.
-    pub held: bool,
-}
-
-impl JobTimes {
-    /// Execute − submit; for a grid job that never logged 001, the 027
-    /// (a lower bound).
-    pub fn queue_wait(&self) -> Option<f64> {
-        Some(self.first_execute.or(self.grid_submit)? - self.submit?)
+/// What an event does to its job's [`JobTimes`], by typed body: a known
+/// event whose body did not parse (`Other`) counts for the job's existence
+/// only.
+pub fn effect(body: &EventBody) -> Effect {
+    match body {
+        EventBody::Submit { .. } => Effect::Submit,
+        EventBody::Execute { .. } => Effect::Execute,
+        EventBody::GridSubmit { .. } => Effect::GridSubmit,
+        EventBody::Terminated { .. } => Effect::Terminate,
+        EventBody::Aborted { .. } => Effect::Remove,
+        EventBody::Held { .. } => Effect::Hold,
+        EventBody::Released { .. } => Effect::Release,
+        _ => Effect::None,
     }
-    /// Terminate − the execute it ended.
-    pub fn run_time(&self) -> Option<f64> {
-        Some(self.terminate? - self.last_execute?)
-    }
-    /// Terminate − submit.
-    pub fn turnaround(&self) -> Option<f64> {
-        Some(self.terminate? - self.submit?)
-    }
-
-    /// Applies one event of this job (events in log order).
-    pub fn apply(&mut self, effect: Effect, t: f64) {
-        match effect {
-            Effect::Submit => {
-                self.submit.get_or_insert(t);
-            }
-            Effect::Execute => {
-                self.first_execute.get_or_insert(t);
-                // A run that ends is the last one that started before it.
-                if self.terminate.is_none() {
-                    self.last_execute = Some(t);
-                }
-            }
-            Effect::GridSubmit => {
-                self.grid_submit.get_or_insert(t);
-            }
-            Effect::Terminate => self.terminate = Some(t),
-            Effect::Remove => self.removed = true,
-            Effect::Hold => self.held = true,
-            Effect::Release => self.held = false,
-            Effect::None => {}
-        }
-    }
-}
-
-/// What an event does to its job's [`JobTimes`].
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Effect {
-    Submit,
-    Execute,
-    GridSubmit,
-    Terminate,
-    Remove,
-    Hold,
-    Release,
-    /// Any other event: the job exists, nothing else.
-    None,
-}
-
-impl Effect {
-    /// By typed body: a known event whose body did not parse (`Other`) counts
-    /// for the job's existence only.
-    pub fn of(body: &EventBody) -> Effect {
-        match body {
-            EventBody::Submit { .. } => Effect::Submit,
-            EventBody::Execute { .. } => Effect::Execute,
-            EventBody::GridSubmit { .. } => Effect::GridSubmit,
-            EventBody::Terminated { .. } => Effect::Terminate,
-            EventBody::Aborted { .. } => Effect::Remove,
-            EventBody::Held { .. } => Effect::Hold,
-            EventBody::Released { .. } => Effect::Release,
-            _ => Effect::None,
-        }
-    }
-}
-
-/// mean, p50, p95, max of a sample (nearest-rank percentiles).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Summary {
-    pub n: usize,
-    pub mean: f64,
-    pub p50: f64,
-    pub p95: f64,
-    pub max: f64,
-}
-
-/// Sorts `values` and summarizes them; `None` when empty. The mean sums the
-/// sorted values, so it does not depend on the order of the jobs.
-pub fn summarize(values: &mut [f64]) -> Option<Summary> {
-    if values.is_empty() {
-        return None;
-    }
-    // Unstable: no extra memory, and values equal under `total_cmp` have
-    // the same bits, so the sorted sequence is the same.
-    values.sort_unstable_by(f64::total_cmp);
-    let n = values.len();
-    let rank = |p: f64| values[((p * n as f64).ceil() as usize).clamp(1, n) - 1];
-    Some(Summary {
-        n,
-        mean: values.iter().sum::<f64>() / n as f64,
-        p50: rank(0.5),
-        p95: rank(0.95),
-        max: values[n - 1],
-    })
 }
 
 /// "No stamp" in a packed slot.
@@ -273,7 +169,7 @@ struct LogJobs {
 
 impl LogJobs {
     fn add(&mut self, ev: &Event) {
-        let effect = Effect::of(&ev.body);
+        let effect = effect(&ev.body);
         let (c, p) = ev.job();
         let at = match self.last {
             Some((id, at)) if id == c => at,
@@ -352,13 +248,7 @@ pub struct LogStats {
 pub struct StatsReport {
     /// (code, count), by code.
     pub events: Vec<(u16, u64)>,
-    pub jobs: usize,
-    pub completed: usize,
-    pub removed: usize,
-    pub held: usize,
-    pub queue_wait: Option<Summary>,
-    pub run_time: Option<Summary>,
-    pub turnaround: Option<Summary>,
+    pub figures: JobFigures,
 }
 
 impl Default for LogStats {
@@ -399,43 +289,13 @@ impl LogStats {
                 self.counts.insert(code as u16, n);
             }
         }
-        let (mut jobs, mut completed, mut removed, mut held) = (0, 0, 0, 0);
-        self.for_each_job(|j| {
-            jobs += 1;
-            if j.terminate.is_some() {
-                completed += 1;
-            } else if j.removed {
-                removed += 1;
-            } else if j.held {
-                held += 1;
-            }
-        });
-        // One quantity at a time, so that one vector of values is alive.
         for log in &mut self.logs {
             for cluster in &mut log.clusters {
                 cluster.slots.shrink_to_fit();
             }
         }
-        let collect = |f: fn(&JobTimes) -> Option<f64>| {
-            let mut n = 0;
-            self.for_each_job(|j| n += usize::from(f(j).is_some()));
-            let mut values = Vec::with_capacity(n);
-            self.for_each_job(|j| values.extend(f(j)));
-            summarize(&mut values)
-        };
-        let queue_wait = collect(JobTimes::queue_wait);
-        let run_time = collect(JobTimes::run_time);
-        let turnaround = collect(JobTimes::turnaround);
-        StatsReport {
-            events: self.counts.into_iter().collect(),
-            jobs,
-            completed,
-            removed,
-            held,
-            queue_wait,
-            run_time,
-            turnaround,
-        }
+        let figures = JobFigures::of(|f| self.for_each_job(f));
+        StatsReport { events: self.counts.into_iter().collect(), figures }
     }
 
     fn for_each_job(&self, mut f: impl FnMut(&JobTimes)) {
@@ -455,7 +315,7 @@ mod tests {
     fn plain(events: &[Event]) -> BTreeMap<(i64, i64), JobTimes> {
         let mut jobs: BTreeMap<(i64, i64), JobTimes> = BTreeMap::new();
         for ev in events {
-            jobs.entry(ev.job()).or_default().apply(Effect::of(&ev.body), ev.time.naive_seconds());
+            jobs.entry(ev.job()).or_default().apply(effect(&ev.body), ev.time.naive_seconds());
         }
         jobs
     }
@@ -527,12 +387,5 @@ mod tests {
         assert_eq!(want.len(), 8);
         assert!(want.values().any(|j| j.first_execute.map(|t| t.fract()) == Some(0.25)));
         assert_eq!(packed(&events), sorted(want.into_values()));
-    }
-
-    #[test]
-    fn summarize_uses_nearest_rank_and_the_sum_in_order() {
-        let s = summarize(&mut [4.0, 1.0, 3.0, 2.0]).unwrap();
-        assert_eq!((s.n, s.mean, s.p50, s.p95, s.max), (4, 2.5, 2.0, 4.0, 4.0));
-        assert!(summarize(&mut []).is_none());
     }
 }
