@@ -41,12 +41,17 @@
 //! Every write is its own transaction, committed before the function returns,
 //! with `synchronous = FULL`, so a row that was written survives `kill -9` and
 //! power loss. In particular [`Db::record_intent`] is committed before
-//! `condor_submit` starts; see [`crate::run`] for why that makes resume safe.
+//! `condor_submit` starts (through [`DbJournal`], the run's journal); see
+//! [`crate::run::drive`] for why that makes resume safe.
 //!
 //! # Schema versions
 //! `PRAGMA user_version` is the schema version. Opening applies the missing
 //! migrations in one transaction; a database with a version newer than this
 //! build knows is refused (never read with the wrong meaning).
+
+mod journal;
+
+pub use journal::DbJournal;
 
 use crate::policy::{CapacityMemory, JobId, SiteMemory};
 use rusqlite::{params, Connection, OptionalExtension};

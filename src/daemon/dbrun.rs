@@ -4,20 +4,22 @@
 //! Every daemon run is a row of `runs` like a foreground run (same intent →
 //! outcome records, log offsets, learned site capacities), plus a row of
 //! `daemon_runs` with the number people type, the owner's uid and the
-//! daemon's state. Driving a run is [`crate::run::drive_recorded`]: a run with
-//! recorded submissions is resumed exactly as `cosched submit --resume` would
-//! (history rebuilt from the user logs, unknown submissions reconciled with
-//! `condor_q` by job tags), so a daemon killed at any moment loses and repeats
-//! nothing. The state directory is locked (`flock`) for the daemon's lifetime:
+//! daemon's state. Driving a run is [`crate::run::drive`], as for
+//! `cosched submit`: a run with recorded submissions is resumed exactly as
+//! `cosched submit --resume` would (from its checkpoint when one fits,
+//! history rebuilt from the user logs, unknown submissions reconciled with
+//! `condor_q` by job tags), so a daemon killed at any moment loses and
+//! repeats nothing, and every run writes its report beside its logs. The state directory is locked (`flock`) for the daemon's lifetime:
 //! one daemon per state directory, and no foreground cosched in it meanwhile.
 //!
 //! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
 //! as in tests) run time follows the pool's epoch and speedup.
 
 use super::protocol::{RunState, SubmitRequest};
-use super::server::{BoxFuture, Machinery, PolicyWrap, StoredRun};
-use crate::engine::{Ending, Observer};
+use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
+use crate::engine::Ending;
 use crate::policy::PolicyConfig;
+use crate::run::drive;
 use crate::state::{Db, RunRecord, RunStatus, StateDir};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -68,15 +70,8 @@ impl DbMachinery {
 /// Run time 0 and rate for a new run: the fake pool's when one is named in
 /// the environment, else now at rate 1.
 fn time_base() -> Result<(f64, f64), String> {
-    if let Some(dir) = std::env::var_os(crate::fake_condor::POOL_ENV).filter(|d| !d.is_empty()) {
-        let path = PathBuf::from(dir).join("pool.toml");
-        let text = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
-        let pool: crate::fake_condor::PoolConfig =
-            toml::from_str(&text).map_err(|e| format!("{}: {e}", path.display()))?;
-        let epoch = pool.epoch.ok_or_else(|| format!("{}: no epoch", path.display()))?;
-        return Ok((epoch, pool.speedup));
-    }
-    Ok((crate::engine::wall_clock_unix(), 1.0))
+    let pool = crate::run::simulate::foreign_fake_pool().map_err(|f| f.message)?;
+    Ok(pool.map_or_else(|| (crate::engine::wall_clock_unix(), 1.0), |(_, epoch, speedup)| (epoch, speedup)))
 }
 
 #[allow(clippy::disallowed_methods)] // the edge: records say when runs were made
@@ -184,8 +179,9 @@ impl Machinery for DbMachinery {
             // A finished run is shown as its records say it ended; an
             // unfinished one is replayed when it resumes.
             let (done, given_up) = if state.finished() {
-                let counts = crate::run::settled_counts(&db, &record, &sites, &self.state.run_dir(&run))
-                    .map_err(|e| e.to_string())?;
+                let counts =
+                    crate::run::drive::settled_counts(&db, &record, &sites, &self.state.run_dir(&run))
+                        .map_err(|e| e.to_string())?;
                 let given_up =
                     if state == RunState::Cancelled { 0 } else { record.n_jobs - counts.min(record.n_jobs) };
                 (counts, given_up)
@@ -211,7 +207,7 @@ impl Machinery for DbMachinery {
         &self,
         id: u64,
         wrap: PolicyWrap,
-        mut observer: Box<dyn Observer>,
+        mut observer: Box<StatusObserver>,
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = self.text_id(id).and_then(|text| {
@@ -223,9 +219,15 @@ impl Machinery for DbMachinery {
         let db = self.db.clone();
         Box::pin(async move {
             let (record, run_dir) = prepared?;
-            crate::run::drive_recorded(db, run_dir, record, wrap, observer.as_mut(), stop)
-                .await
-                .map_err(|f| f.message)
+            let id = record.id.clone();
+            let run = drive::Run::recorded(db, run_dir, record).map_err(|f| f.message)?;
+            let driven = drive::run(run, wrap, observer.as_mut(), stop).await.map_err(|f| f.message)?;
+            match driven.report {
+                Some(Ok(path)) => tracing::info!("run {id}: report: {}", path.display()),
+                Some(Err(e)) => tracing::warn!("run {id}: no report written ({e})"),
+                None => {}
+            }
+            Ok(driven.ending)
         })
     }
 

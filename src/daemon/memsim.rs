@@ -10,8 +10,8 @@
 //! HTCondor).
 
 use super::protocol::{RunState, SubmitRequest};
-use super::server::{BoxFuture, Machinery, PolicyWrap, StoredRun};
-use crate::engine::{self, Ending, EngineOptions, Observer, RunClock};
+use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
+use crate::engine::{self, Ending, EngineOptions, RunClock};
 use crate::policy::{self, PolicyConfig};
 use crate::sim::backend::{SimSite, SiteLog};
 use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
@@ -77,7 +77,7 @@ impl Machinery for MemorySim {
         &self,
         id: u64,
         wrap: PolicyWrap,
-        mut observer: Box<dyn Observer>,
+        mut observer: Box<StatusObserver>,
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = {

@@ -16,6 +16,7 @@ use super::share::{self, Board, FairShare};
 use crate::config::SitesFile;
 use crate::engine::{Ending, Observer};
 use crate::policy::{Policy, PolicyConfig, SiteId, Time};
+use crate::run::drive::{Starting, Watcher};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -41,7 +42,7 @@ const WATCH_EVERY: Duration = Duration::from_millis(100);
 
 /// Wraps a run's policy; gets the run clock's rate (simulated seconds per
 /// real second) so that polling intervals can be set in real time.
-pub type PolicyWrap = Box<dyn FnOnce(Box<dyn Policy>, f64) -> Box<dyn Policy> + Send>;
+pub use crate::run::drive::PolicyWrap;
 
 pub type BoxFuture<T> = Pin<Box<dyn Future<Output = T> + Send>>;
 
@@ -81,7 +82,7 @@ impl StoredRun {
 
 /// What the daemon needs from the run machinery: record a run, run or resume
 /// it, list and update what is recorded. Implemented over the state database
-/// and [`crate::run`] for real runs; tests may implement it in memory.
+/// and [`crate::run::drive`] for real runs; tests may implement it in memory.
 pub trait Machinery: Send + Sync + 'static {
     /// Checks a new run's inputs and records it (state `queued`).
     fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String>;
@@ -93,7 +94,7 @@ pub trait Machinery: Send + Sync + 'static {
         &self,
         id: u64,
         wrap: PolicyWrap,
-        observer: Box<dyn Observer>,
+        observer: Box<StatusObserver>,
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>>;
     /// Records a run's state (so that a restart knows a cancel was asked for
@@ -444,8 +445,9 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
     });
 }
 
-/// Keeps a run's status current for `status` and `watch`.
-struct StatusObserver {
+/// Keeps a run's status current for `status` and `watch`: the daemon's
+/// [`Watcher`] of a run.
+pub struct StatusObserver {
     entry: Arc<RunEntry>,
     /// The same tally of events as `cosched submit`'s summary (executions
     /// cut short), so both say the same.
@@ -454,13 +456,32 @@ struct StatusObserver {
     unreachable: Vec<Option<(Time, String)>>,
 }
 
+impl Watcher for StatusObserver {
+    fn tally(&mut self) -> &mut crate::run::progress::Progress {
+        &mut self.tally
+    }
+
+    fn starting(&mut self, start: &Starting<'_>) {
+        let id = self.entry.id;
+        for (batch, what) in start.reconciled {
+            tracing::info!("run {id}: batch {batch}: {what}");
+        }
+        if start.resumed {
+            let from = match start.checkpoint_unix {
+                Some(taken) => format!(
+                    " from its checkpoint of {:.1} s ago",
+                    (crate::engine::wall_clock_unix() - taken).max(0.0)
+                ),
+                None => " from its records".to_string(),
+            };
+            tracing::info!("run {id}: resuming{from}; replaying its {} past events first", start.replaying);
+        }
+    }
+}
+
 impl Observer for StatusObserver {
     fn event(&mut self, now: Time, site: SiteId, event: &crate::policy::SiteEvent) {
         self.tally.event(now, site, event);
-    }
-
-    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
-        Some(self.tally.cut_short_by_site())
     }
 
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {

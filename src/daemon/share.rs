@@ -270,6 +270,18 @@ impl Policy for FairShare {
     fn take_decisions(&mut self) -> Vec<Decision> {
         self.inner.take_decisions()
     }
+
+    /// The run's own policy's state. The jobs held back are `Submitting` in
+    /// its book, never handed to `condor_submit`: a run restored from it
+    /// hears that they were not submitted (the engine's resume) and holds
+    /// them back again as it decides afresh.
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        self.inner.checkpoint()
+    }
+
+    fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        self.inner.restore(saved)
+    }
 }
 
 #[cfg(test)]

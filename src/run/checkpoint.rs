@@ -1,9 +1,10 @@
-//! Checkpoints of a running `cosched submit`: the policy's state and the
-//! progress tally, with each site's cursor (how far its user log and its
-//! batches had been heard), taken between two inputs of the engine every
-//! `[run] checkpoint_every` real seconds. `--resume` restores the last one
-//! and replays only the events past the cursors: seconds after a week of a
-//! million jobs, where replaying the whole run takes longer the longer it ran.
+//! Checkpoints of a running run (`cosched submit` or the daemon's): the
+//! policy's state and the progress tally, with each site's cursor (how far
+//! its user log and its batches had been heard), taken between two inputs of
+//! the engine every `[run] checkpoint_every` real seconds. A resume restores
+//! the last one and replays only the events past the cursors: seconds after
+//! a week of a million jobs, where replaying the whole run takes longer the
+//! longer it ran.
 //!
 //! A checkpoint is a shortcut, never a record: the state database and the
 //! user logs stay the truth, and resume settles unknown submissions from

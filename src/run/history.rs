@@ -1,7 +1,7 @@
 //! Rebuilding a run's past for `--resume`: settle the submissions whose
 //! outcome is unknown, then turn the recorded submissions and the sites' user
 //! logs into the event history the policy replays before it continues.
-//! The reasoning behind each step is in [`crate::run`]'s module docs.
+//! The reasoning behind each step is in [`super::drive`]'s module docs.
 
 use crate::condor::{event_run_time, site_event, Condor, CondorSite};
 use crate::engine::SiteCursor;

@@ -395,6 +395,104 @@ fn a_cancelled_run_has_its_report_counting_what_the_pool_ran() {
     assert_eq!(d.run(id)["out"], 0, "a cancelled run has nothing left at the sites");
 }
 
+/// The one directory of the daemon's runs in the state directory.
+fn run_dir(s: &Setup) -> Option<PathBuf> {
+    let mut dirs: Vec<PathBuf> =
+        std::fs::read_dir(s.path("state/runs")).ok()?.map(|e| e.unwrap().path()).collect();
+    assert!(dirs.len() <= 1, "one run directory: {dirs:?}");
+    dirs.pop()
+}
+
+fn read_json(path: &std::path::Path, d: &Daemon) -> Value {
+    let text =
+        std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}\n{}", path.display(), d.log_text()));
+    serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// Daemon runs keep checkpoints like `cosched submit` (`[run]
+/// checkpoint_every` of their sites file), and a restarted daemon resumes
+/// from one: it replays only what lies past the checkpoint, not the whole run.
+#[test]
+fn a_daemon_run_stopped_and_restarted_resumes_from_its_checkpoint() {
+    let s = Setup::new(|_| {}, 200.0, "[capacity]\ngood = 6\nslow = 4\n");
+    let both = std::fs::read_to_string(s.path("both.toml")).unwrap();
+    std::fs::write(s.path("ckpt.toml"), format!("{both}\n[run]\ncheckpoint_every = 0.05\n")).unwrap();
+    let mut d = s.start();
+    let n = 80;
+    let id = s.submit(&d, USER_A, n, "ckpt.toml", None);
+    let checkpoint = wait_for("a checkpoint of the run, with jobs done", PATIENCE, || {
+        let file = run_dir(&s)?.join("checkpoint");
+        (file.is_file() && d.run(id)["done"].as_u64() >= Some(3)).then_some(file)
+    });
+    let done_before = d.run(id)["done"].as_u64().unwrap();
+    assert!(done_before < n, "the run ended before the stop (make it longer)");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "SIGTERM is a clean stop:\n{}", d.log_text());
+    assert!(checkpoint.is_file());
+    let d = s.start();
+    wait_for("the run to resume", PATIENCE, || {
+        d.log_text().contains(&format!("run {id}: resuming")).then_some(())
+    });
+    let log = d.log_text();
+    assert!(log.contains(&format!("run {id}: resuming from its checkpoint")), "resumed without it:\n{log}");
+    assert!(!log.contains("not using the checkpoint"), "{log}");
+    d.wait_finished(&[id], &s.pool);
+    s.assert_exactly_once(1, n, "after a restart from the checkpoint");
+    assert!(d.run(id)["done"].as_u64() == Some(n), "the restored tally counts the whole run: {}", d.run(id));
+}
+
+/// A daemon run writes its report as `cosched submit` does: whenever it
+/// stops (the report of the logs so far, for a run stopped with jobs out),
+/// and again when it ends, in the same format.
+#[test]
+fn a_daemon_run_writes_its_report_as_a_foreground_run_does() {
+    let s = Setup::new(|_| {}, 100.0, "[capacity]\ngood = 6\nslow = 4\n");
+    let n = 60;
+    let foreground = s
+        .command(&["submit", &n.to_string(), "both.toml", "job.sub", "--state-dir", "fg", "--json"])
+        .output()
+        .expect("cosched submit runs");
+    assert_eq!(foreground.status.code(), Some(0), "{}", String::from_utf8_lossy(&foreground.stderr));
+    let fg_runs: Vec<PathBuf> =
+        std::fs::read_dir(s.path("fg/runs")).unwrap().map(|e| e.unwrap().path()).collect();
+    assert_eq!(fg_runs.len(), 1, "{fg_runs:?}");
+
+    let mut d = s.start();
+    let id = s.submit(&d, USER_A, n, "both.toml", None);
+    wait_for("jobs done and jobs out", PATIENCE, || {
+        let run = d.run(id);
+        (run["done"].as_u64() >= Some(1) && run["out"].as_u64() > Some(0)).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "SIGTERM is a clean stop:\n{}", d.log_text());
+    let report = run_dir(&s).expect("the run's directory").join("report/report.json");
+    let stopped = read_json(&report, &d);
+    let at_stop = stopped["summary"]["counts"]["succeeded"].as_u64().expect("a count of successes");
+    assert!(
+        at_stop < n,
+        "the report of a run stopped half-way counts what ran so far: {}",
+        stopped["summary"]
+    );
+
+    let d = s.start();
+    d.wait_finished(&[id], &s.pool);
+    s.assert_exactly_once(2, n, "a foreground run, and a daemon run stopped and restarted");
+    let ended = read_json(&report, &d);
+    assert_eq!(
+        ended["summary"]["counts"]["succeeded"].as_u64(),
+        Some(n),
+        "rewritten at the end: {}",
+        ended["summary"]
+    );
+    let fg = read_json(&fg_runs[0].join("report/report.json"), &d);
+    assert_eq!(keys(&ended), keys(&fg), "the daemon's report has the foreground's parts");
+    assert_eq!(keys(&ended["summary"]), keys(&fg["summary"]), "and the same summary");
+}
+
 #[test]
 fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one

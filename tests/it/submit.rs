@@ -970,7 +970,7 @@ mod e2e {
         from_checkpoint
     }
 
-    /// Crash point 0 of `crate::run`: a cosched killed before it recorded
+    /// Crash point 0 of `crate::run::drive`: a cosched killed before it recorded
     /// its run leaves a state directory without one (with or without the
     /// database); `--resume` says nothing was submitted, and `submit` starts
     /// the run there.

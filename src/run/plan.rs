@@ -1,0 +1,283 @@
+//! What a run needs before the runtime starts: both input files validated
+//! (nothing is submitted when anything is wrong, exit 2), the state
+//! directory opened and locked, and the run recorded (`cosched submit`) or
+//! found (`--resume`, with the files as they are now but the run's sites).
+//!
+//! Root: HTCondor does not let root own jobs, so cosched refuses to run as
+//! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
+//! it; both exist only for testing against the fake HTCondor (CI runs as root).
+
+use super::drive::{state_failure, Run};
+use super::simulate::{foreign_fake_pool, simulated_pool};
+use super::SubmitArgs;
+use crate::config::{Problem, SitesFile};
+use crate::fake_condor;
+use crate::policy::PolicyConfig;
+use crate::state::{RunRecord, RunStatus, StateDir};
+use crate::submit_desc::{self, SubmitDescription};
+use crate::Failure;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+/// A run made ready to drive, with what only a foreground run holds.
+pub(super) struct Plan {
+    /// Holds the state directory's lock while the run lives.
+    pub state: StateDir,
+    pub run: Run,
+    /// The fake pool this run drives, if any (stopped when the run is done).
+    pub pool: Option<PathBuf>,
+}
+
+impl Plan {
+    pub(super) fn fresh(args: &SubmitArgs) -> Result<Plan, Failure> {
+        let (Some(n), Some(sites_path), Some(job_path)) = (args.n_jobs, &args.sites, &args.job) else {
+            return Err(Failure::usage("cosched submit N sites.toml job.sub (or --resume STATE_DIR)"));
+        };
+        check_root(args.simulate)?;
+        let (mut sites, desc) = load_inputs(sites_path, job_path, Some(n))?;
+        let policy = choose_policy(&sites, args.policy.as_deref())?;
+        warn_of_ignored_settings(&policy, &sites, sites_path);
+        if !(args.speedup > 0.0 && args.speedup.is_finite()) {
+            return Err(Failure::usage(format!("--speedup must be a positive number, got {}", args.speedup)));
+        }
+        let run_id = new_run_id();
+        let (epoch, rate, pool_config) = if args.simulate {
+            let epoch = crate::engine::wall_clock_unix();
+            (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
+        } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {
+            (epoch, speedup, None)
+        } else {
+            (crate::engine::wall_clock_unix(), 1.0, None)
+        };
+        let state = StateDir::open(args.state_dir.as_deref().unwrap_or(Path::new("cosched-state")))
+            .map_err(state_failure)?;
+        let db = state.db().map_err(state_failure)?;
+        if let Some(open) = db.runs().map_err(state_failure)?.into_iter().rev().find(|r| r.status.resumable())
+        {
+            return Err(Failure::usage(format!(
+                "{} holds run {} that has not finished ({}); continue it with `cosched submit --resume {}`, \
+                 or start this run with another --state-dir",
+                state.root().display(),
+                open.id,
+                open.status.as_str(),
+                state.root().display()
+            )));
+        }
+        let run_dir = state.run_dir(&run_id);
+        std::fs::create_dir_all(&run_dir)
+            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", run_dir.display())))?;
+        let pool = match pool_config {
+            Some(config) => {
+                let pool_dir = run_dir.join("pool");
+                let bin = fake_condor::install(&pool_dir, &config)
+                    .map_err(|e| Failure::failed(format!("cannot set up the simulated grid: {e}")))?;
+                sites.condor.bin_dir = Some(bin);
+                Some(pool_dir)
+            }
+            None => None,
+        };
+        let run = RunRecord {
+            id: run_id,
+            created: chrono::DateTime::from_timestamp_millis((epoch * 1000.0) as i64)
+                .map_or_else(String::new, |d| d.to_rfc3339()),
+            n_jobs: n as u64,
+            sites_path: absolute(sites_path),
+            sites_text: std::fs::read_to_string(sites_path).unwrap_or_default(),
+            job_path: absolute(job_path),
+            job_text: std::fs::read_to_string(job_path).unwrap_or_default(),
+            policy: policy.name().to_string(),
+            epoch_unix: epoch,
+            simulate: args.simulate,
+            speedup: rate,
+            status: RunStatus::Running,
+        };
+        db.create_run(&run).map_err(state_failure)?;
+        let run = Run {
+            db: Arc::new(Mutex::new(db)),
+            record: run,
+            dir: run_dir,
+            sites,
+            desc: Arc::new(desc),
+            policy,
+            rate,
+            resumed: false,
+        };
+        Ok(Plan { state, run, pool })
+    }
+
+    pub(super) fn resume(dir: &Path) -> Result<Plan, Failure> {
+        let nothing_recorded = || {
+            Failure::usage(format!(
+                "{d}: nothing to resume: no run was recorded here, so nothing was submitted (cosched records \
+                 a run before its first condor_submit); start it with `cosched submit N SITES JOB \
+                 --state-dir {d}`",
+                d = dir.display()
+            ))
+        };
+        if !dir.join("state.db").is_file() {
+            // A cosched stopped before it created the database leaves the
+            // lock file: that is a state directory with no run in it.
+            if dir.join("lock").is_file() {
+                return Err(nothing_recorded());
+            }
+            return Err(Failure::usage(format!(
+                "{}: no state database (state.db) here; give the --state-dir of the run to resume",
+                dir.display()
+            )));
+        }
+        let state = StateDir::open(dir).map_err(state_failure)?;
+        let db = state.db().map_err(state_failure)?;
+        let runs = db.runs().map_err(state_failure)?;
+        let Some(run) = runs.iter().rev().find(|r| r.status.resumable()).cloned() else {
+            return Err(match runs.last() {
+                Some(last) => Failure::usage(format!(
+                    "{}: nothing to resume: the last run, {}, is {}",
+                    dir.display(),
+                    last.id,
+                    last.status.as_str()
+                )),
+                None => nothing_recorded(),
+            });
+        };
+        check_root(run.simulate)?;
+        // The files as they are now (a fix after a permanent error is
+        // welcome), but the site list must be the run's: jobs are out there.
+        let (mut sites, desc) = load_inputs(&run.sites_path, &run.job_path, Some(run.n_jobs as i64))?;
+        let (recorded, _) = crate::config::parse(&run.sites_path, &run.sites_text)
+            .map_err(|e| Failure::failed(format!("the run's recorded sites file no longer parses: {e}")))?;
+        let names = |s: &SitesFile| s.sites.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
+        if names(&recorded) != names(&sites) {
+            return Err(Failure::usage(format!(
+                "{}: the sites changed since run {} started ({} then, {} now); jobs are out at those \
+                 sites, so put the site list back as it was to resume",
+                run.sites_path.display(),
+                run.id,
+                names(&recorded).join(", "),
+                names(&sites).join(", ")
+            )));
+        }
+        let policy = choose_policy(&sites, Some(&run.policy))?;
+        let mut rate = 1.0;
+        let mut pool = None;
+        if run.simulate {
+            let pool_dir = state.run_dir(&run.id).join("pool");
+            let config = simulated_pool(&recorded, run.epoch_unix, run.speedup)?;
+            let bin = fake_condor::install(&pool_dir, &config)
+                .map_err(|e| Failure::failed(format!("cannot set up the simulated grid: {e}")))?;
+            fake_condor::start(&pool_dir)
+                .map_err(|e| Failure::failed(format!("cannot start the simulated grid's schedd: {e}")))?;
+            sites.condor.bin_dir = Some(bin);
+            rate = run.speedup;
+            pool = Some(pool_dir);
+        } else if let Some((_, _, speedup)) = foreign_fake_pool()? {
+            rate = speedup;
+        }
+        let run = Run {
+            db: Arc::new(Mutex::new(db)),
+            dir: state.run_dir(&run.id),
+            record: run,
+            sites,
+            desc: Arc::new(desc),
+            policy,
+            rate,
+            resumed: true,
+        };
+        Ok(Plan { state, run, pool })
+    }
+}
+
+fn usage_problems(problems: &[Problem]) -> Option<Failure> {
+    for p in problems {
+        eprintln!("{p}");
+    }
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    (errors > 0).then(|| {
+        Failure::usage(format!(
+            "{errors} error(s) in the inputs; nothing was submitted (fix them and try again)"
+        ))
+    })
+}
+
+fn check_root(simulated: bool) -> Result<(), Failure> {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let root = unsafe { libc::geteuid() } == 0;
+    if root && !simulated && std::env::var("COSCHED_ALLOW_ROOT").as_deref() != Ok("1") {
+        return Err(Failure::usage(
+            "cosched does not run as root: HTCondor does not let root own jobs (condor_submit would fail). \
+             Run it as the user who should own the jobs. (COSCHED_ALLOW_ROOT=1 exists only for testing \
+             against cosched's fake HTCondor.)",
+        ));
+    }
+    Ok(())
+}
+
+/// Loads and validates both files; every problem is printed.
+fn load_inputs(
+    sites_path: &Path,
+    job_path: &Path,
+    n_jobs: Option<i64>,
+) -> Result<(SitesFile, SubmitDescription), Failure> {
+    let sites = crate::config::load_with_warnings(sites_path);
+    let desc = submit_desc::load(job_path);
+    match (sites, desc) {
+        (Ok((sites, warnings)), Ok(desc)) => {
+            let mut problems = warnings;
+            problems.extend(submit_desc::validate(&sites, &desc, n_jobs));
+            match usage_problems(&problems) {
+                Some(f) => Err(f),
+                None => Ok((sites, desc)),
+            }
+        }
+        _ => {
+            let (problems, _) = submit_desc::check_problems(sites_path, job_path, n_jobs);
+            Err(usage_problems(&problems).unwrap_or_else(|| Failure::usage("the inputs cannot be read")))
+        }
+    }
+}
+
+/// A `[[site]]` setting (a limit, a first window) that a policy chosen
+/// with `--policy` will not honour is said before anything is submitted
+/// (the file's own policy was checked with the file), not found out from
+/// the queue.
+fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
+    if policy.name() == sites.policy.name() {
+        return;
+    }
+    for site in &sites.sites {
+        let settings = [
+            (site.max_jobs.is_some(), "max_jobs"),
+            (site.max_idle.is_some(), "max_idle"),
+            (site.initial_window.is_some(), "initial_window"),
+        ];
+        for (set, key) in settings {
+            if let Some(why) = policy.ignores(key).filter(|_| set) {
+                eprintln!(
+                    "{}",
+                    crate::config::ignored_setting(sites_path, None, &site.name, policy.name(), key, why)
+                );
+            }
+        }
+    }
+}
+
+/// The policy `name` (its parameters from the sites file when it is the
+/// file's own policy), or the file's.
+pub(super) fn choose_policy(sites: &SitesFile, name: Option<&str>) -> Result<PolicyConfig, Failure> {
+    match name {
+        None => Ok(sites.policy.clone()),
+        Some(n) if n == sites.policy.name() => Ok(sites.policy.clone()),
+        Some(n) => PolicyConfig::lookup(n).map_err(Failure::usage),
+    }
+}
+
+/// A run id people can type: `20261121T0612-3f9a`.
+#[allow(clippy::disallowed_methods)] // the edge: ids carry the wall-clock start
+fn new_run_id() -> String {
+    let now = chrono::Utc::now();
+    let salt = (now.timestamp_subsec_nanos() ^ std::process::id().wrapping_mul(2_654_435_761)) & 0xffff;
+    format!("{}-{salt:04x}", now.format("%Y%m%dT%H%M%S"))
+}
+
+fn absolute(path: &Path) -> PathBuf {
+    std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf())
+}
