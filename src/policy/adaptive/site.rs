@@ -10,6 +10,8 @@ use std::collections::{BTreeMap, BTreeSet};
 mod controller;
 mod estimator;
 mod memory;
+#[cfg(test)]
+mod phase_tests;
 mod recheck;
 
 pub use controller::{SILENT_PAST, SPEED_QUANTILE};
@@ -34,14 +36,7 @@ pub struct Rules {
     pub reprobe_after: f64,
     /// How many standard errors of the baseline's mean its scale may be
     /// off by: the normal quantile of the false-alarm rate.
-    #[serde(default = "default_scale_z")]
     pub scale_z: f64,
-}
-
-/// A checkpoint written before the range followed the baseline's error
-/// restores with the fixed range it was written with (`z` 0: the least).
-fn default_scale_z() -> f64 {
-    0.0
 }
 
 /// Seconds HTCondor-G may take to report that a grid job started or ended:
@@ -67,6 +62,35 @@ pub enum End {
     Removed,
 }
 
+/// Where a site's controller is; the parent module's docs draw the diagram.
+/// Each phase holds what only it needs; what holds across phases (the floor,
+/// the ceiling, whether the floor is knowledge) stays on [`Site`].
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+enum Phase {
+    /// A test runs at the window: the first window's (whose runs become
+    /// the baseline; `searched` is false until then), a probe above the
+    /// floor, or the floor itself after a cut.
+    Testing,
+    /// After a degraded verdict (or a first window found slow): jobs run
+    /// past the window, none start, and no new test begins until they are
+    /// gone. The verdict's own test goes on (`refine`).
+    Draining {
+        /// The level judged and the slowdown proven there (an index into
+        /// [`STRETCH`]), which the same test's evidence may still raise;
+        /// none where no test proved it (a first window found slow).
+        proven: Option<(f64, usize)>,
+        /// What is to be checked once drained: a floor, or memory's run
+        /// times, under suspicion.
+        recheck: Option<Recheck>,
+    },
+    /// Drained below a floor (or memory's run times) under suspicion: the
+    /// runs at the level below are learned afresh, then compared.
+    Rechecking(Recheck),
+    /// The search converged at the floor: the level is held and watched
+    /// for a drop, and re-probed `reprobe_after` mean runs after `since`.
+    Holding { since: Time },
+}
+
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Site {
     pub name: String,
@@ -86,9 +110,7 @@ pub struct Site {
     /// While the sample is open: the first runs started here, and the
     /// running count after each change, so that a floor a verdict raises
     /// counts the time they ran at levels it now knows healthy.
-    #[serde(default)]
     sample_runs: Vec<SampleRun>,
-    #[serde(default)]
     levels: Vec<(Time, u32)>,
     pub dist: Option<Distribution>,
     /// Jobs to keep running.
@@ -102,13 +124,10 @@ pub struct Site {
     pub searched: bool,
     /// The floor came from memory: knowledge to keep even where this run
     /// reaches no verdict (see `remember`, a floor without run times).
-    #[serde(default)]
     floor_remembered: bool,
     test: Test,
-    /// After a cut: no test until the jobs drained to the window.
-    draining: bool,
-    /// The search converged at `floor`; since when.
-    pub holding_since: Option<Time>,
+    /// Where the controller is: testing, draining, rechecking or holding.
+    phase: Phase,
     runs: BTreeMap<JobId, Run>,
     by_start: BTreeSet<(TimeKey, JobId)>,
     pub running: u32,
@@ -129,38 +148,24 @@ pub struct Site {
     /// still running there is expected to suffer (the verdict's own, the
     /// least one proved, is what the window is cut by).
     likeliest_slowdown: Option<f64>,
-    /// While the site drains after a degraded verdict: the level judged and
-    /// the slowdown proven there (an index into [`STRETCH`]), which the same
-    /// test's evidence may still raise (see `refine`).
-    #[serde(default)]
-    proven: Option<(f64, usize)>,
     /// The capacity and ceiling to remember, kept from before the first
     /// verdict on the floor once the pool was empty (see
     /// [`Site::check_in_tail`]).
-    #[serde(default)]
     remembered: Option<(Option<f64>, Option<f64>)>,
     /// The level the healthy baseline was learned at while no verdict has
     /// compared it with a level below (the first cohort's, taken healthy).
-    #[serde(default)]
     unchecked_baseline: Option<f64>,
     /// When the first cohort's runs became the baseline (the first
     /// verdict): jobs started before it are that cohort (see
     /// [`Site::ended`] on the ones that outlive it).
-    #[serde(default)]
     baseline_taken_at: Option<Time>,
-    /// While the floor is checked against the level below (see `recheck`).
-    #[serde(default)]
-    recheck: Option<Recheck>,
     /// The ceiling is a re-probe's assumption (`probe_gain` × the knee held),
     /// not a level seen degraded (see [`Site::maybe_reprobe`]).
-    #[serde(default)]
     ceiling_assumed: bool,
     /// How long the last probe took from its start to a healthy verdict:
     /// how soon the next one's jobs must start to be judged with it.
-    #[serde(default)]
     probe_took: Option<f64>,
     /// This run's own runs were compared with memory's (`check_memory`).
-    #[serde(default)]
     memory_checked: bool,
 }
 
@@ -204,8 +209,7 @@ impl Site {
                 scales: SCALES,
                 weighed: 0.0,
             },
-            draining: false,
-            holding_since: None,
+            phase: Phase::Testing,
             probe_took: None,
             runs: BTreeMap::new(),
             by_start: BTreeSet::new(),
@@ -218,11 +222,9 @@ impl Site {
             next_eval: 0.0,
             verdicts: Vec::new(),
             likeliest_slowdown: None,
-            proven: None,
             remembered: None,
             unchecked_baseline: Some(initial),
             baseline_taken_at: None,
-            recheck: None,
             ceiling_assumed: false,
             memory_checked: false,
         };
@@ -234,6 +236,25 @@ impl Site {
 
     fn converged(&self) -> bool {
         self.ceiling <= self.floor * (1.0 + self.rules.precision) || self.floor >= self.cap
+    }
+
+    /// Whether the search converged and the level is held.
+    pub fn holding(&self) -> bool {
+        matches!(self.phase, Phase::Holding { .. })
+    }
+
+    fn draining(&self) -> bool {
+        matches!(self.phase, Phase::Draining { .. })
+    }
+
+    /// The floor or memory under suspicion, while draining toward its
+    /// check or checking it.
+    fn recheck(&self) -> Option<&Recheck> {
+        match &self.phase {
+            Phase::Draining { recheck, .. } => recheck.as_ref(),
+            Phase::Rechecking(recheck) => Some(recheck),
+            Phase::Testing | Phase::Holding { .. } => None,
+        }
     }
 
     pub fn closed(&self, now: Time) -> bool {

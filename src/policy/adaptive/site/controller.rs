@@ -6,9 +6,9 @@ use super::*;
 /// Sites' speeds are compared at the run a quarter of runs end by
 /// ([`Site::check_slow_baseline`]): a first verdict comes with up to half
 /// the first cohort unseen, so its median is at the edge of the data and
-/// its mean is the tail's assumption (a site of half the median speed,
-/// runs ±50%, read 2.4 times slower by its median and 2.6 by its mean),
-/// while hardware scales every quantile alike.
+/// its mean is the tail's assumption (both overstate a slow site's
+/// slowness: `docs/experiments-adaptive-constants.md`), while hardware
+/// scales every quantile alike.
 pub const SPEED_QUANTILE: f64 = 0.25;
 
 /// How much slower than the median site a healthy site may run its jobs:
@@ -39,7 +39,7 @@ impl Site {
         self.floor = level;
         self.window = self.window.max(level);
         if self.converged() {
-            self.holding_since = Some(0.0);
+            self.phase = Phase::Holding { since: 0.0 };
         }
         self.new_test(0.0);
     }
@@ -53,7 +53,7 @@ impl Site {
         }
         // While this run's runs are checked against memory's, memory's stay
         // the best guess of how long a job takes here.
-        let checking = self.recheck.as_ref().filter(|r| r.of_memory).and_then(|r| r.baseline.as_ref());
+        let checking = self.recheck().filter(|r| r.of_memory).and_then(|r| r.baseline.as_ref());
         let own = self.dist.as_ref().or(checking.map(|(d, _)| d)).map(Distribution::mean);
         let run = own.or(fallback_run);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
@@ -67,7 +67,7 @@ impl Site {
             // runs are still to become the baseline at that level.
             ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
             success,
-            draining: self.draining && f64::from(self.running) > self.window,
+            draining: self.draining() && f64::from(self.running) > self.window,
             // How fast throughput falls past the window is not known here;
             // the caps below bound the queue instead.
             queue_gain: 1.0,
@@ -103,8 +103,9 @@ impl Site {
             // chance `1 − e^(−T/w)`: the jobs the window lacks are queued
             // that many times over, within the caps. Where waits are short
             // against `T`, that is the jobs it lacks and no more.
-            let climbing =
-                self.probing() && self.ceiling >= self.cap && !self.draining && self.recheck.is_none();
+            let climbing = self.probing()
+                && self.ceiling >= self.cap
+                && matches!(self.phase, Phase::Testing | Phase::Holding { .. });
             if climbing {
                 let took = self.probe_took.unwrap_or(model.run);
                 let starting_by_verdict = 1.0 - (-took / model.ahead).exp();
@@ -126,31 +127,46 @@ impl Site {
 
     /// [`Site::check`], told whether this is the tail.
     pub(super) fn judge(&mut self, now: Time, tail: bool) -> Option<(Verdict, Vec<JobId>)> {
-        if self.draining {
-            // Drained once no whole job is past the window (what `thrashing`
-            // and `stragglers` shed or move): 93 running under a window of
-            // 92.9 are drained, or the site stayed draining, with no test,
-            // until a job ended, which past a dropped capacity took 600 s.
-            // In the tail no job starts here again, so no later test could
-            // see what the jobs still running past the floor suffer: the
-            // verdict's own test goes on while any of them runs.
-            let past_window = f64::from(self.running) - self.window >= 1.0;
-            if past_window || (tail && self.past_floor(self.running)) {
-                return self.refine(now);
+        match self.phase {
+            Phase::Draining { .. } => {
+                // Drained once no whole job is past the window (what `thrashing`
+                // and `stragglers` shed or move): 93 running under a window of
+                // 92.9 are drained, or the site stayed draining, with no test,
+                // until a job ended, which past a dropped capacity took 600 s.
+                // In the tail no job starts here again, so no later test could
+                // see what the jobs still running past the floor suffer: the
+                // verdict's own test goes on while any of them runs.
+                let past_window = f64::from(self.running) - self.window >= 1.0;
+                if past_window || (tail && self.past_floor(self.running)) {
+                    return self.refine(now);
+                }
+                self.drained(now);
+                self.judge(now, tail)
             }
-            // Drained: what ran through the overload is no evidence for the
-            // next test, and how far it got is unknown.
-            self.draining = false;
-            self.proven = None;
-            for run in self.runs.values_mut() {
-                run.overloaded = true;
-            }
-            self.begin_recheck();
-            self.new_test(now);
+            Phase::Rechecking(_) => self.settle_recheck(now),
+            Phase::Testing | Phase::Holding { .. } => self.weigh(now),
         }
-        if self.recheck.is_some() {
-            return self.settle_recheck(now);
+    }
+
+    /// The site drained after a degraded verdict: what ran through the
+    /// overload is no evidence for the next test, and how far it got is
+    /// unknown. A floor or memory under suspicion is checked now.
+    fn drained(&mut self, now: Time) {
+        let Phase::Draining { recheck, .. } = std::mem::replace(&mut self.phase, Phase::Testing) else {
+            return;
+        };
+        for run in self.runs.values_mut() {
+            run.overloaded = true;
         }
+        if let Some(recheck) = recheck {
+            self.begin_recheck(recheck);
+        }
+        self.new_test(now);
+    }
+
+    /// Weighs the test's evidence at `now` (while testing or holding); the
+    /// first window's verdict is its runs, taken healthy.
+    fn weigh(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         if !self.ready() || now < self.next_eval {
             return None;
         }
@@ -163,10 +179,7 @@ impl Site {
             self.healthy(now, level);
             self.searched = true;
             self.baseline_taken_at = Some(now);
-            let verdict = Verdict::Healthy { level };
-            self.verdicts.push((now, verdict, self.window));
-            self.new_test(now);
-            return Some((verdict, Vec::new()));
+            return self.conclude(now, Verdict::Healthy { level });
         }
         self.advance(now);
         if self.test.above <= 0.0 {
@@ -193,8 +206,12 @@ impl Site {
             self.probe_took = Some(now - self.test.started);
         }
         self.healthy(now, level);
-        let verdict = Verdict::Healthy { level };
         self.searched = true;
+        self.conclude(now, Verdict::Healthy { level })
+    }
+
+    /// A verdict that changes the test: told, and a new test begins.
+    pub(super) fn conclude(&mut self, now: Time, verdict: Verdict) -> Option<(Verdict, Vec<JobId>)> {
         self.verdicts.push((now, verdict, self.window));
         self.new_test(now);
         Some((verdict, Vec::new()))
@@ -213,8 +230,7 @@ impl Site {
         let slowdown = self.rules.kappa * STRETCH[k];
         let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
         self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
-        self.proven = Some((level, k));
-        self.degraded(level, slowdown, truncated);
+        self.degraded(level, k, truncated);
         let verdict = Verdict::Degraded { level, slowdown };
         self.verdicts.push((now, verdict, self.window));
         (verdict, self.thrashing(verdict))
@@ -234,7 +250,7 @@ impl Site {
     /// that no longer run slowed (BENCHMARKS.md, G0121; the guards tried
     /// against it are there too).
     pub(super) fn refine(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
-        let (level, proven) = self.proven?;
+        let Phase::Draining { proven: Some((level, proven)), .. } = self.phase else { return None };
         if now < self.next_eval {
             return None;
         }
@@ -252,7 +268,7 @@ impl Site {
     }
 
     pub(super) fn healthy(&mut self, now: Time, level: f64) {
-        if self.holding_since.is_some() {
+        if self.holding() {
             return;
         }
         let before = self.floor;
@@ -274,7 +290,7 @@ impl Site {
             // falls short of the window by the jobs between a start and the
             // next, and holding it there would idle those slots all run).
             self.window = if self.ceiling < self.cap { self.floor } else { self.cap };
-            self.holding_since = Some(now);
+            self.phase = Phase::Holding { since: now };
         } else if self.ceiling < self.cap {
             self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
         } else {
@@ -282,10 +298,12 @@ impl Site {
         }
     }
 
-    /// Jobs ran `slowdown` times slower at `level`: the site delivered what
-    /// `level / slowdown` jobs at full speed would (its knee if the resource
-    /// only shares, less if it thrashes), so that is where the window goes.
-    pub(super) fn degraded(&mut self, level: f64, slowdown: f64, bound_only: bool) {
+    /// Jobs ran `slowdown` (`STRETCH[k]` × κ) times slower at `level`: the
+    /// site delivered what `level / slowdown` jobs at full speed would (its
+    /// knee if the resource only shares, less if it thrashes), so that is
+    /// where the window goes, and the site drains.
+    pub(super) fn degraded(&mut self, level: f64, k: usize, bound_only: bool) {
+        let slowdown = self.rules.kappa * STRETCH[k];
         let mut delivered = (level / slowdown).max(1.0);
         if bound_only {
             // Jobs still running past where a healthy run is unlikely prove a
@@ -296,7 +314,12 @@ impl Site {
             // are removed only on what was proven (`thrashing`).
             delivered = delivered.min(self.floor.max(1.0));
         }
-        self.holding_since = None;
+        // A verdict while draining keeps what is to be checked once drained.
+        let recheck = match std::mem::replace(&mut self.phase, Phase::Testing) {
+            Phase::Draining { recheck, .. } => recheck,
+            _ => None,
+        };
+        self.phase = Phase::Draining { proven: Some((level, k)), recheck };
         self.ceiling_assumed = false;
         if self.test.level == 0.0 {
             // The floor itself ran degraded: the capacity dropped, or the
@@ -316,17 +339,16 @@ impl Site {
         // resource thrashes past its knee; a floor that is the baseline's
         // own level was never compared with a level below, so the knee may
         // lie under it, every run of the baseline slowed.
-        if self.recheck.is_none()
+        if self.recheck().is_none()
             && self.floor_is_first_windows()
             && self.test.level > 0.0
             && level / slowdown < self.floor
         {
             self.check_below();
         }
-        if self.recheck.is_some() {
+        if self.recheck().is_some() {
             self.window = self.floor;
         }
-        self.draining = true;
     }
 
     /// Whether the floor is the level the baseline was learned at, never
@@ -358,7 +380,7 @@ impl Site {
     /// floor cost throughput only if the floor was slowed, which is not known
     /// yet, so they drain where they are.
     pub(super) fn judged_window(&self) -> f64 {
-        self.recheck.as_ref().filter(|r| !r.of_memory).map_or(self.window, |r| r.floor.max(self.window))
+        self.recheck().filter(|r| !r.of_memory).map_or(self.window, |r| r.floor.max(self.window))
     }
 
     /// While the site drains past its window after a degraded verdict: the
@@ -371,7 +393,7 @@ impl Site {
     /// that it exceeds the age, the median of what is left is the age itself.
     pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
         let excess = f64::from(self.running) - self.judged_window();
-        let (Some(d), true, true) = (&self.dist, self.draining, excess >= 1.0) else { return Vec::new() };
+        let (Some(d), true, true) = (&self.dist, self.draining(), excess >= 1.0) else { return Vec::new() };
         let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
         self.by_start
             .iter()
@@ -430,7 +452,11 @@ impl Site {
         self.window = (level / slowdown).floor().max(1.0);
         self.floor = self.window;
         self.unchecked_baseline = Some(self.floor);
-        self.recheck = None;
+        match &mut self.phase {
+            Phase::Draining { recheck, .. } => *recheck = None,
+            Phase::Rechecking(_) => self.phase = Phase::Testing,
+            Phase::Testing | Phase::Holding { .. } => {}
+        }
         self.ceiling = level.max(self.floor + 1.0).min(self.cap);
         self.ceiling_assumed = false;
         self.searched = false;
@@ -451,8 +477,7 @@ impl Site {
     /// [`Site::check_slow_baseline`]).
     pub fn baseline_unchecked(&self) -> bool {
         self.searched
-            && self.recheck.is_none()
-            && !self.draining
+            && matches!(self.phase, Phase::Testing | Phase::Holding { .. })
             && self.floor >= 2.0
             && self.floor_is_first_windows()
             && self.ready()
@@ -480,11 +505,9 @@ impl Site {
         if !slow || !self.baseline_unchecked() {
             return;
         }
+        self.phase = Phase::Draining { proven: None, recheck: None };
         self.check_below();
         self.window = self.floor;
-        self.holding_since = None;
-        self.proven = None;
-        self.draining = true;
     }
 
     /// [`Site::check`] once every job has been sent (the tail; see `judge`
@@ -509,12 +532,12 @@ impl Site {
     /// at `probe_gain` times the old one (see `Site::healthy` for what
     /// reaching it means).
     pub fn maybe_reprobe(&mut self, now: Time) -> bool {
-        let Some(since) = self.holding_since else { return false };
+        let Phase::Holding { since } = self.phase else { return false };
         let Some(run) = self.dist.as_ref().map(Distribution::mean) else { return false };
         if now < since + self.rules.reprobe_after * run || self.window >= self.cap {
             return false;
         }
-        self.holding_since = None;
+        self.phase = Phase::Testing;
         self.ceiling = (self.ceiling.max(self.floor) * self.rules.gain).min(self.cap);
         self.ceiling_assumed = true;
         self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.cap);
@@ -529,10 +552,11 @@ impl Site {
         if let Some(d) = &self.dist {
             // A draining site is looked at again when a job ends there, or
             // when its verdict's test may prove more.
-            if self.running > 0 && self.ready() && (!self.draining || self.proven.is_some()) {
+            if self.running > 0 && self.ready() && !matches!(self.phase, Phase::Draining { proven: None, .. })
+            {
                 at(self.next_eval.max(now + (d.mean() / EVALS).max(1.0) * 0.1));
             }
-            if let Some(since) = self.holding_since {
+            if let Phase::Holding { since } = self.phase {
                 at((since + self.rules.reprobe_after * d.mean()).max(now + 1.0));
             }
         }

@@ -70,16 +70,10 @@ pub(super) struct Test {
     /// The same for healthy at each scale.
     pub(super) ended_null: [f64; SCALES.len()],
     /// The scales weighed (see [`SCALES`]), fixed when the test begins.
-    #[serde(default = "fixed_scales")]
     pub(super) scales: [f64; SCALES.len()],
     /// Runs weighed so far, each counted by the share of it spent above
     /// the level (attempts that ended).
-    #[serde(default)]
     pub(super) weighed: f64,
-}
-
-pub(super) fn fixed_scales() -> [f64; SCALES.len()] {
-    SCALES
 }
 
 /// One-sided upper quantile of the standard normal at probability `p`
@@ -149,26 +143,19 @@ pub(super) fn past_longest(d: &Distribution, top_scale: f64) -> f64 {
 /// That scale is a nuisance parameter, profiled out of both hypotheses
 /// alike: healthy is the best of the runs as learned and all of them up to
 /// `z` standard errors longer (`scales_for`; these are the steps at the
-/// least range, 10%), and so is the base every slowdown applies to. Without
-/// it on the healthy side, a baseline learned a little short drifts every
-/// test toward "degraded" (measured: one run in seven on a healthy site at
-/// ±50%); with it on that side only, jobs that all run 5% long — as they
-/// do a little past a knee — testify for "healthy" with their whole runs
-/// and for the slowdowns only with their time above the level, and a level
-/// past the knee is passed (S3: its fast site held at 167 jobs, knee 100).
-/// With 1.05 alone on both sides, 3 of 40 runs of a healthy ±50% site
-/// called it degraded; with 1.10 too, 1 of 40.
+/// least range, 10%), and so is the base every slowdown applies to. On the
+/// healthy side only, a baseline learned a little short drifts every test
+/// toward "degraded"; on that side only, jobs that all run a little long,
+/// as they do just past a knee, pass that knee.
 ///
 /// The grid is as fine as the run-time kernel's least bandwidth (1% of the
-/// mean, `runtime.rs`). A slowdown hypothesis stretches only a job's time
-/// above the level, which shifts the work it implies by any fraction at
-/// all; a healthy side that may only shift by whole steps of 5% then loses
-/// to it on runs narrower than a step, and jobs of one size (±5%) on a
-/// healthy site were called degraded in 10 of 40 runs (±2%: 4 of 40), each
-/// run then held far below the slots (a quarter of them at 25–80 of 300).
-/// In steps of 1%: none of 40 at ±2%, one of 40 at ±5%, none at ±50%. A
-/// wider range has wider steps, but only where the runs spread widely
-/// (the standard error is their spread over √n), and so does the kernel.
+/// mean, `runtime.rs`): a slowdown stretches only a job's time above the
+/// level, which shifts the work it implies by any fraction, so a healthy
+/// side that may only shift by coarser steps loses to it on runs narrower
+/// than a step. A wider range has wider steps, but only where the runs
+/// spread widely (the standard error is their spread over √n), and so does
+/// the kernel. What each choice was measured to do:
+/// `docs/experiments-adaptive-constants.md`.
 pub(super) const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
 
 /// A run the healthy sample may take, with its end and whether it succeeded.
@@ -209,8 +196,8 @@ pub(super) const READY_ENDED: usize = 8;
 /// Standard errors the first cohort's unseen share is taken up by
 /// ([`Distribution::estimate_with_unseen_error`]): one. At the error of the
 /// false-alarm rate's quantile, as the scale's, every first cohort would be
-/// taken half unseen, and knees past the first window found later (held-out
-/// family 0.8% slower, BENCHMARKS.md).
+/// taken half unseen, and knees past the first window found later
+/// (`docs/experiments-adaptive-constants.md`).
 pub(super) const UNSEEN_Z: f64 = 1.0;
 
 /// A test is evaluated at most this many times per mean run time: often
@@ -279,7 +266,7 @@ impl Site {
         self.running += 1;
         self.runs.insert(
             job,
-            Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining },
+            Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining() },
         );
         self.by_start.insert((TimeKey::of(at), job));
         self.level_changed(at);
@@ -527,8 +514,7 @@ impl Site {
         // With the window above the floor, the test is about the levels in
         // between; with the window at the floor (held, or cut back to it), it
         // is about the level itself: every job's whole run counts.
-        let level =
-            if self.holding_since.is_some() || self.window < self.floor + 1.0 { 0.0 } else { self.floor };
+        let level = if self.holding() || self.window < self.floor + 1.0 { 0.0 } else { self.floor };
         self.test = Test {
             id: self.test.id + 1,
             level,

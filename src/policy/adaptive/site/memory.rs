@@ -38,7 +38,7 @@ impl Site {
                 self.searched = false;
             }
             if self.converged() {
-                self.holding_since = Some(0.0);
+                self.phase = Phase::Holding { since: 0.0 };
             }
             self.new_test(0.0);
         }
@@ -72,7 +72,7 @@ impl Site {
         // A floor whose check is still under way is what was known before it;
         // not where memory's run times are checked: that began with a
         // verdict at the floor, which stands until the check says otherwise.
-        let floor = self.recheck.as_ref().filter(|r| !r.of_memory).map_or(self.floor, |r| r.floor);
+        let floor = self.recheck().filter(|r| !r.of_memory).map_or(self.floor, |r| r.floor);
         (learned.then_some(floor), (self.ceiling < self.cap).then_some(self.ceiling))
     }
 
@@ -95,7 +95,7 @@ impl Site {
     /// What the next run should start from.
     pub fn memory(&self, now: Time) -> SiteMemory {
         let first_cohorts;
-        let baseline = match &self.recheck {
+        let baseline = match self.recheck() {
             // A floor whose check is still under way is remembered with its
             // own baseline, not with the few runs below it so far.
             Some(Recheck { baseline: Some((dist, _)), .. }) => Some(dist),

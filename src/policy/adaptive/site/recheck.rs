@@ -15,13 +15,11 @@ pub(super) struct Recheck {
     pub(super) floor: f64,
     /// What is under suspicion is memory's run times, not the floor: see
     /// [`Site::check_memory`].
-    #[serde(default)]
     pub(super) of_memory: bool,
     /// The ceiling before the verdict that began a check of memory, and
     /// whether it was assumed: the knee memory knew, which comes back if
     /// memory's runs prove to be another job's (the shared resource is the
     /// site's, not the run times').
-    #[serde(default)]
     pub(super) ceiling: (f64, bool),
     /// Its baseline (distribution and observations), set aside once the
     /// site has drained below it and the fresh sample begins.
@@ -41,8 +39,16 @@ impl Site {
     /// (`settle_recheck`). Once per run: what this run learned is its own.
     pub(super) fn check_memory(&mut self, held: f64, ceiling: (f64, bool)) {
         let remembered = self.dist.as_ref().is_some_and(Distribution::is_remembered);
-        if remembered && !self.memory_checked && self.recheck.is_none() && self.floor < held {
-            self.recheck = Some(Recheck { floor: held, of_memory: true, ceiling, baseline: None });
+        if remembered && !self.memory_checked && self.recheck().is_none() && self.floor < held {
+            self.suspect(Recheck { floor: held, of_memory: true, ceiling, baseline: None });
+        }
+    }
+
+    /// What a degraded verdict put under suspicion, to be checked once the
+    /// site has drained (only a draining site holds one to check).
+    fn suspect(&mut self, suspect: Recheck) {
+        if let Phase::Draining { recheck, .. } = &mut self.phase {
+            *recheck = Some(suspect);
         }
     }
 
@@ -50,7 +56,7 @@ impl Site {
     /// and once the site has drained, the runs there are learned afresh
     /// (`begin_recheck`) and compared with the floor's (`settle_recheck`).
     pub(super) fn check_below(&mut self) {
-        self.recheck = Some(Recheck {
+        self.suspect(Recheck {
             floor: self.floor,
             of_memory: false,
             ceiling: (self.ceiling, self.ceiling_assumed),
@@ -61,13 +67,16 @@ impl Site {
 
     /// Drained below a floor under suspicion: its baseline is set aside and
     /// the runs at the level below become the sample.
-    pub(super) fn begin_recheck(&mut self) {
-        let Some(recheck) = self.recheck.as_mut().filter(|r| r.baseline.is_none()) else { return };
-        let Some(dist) = self.dist.take() else { return };
-        recheck.baseline = Some((dist, std::mem::take(&mut self.observations)));
-        self.clean.clear();
-        self.sample_runs.clear();
-        self.levels.clear();
+    pub(super) fn begin_recheck(&mut self, mut recheck: Recheck) {
+        if recheck.baseline.is_none() {
+            if let Some(dist) = self.dist.take() {
+                recheck.baseline = Some((dist, std::mem::take(&mut self.observations)));
+                self.clean.clear();
+                self.sample_runs.clear();
+                self.levels.clear();
+            }
+        }
+        self.phase = Phase::Rechecking(recheck);
     }
 
     /// Once the runs below the floor under suspicion are known: the floor's
@@ -77,7 +86,7 @@ impl Site {
     /// baseline, and the search bisects up to the old floor; else the old
     /// floor and its baseline come back, with these runs added to its sample.
     pub(super) fn settle_recheck(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
-        let recheck = self.recheck.as_ref()?;
+        let Phase::Rechecking(recheck) = &self.phase else { return None };
         let (old, _) = recheck.baseline.as_ref()?;
         let new = self.dist.as_ref().filter(|_| self.ready())?;
         let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
@@ -88,7 +97,7 @@ impl Site {
         }
         // Degraded means κ slower, beyond the error of the two means.
         let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
-            self.recheck = None;
+            self.phase = Phase::Testing;
             self.unchecked_baseline = Some(self.floor);
             self.ceiling = self.ceiling.min(level);
             self.ceiling_assumed = false;
@@ -99,7 +108,9 @@ impl Site {
             };
             Verdict::Degraded { level, slowdown }
         } else {
-            let Some(Recheck { baseline: Some((dist, observations)), .. }) = self.recheck.take() else {
+            let Phase::Rechecking(Recheck { baseline: Some((dist, observations)), .. }) =
+                std::mem::replace(&mut self.phase, Phase::Testing)
+            else {
                 return None;
             };
             self.unchecked_baseline = None;
@@ -110,9 +121,7 @@ impl Site {
             self.estimate(now);
             Verdict::Healthy { level }
         };
-        self.verdicts.push((now, verdict, self.window));
-        self.new_test(now);
-        Some((verdict, Vec::new()))
+        self.conclude(now, verdict)
     }
 
     /// Memory's run times against the runs at the level a verdict cut to
@@ -135,7 +144,9 @@ impl Site {
         error: f64,
     ) -> Option<(Verdict, Vec<JobId>)> {
         let bound = self.rules.kappa * (1.0 + self.rules.scale_z * error);
-        let Some(Recheck { baseline: Some((memory, _)), ceiling, .. }) = self.recheck.take() else {
+        let Phase::Rechecking(Recheck { baseline: Some((memory, _)), ceiling, .. }) =
+            std::mem::replace(&mut self.phase, Phase::Testing)
+        else {
             return None;
         };
         self.memory_checked = true;
@@ -144,7 +155,9 @@ impl Site {
             self.window = held;
             (self.ceiling, self.ceiling_assumed) = ceiling;
             self.ceiling = self.ceiling.max(held);
-            self.holding_since = self.converged().then_some(now);
+            if self.converged() {
+                self.phase = Phase::Holding { since: now };
+            }
         } else if slowdown <= bound {
             self.dist = Some(memory);
             self.observations.clear();
@@ -152,9 +165,6 @@ impl Site {
             self.sample_runs.clear();
             self.levels.clear();
         }
-        let verdict = Verdict::Healthy { level: self.floor };
-        self.verdicts.push((now, verdict, self.window));
-        self.new_test(now);
-        Some((verdict, Vec::new()))
+        self.conclude(now, Verdict::Healthy { level: self.floor })
     }
 }
