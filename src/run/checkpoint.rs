@@ -31,7 +31,9 @@ use std::sync::Arc;
 /// 3: `adaptive` checks memory's run times against the run's own (a
 /// recheck says whether it is of memory, with the ceiling before it, and a
 /// site whether memory was checked).
-const FORMAT: u32 = 3;
+/// 4: `adaptive` holds a site's controller phase as one enum (draining,
+/// rechecking, holding) in place of flags, and no defaults for old layouts.
+const FORMAT: u32 = 4;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -70,6 +70,57 @@
 //!   first cohort that never ends moves when older than `SILENT_PAST` (4)
 //!   times the median site's longest healthy run.
 //!
+//! **The phases.** Each site's controller is in one phase at a time
+//! (`site::Phase`, each carrying what only it needs), as in tcp_bbr.c:
+//!
+//! ```text
+//!             +------------------ reprobe -----------------+
+//!             v                                            |
+//!   start -> TESTING ---- healthy, converged ---------> HOLDING
+//!             |  ^   (healthy, not converged: stays)       |
+//!   degraded, |  | drained,                      degraded, |
+//!   slow 1st  |  | no suspect                    slow 1st  |
+//!   window    v  |                               window    |
+//!           DRAINING <---------------------------------------+
+//!             |    (degraded again: stays, cut deeper)
+//!             | drained, a suspect
+//!             v
+//!           RECHECKING ---- settled ----> TESTING (HOLDING where memory's
+//!                                          floor comes back converged)
+//! ```
+//!
+//! - *Testing*: a test runs at the window. Until the first verdict the
+//!   window is the first one (`searched` false: the floor is a guess, not
+//!   knowledge), and that verdict is its runs, taken healthy. After it, a
+//!   test weighs a probe above the floor, or the floor itself after a cut.
+//!   Healthy and not converged: Testing again at the next probe; healthy and
+//!   converged: Holding; degraded: Draining.
+//! - *Draining* (after a degraded verdict, carrying the level judged and
+//!   the slowdown proven; or a first window found slow, proving none): jobs
+//!   run past the window and none starts; no new test begins, but the
+//!   verdict's test goes on and a larger slowdown it proves cuts deeper.
+//!   It may carry a suspect: the floor (a probe proved thrash, or the first
+//!   window was slow) or memory's run times (a remembered level ran
+//!   degraded). Drained with a suspect: Rechecking; without: Testing.
+//! - *Rechecking* (carrying the suspect and, once drained, its baseline set
+//!   aside): the runs at the level below are learned afresh, no test runs,
+//!   and once they are ready they settle it: the floor's runs slowed (the
+//!   level below is the floor) or not (the old floor is back), or memory's
+//!   runs another job's (memory's floor is back: Holding where that
+//!   converges) or not. Then Testing.
+//! - *Holding* (since a time): the search converged, the level is held and
+//!   watched (healthy verdicts change nothing); degraded: Draining; after
+//!   `reprobe_after` mean runs, the level above is tried: Testing.
+//!
+//! A first cohort given up on (`restart_below`) starts the site again lower
+//! in the phase it is in, less any suspect (Rechecking becomes Testing).
+//! Facts that hold across phases stay on the site: whether the floor is
+//! knowledge (`searched`: a remembered level without run times may be held
+//! and still await its first cohort's verdict), whether the site is down or
+//! given up until a time (any phase may be closed), whether the floor is
+//! the first window's unchecked, came from memory or whether memory was
+//! checked, and whether the ceiling is a re-probe's assumption.
+//!
 //! **Routing** is the [`Planner`]'s, shared with the oracle: Little's law
 //! keeps rate × wait jobs queued ahead (no more than a probe's overshoot);
 //! while probes climb, the jobs a window lacks are queued as many times
@@ -197,7 +248,6 @@ pub struct Adaptive {
     due_at: Vec<Option<TimeKey>>,
     due: BTreeSet<(TimeKey, u32)>,
     next_tail: Option<Time>,
-    #[serde(default)]
     every_job_sent: bool,
     /// The median healthy run time of the sites that know theirs, and which
     /// sites those were at their last review.
@@ -212,10 +262,8 @@ pub struct Adaptive {
     told: Vec<Told>,
     /// Per site, whether its slots (not a `max_jobs` of ours) bound its
     /// window: the site itself then starts no more than that.
-    #[serde(default)]
     slots_bind: Vec<bool>,
     /// Per site, the user's `max_jobs` and `max_idle`.
-    #[serde(default)]
     limits: Vec<(Option<u32>, Option<u32>)>,
 }
 
@@ -495,7 +543,7 @@ impl Adaptive {
         }
         let site = &self.sites[i];
         let at_slots = self.slots_bind.get(i).copied().unwrap_or(false)
-            && site.holding_since.is_some()
+            && site.holding()
             && site.window >= site.cap
             && site.ceiling >= site.cap;
         // Stops at the first other site open: O(1) unless all others closed.

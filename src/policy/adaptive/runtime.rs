@@ -62,12 +62,10 @@ pub struct Distribution {
     /// KM survival past the longest ended run (0: every job seen ended).
     pub unseen: f64,
     /// Standard deviation over mean of the runs seen end (0 if unknown).
-    #[serde(default)]
     pub spread: f64,
     /// Where it was built from memory ([`Distribution::from_quantiles`]):
     /// the quantiles and range it came from, to be remembered again as they
     /// came (see [`Distribution::to_remember`]).
-    #[serde(default)]
     remembered: Option<Remembered>,
 }
 

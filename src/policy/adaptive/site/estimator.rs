@@ -1,0 +1,586 @@
+//! The estimator: the healthy sample (what runs count, censored where),
+//! the queue wait, and Wald's sequential test of "degraded" against
+//! "healthy" over the jobs that ended and the ones still running.
+
+use super::*;
+
+/// Queue waits as an exponential with right-censoring: the MLE of the mean
+/// is all the time jobs spent waiting (started or not) over the starts.
+#[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
+pub struct Waits {
+    /// Σ waits of jobs that left the queue (started or not).
+    pub(super) closed: f64,
+    /// Jobs idle now, and the sum of their submission times.
+    pub(super) idle: u64,
+    pub(super) idle_since_sum: f64,
+    pub starts: u64,
+}
+
+impl Waits {
+    fn submitted(&mut self, at: Time) {
+        self.idle += 1;
+        self.idle_since_sum += at;
+    }
+    fn left(&mut self, submitted: Time, at: Time, started: bool) {
+        self.idle = self.idle.saturating_sub(1);
+        self.idle_since_sum -= submitted;
+        self.closed += (at - submitted).max(0.0);
+        self.starts += u64::from(started);
+    }
+    /// All the waiting done so far, seconds.
+    pub fn exposure(&self, now: Time) -> f64 {
+        self.closed + (self.idle as f64 * now - self.idle_since_sum).max(0.0)
+    }
+    /// The mean wait, once three jobs started (before that it is too noisy
+    /// to queue jobs ahead by).
+    pub fn mean(&self, now: Time) -> Option<f64> {
+        (self.starts >= 3).then(|| self.exposure(now) / self.starts as f64)
+    }
+    /// A wait for routing at any time: the waiting so far over the starts,
+    /// or over one before the first (a site that starts nothing looks slower
+    /// the longer it does so). Before the first start, each idle job's first
+    /// [`START_NEWS`] seconds are no evidence: HTCondor-G hears of a remote
+    /// start only when it next polls the site.
+    pub fn pessimistic(&self, now: Time) -> f64 {
+        if self.starts == 0 {
+            let late = (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
+            return self.closed + late;
+        }
+        self.exposure(now) / self.starts as f64
+    }
+}
+
+/// Wald's sequential test of "jobs run at least κ times slower whenever more
+/// than `level` run here" against "they run healthy". The alternative is
+/// composite, so the statistic is the likelihood ratio of the best of a few
+/// slowdowns from κ up (a generalized likelihood ratio): a level far past the
+/// knee is told at once, not only when it happens to look 25% slow.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Test {
+    pub(super) id: u64,
+    pub(super) level: f64,
+    pub(super) started: Time,
+    /// Θ: seconds with more than `level` running since the test began, and
+    /// ∫ running dt over those seconds.
+    pub(super) above: f64,
+    pub(super) above_jobs: f64,
+    /// Σ log-likelihood ratios of the attempts that ended, per slowdown
+    /// and per scale of the healthy runs ([`SCALES`]).
+    pub(super) ended_llr: [[f64; SCALES.len()]; STRETCH.len()],
+    /// The same for healthy at each scale.
+    pub(super) ended_null: [f64; SCALES.len()],
+    /// The scales weighed (see [`SCALES`]), fixed when the test begins.
+    pub(super) scales: [f64; SCALES.len()],
+    /// Runs weighed so far, each counted by the share of it spent above
+    /// the level (attempts that ended).
+    pub(super) weighed: f64,
+}
+
+/// One-sided upper quantile of the standard normal at probability `p`
+/// (Abramowitz & Stegun 26.2.23, error < 4.5e-4).
+pub fn normal_upper_quantile(p: f64) -> f64 {
+    let p = p.clamp(1e-12, 0.5);
+    let t = (-2.0 * p.ln()).sqrt();
+    t - (2.515517 + 0.802853 * t + 0.010328 * t * t)
+        / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t)
+}
+
+/// The scales a test weighs for a baseline learned as `d`: from 1 up to
+/// the mean's standard error times `z` past it, and never less than
+/// [`SCALES`]'s 10%.
+pub(super) fn scales_for(d: Option<&Distribution>, z: f64) -> [f64; SCALES.len()] {
+    let Some(d) = d else { return SCALES };
+    let least = SCALES[SCALES.len() - 1] - 1.0;
+    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt()).min(1.0);
+    if top <= least {
+        return SCALES;
+    }
+    let mut scales = SCALES;
+    for (j, s) in scales.iter_mut().enumerate() {
+        *s = 1.0 + top * j as f64 / (SCALES.len() - 1) as f64;
+    }
+    scales
+}
+
+/// The slowdowns weighed, as multiples of κ.
+pub(super) const STRETCH: [f64; 8] = [1.0, 1.2, 1.5, 2.0, 3.0, 5.0, 10.0, 20.0];
+
+/// A running job older than this many times the longest healthy run seen
+/// testifies again (see [`Site::llrs`]): with run times ±50% around their
+/// mean, the longest of the eight runs a test needs is within 10% of the
+/// longest possible, so no healthy job gets to twice it.
+pub(super) const FAR_PAST: f64 = 2.0;
+
+/// How unlikely a healthy run past [`past_longest`] may be: the chance that
+/// the end of a bounded spread lies further past the longest of n runs than
+/// `ln(1/ε)/n` of their range is about ε.
+pub(super) const PAST_LONGEST_RISK: f64 = 0.01;
+
+/// The age from which a running job older than every healthy run seen
+/// testifies again, as having survived to there. Until every sampled run has
+/// ended, the longest seen is no order statistic of the whole spread and only
+/// [`FAR_PAST`] is safe. Once all have, the end of the spread lies past the
+/// longest of n runs by about their range over n, and by more than
+/// `ln(1/ε)` times that with chance ε; and the healthy side may stretch every
+/// run by the test's largest scale, `top_scale` ([`scales_for`]). On jobs
+/// of one size (±5%) that is 1.1–1.15× the longest, not twice it: a site
+/// running three times slow is seen within about one run time, where before
+/// its jobs said nothing until two had passed. On runs ±50% it is about
+/// 1.8× the longest at 8 runs and 1.15× at 64, and never past `FAR_PAST`.
+pub(super) fn past_longest(d: &Distribution, top_scale: f64) -> f64 {
+    let (shortest, longest) = (d.shortest_seen(), d.longest_seen());
+    let far = FAR_PAST * longest;
+    if d.unseen > 0.0 || d.ended == 0 {
+        return far;
+    }
+    let beyond = (longest - shortest) * (1.0 / PAST_LONGEST_RISK).ln() / d.ended as f64;
+    (top_scale * (longest + beyond)).min(far)
+}
+
+/// The learned distribution is known up to its scale: it comes from a few
+/// dozen runs, whose mean is uncertain by a few percent (the standard error
+/// of a mean of n runs of spread ±50% is about 0.3/√n: 7% at 16 runs).
+/// That scale is a nuisance parameter, profiled out of both hypotheses
+/// alike: healthy is the best of the runs as learned and all of them up to
+/// `z` standard errors longer (`scales_for`; these are the steps at the
+/// least range, 10%), and so is the base every slowdown applies to. On the
+/// healthy side only, a baseline learned a little short drifts every test
+/// toward "degraded"; on that side only, jobs that all run a little long,
+/// as they do just past a knee, pass that knee.
+///
+/// The grid is as fine as the run-time kernel's least bandwidth (1% of the
+/// mean, `runtime.rs`): a slowdown stretches only a job's time above the
+/// level, which shifts the work it implies by any fraction, so a healthy
+/// side that may only shift by coarser steps loses to it on runs narrower
+/// than a step. A wider range has wider steps, but only where the runs
+/// spread widely (the standard error is their spread over √n), and so does
+/// the kernel. What each choice was measured to do:
+/// `docs/experiments-adaptive-constants.md`.
+pub(super) const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
+
+/// A run the healthy sample may take, with its end and whether it succeeded.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct SampleRun {
+    pub(super) job: JobId,
+    pub(super) start: Time,
+    pub(super) end: Option<(Time, bool)>,
+}
+
+/// Runs kept for the sample to be taken again as the floor rises, and
+/// changes of the running count kept for it (bounds on memory and on the
+/// cost of taking it again).
+pub(super) const SAMPLE_RUNS: usize = 4 * SAMPLE;
+pub(super) const SAMPLE_LEVELS: usize = 1 << 13;
+
+/// One running job, as the tests need it.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Run {
+    pub(super) start: Time,
+    /// The test running at its start and Θ then.
+    pub(super) test: u64,
+    pub(super) theta: f64,
+    /// It ran through an overload (it was running at a degraded verdict or
+    /// started while the site drained): how far it got is unknown, so no
+    /// later test may judge by it.
+    pub(super) overloaded: bool,
+}
+
+/// Running jobs a test looks at, oldest first: beyond these the young ones
+/// carry little information and the cost would grow with the site.
+pub(super) const TEST_JOBS: usize = 256;
+
+/// Healthy runs to have ended before a test may judge anything against them
+/// (and at most [`READY_UNSEEN`] of the distribution unseen).
+pub(super) const READY_ENDED: usize = 8;
+
+/// Standard errors the first cohort's unseen share is taken up by
+/// ([`Distribution::estimate_with_unseen_error`]): one. At the error of the
+/// false-alarm rate's quantile, as the scale's, every first cohort would be
+/// taken half unseen, and knees past the first window found later
+/// (`docs/experiments-adaptive-constants.md`).
+pub(super) const UNSEEN_Z: f64 = 1.0;
+
+/// A test is evaluated at most this many times per mean run time: often
+/// enough to react within a few percent of a run, cheap on a busy site.
+pub(super) const EVALS: f64 = 40.0;
+
+impl Site {
+    /// Brings Θ up to `now`; call before the running count changes.
+    pub(super) fn advance(&mut self, now: Time) {
+        let dt = (now - self.last).max(0.0);
+        if f64::from(self.running) > self.test.level {
+            self.test.above += dt;
+            self.test.above_jobs += dt * f64::from(self.running);
+        }
+        self.last = self.last.max(now);
+    }
+
+    pub(super) fn exposure(&self, run: &Run, now: Time) -> Exposure {
+        let theta = if run.test == self.test.id { run.theta } else { 0.0 };
+        Exposure {
+            age: (now - run.start).max(0.0),
+            before: (self.test.started - run.start).max(0.0),
+            above: (self.test.above - theta).max(0.0),
+        }
+    }
+
+    pub(super) fn collecting(&self) -> bool {
+        self.dist.as_ref().is_none_or(|d| d.ended < SAMPLE)
+    }
+
+    /// The running jobs have now seen more than `floor` running: the clean
+    /// ones are healthy observations censored at their present age.
+    pub(super) fn taint(&mut self, now: Time) {
+        let clean = std::mem::take(&mut self.clean);
+        if self.collecting() {
+            for job in clean {
+                if let Some(r) = self.runs.get(&job) {
+                    self.observations.push(Observation { time: now - r.start, ended: false });
+                }
+            }
+        }
+    }
+
+    pub fn submitted(&mut self, jobs: &[JobId], at: Time) {
+        self.first_submit.get_or_insert(at);
+        for &job in jobs {
+            self.waits.submitted(at);
+            self.idle.insert(job, at);
+        }
+    }
+
+    /// A job left the queue without (known) start: withdrawn, removed,
+    /// held, or finished between two polls of a grid job.
+    pub fn left_idle(&mut self, job: JobId, at: Time) {
+        if let Some(submitted) = self.idle.remove(&job) {
+            self.waits.left(submitted, at, false);
+        }
+    }
+
+    pub fn started(&mut self, job: JobId, at: Time) {
+        let Some(submitted) = self.idle.remove(&job) else { return };
+        self.advance(at);
+        self.waits.left(submitted, at, true);
+        self.any_started = true;
+        self.closed_until = None;
+        self.running += 1;
+        self.runs.insert(
+            job,
+            Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining() },
+        );
+        self.by_start.insert((TimeKey::of(at), job));
+        self.level_changed(at);
+        if self.collecting() && self.sample_runs.len() < SAMPLE_RUNS {
+            self.sample_runs.push(SampleRun { job, start: at, end: None });
+        }
+        if !self.past_floor(self.running) {
+            self.clean.insert(job);
+        } else if !self.past_floor(self.running - 1) {
+            self.taint(at);
+        }
+    }
+
+    /// A running job's attempt ended.
+    pub fn ended(&mut self, job: JobId, at: Time, end: End) {
+        let Some(run) = self.runs.remove(&job) else {
+            // Never seen running (a grid job can start and end between polls).
+            self.left_idle(job, at);
+            match end {
+                End::Success => self.successes += 1,
+                End::Failure => self.failures += 1,
+                End::Removed => {}
+            }
+            return;
+        };
+        self.advance(at);
+        self.by_start.remove(&(TimeKey::of(run.start), job));
+        let was_clean = self.clean.remove(&job);
+        let exposure = self.exposure(&run, at);
+        let above_now = f64::from(self.running) > self.test.level;
+        self.running = self.running.saturating_sub(1);
+        self.level_changed(at);
+        if let Some(r) = self.sample_runs.iter_mut().rev().find(|r| r.job == job && r.end.is_none()) {
+            r.end = Some((at, end == End::Success));
+        }
+        match end {
+            End::Success => self.successes += 1,
+            End::Failure => self.failures += 1,
+            End::Removed => return,
+        }
+        let ok = end == End::Success;
+        if was_clean && self.collecting() {
+            self.observations.push(Observation { time: exposure.age, ended: ok });
+            if ok {
+                self.estimate(at);
+            }
+        }
+        if let (Some(d), false) = (&self.dist, run.overloaded) {
+            // A first cohort's job that outlived the baseline taken from its
+            // shorter half ends where that baseline is the tail's
+            // assumption: the tail stands for this very job. By the density
+            // at its end, a slowdown that maps the end back among the runs
+            // seen would win on the tail's assumed shape, not on data. Short
+            // of where a healthy run is unlikely (`past_longest`), it
+            // testifies as having survived to the longest run seen, which is
+            // what it said while running up to that age; past there, as
+            // having ended between that and its age, which still tells
+            // slowdowns that would have kept it running from those that
+            // would not.
+            let cohort = self.baseline_taken_at.is_some_and(|taken| run.start < taken);
+            let known = d.longest_seen();
+            let testimony = if !ok {
+                Testimony::Survived(exposure)
+            } else if !cohort || exposure.age <= known {
+                Testimony::Ended(exposure)
+            } else if exposure.age < past_longest(d, self.test.scales[SCALES.len() - 1]) {
+                Testimony::Survived(exposure.cut_at(known))
+            } else {
+                Testimony::EndedBetween(exposure.cut_at(known), exposure)
+            };
+            let healthy = testimony.healthy(d);
+            let llr = |kappa: f64, scale: f64| testimony.llr(d, kappa, scale, above_now, &healthy);
+            let weighed = testimony.exposure();
+            if weighed.age > 0.0 {
+                self.test.weighed += (weighed.above / weighed.age).min(1.0);
+            }
+            for (j, &scale) in self.test.scales.iter().enumerate() {
+                for (k, stretch) in STRETCH.iter().enumerate() {
+                    self.test.ended_llr[k][j] += llr(self.rules.kappa * stretch, scale);
+                }
+                self.test.ended_null[j] += llr(1.0, scale);
+            }
+        }
+    }
+
+    pub(super) fn level_changed(&mut self, at: Time) {
+        if self.collecting() && self.levels.len() < SAMPLE_LEVELS && !self.sample_runs.is_empty() {
+            self.levels.push((at, self.running));
+        }
+    }
+
+    /// Whether `n` running jobs are past the highest level known healthy.
+    /// The floor a healthy test sets is the time average of the whole levels
+    /// it ran at, so it ran at `⌈floor⌉` or more for part of its time, under
+    /// the verdict. Taken strictly, the window's own level was past its floor
+    /// (63.7 for 64: jobs between one end and the next start), and a run was
+    /// never healthy again once its probe had filled the window.
+    pub(super) fn past_floor(&self, n: u32) -> bool {
+        f64::from(n) > self.floor.ceil()
+    }
+
+    /// The floor rose: the sample's runs are healthy up to the first moment
+    /// more than the new floor ran, not the old one (a job censored when the
+    /// level first passed the old floor may now count whole). Censoring by
+    /// the level, which other jobs set, stays independent of a job's own run.
+    pub(super) fn resample(&mut self, now: Time) {
+        if !self.collecting() || self.sample_runs.is_empty() || self.levels.len() >= SAMPLE_LEVELS {
+            return;
+        }
+        let mut observations = Vec::with_capacity(self.sample_runs.len());
+        let mut clean = BTreeSet::new();
+        for run in &self.sample_runs {
+            let until = run.end.map_or(now, |(t, _)| t);
+            // From the change that started it (the level it started at) to
+            // the last change before it ended.
+            let from = self.levels.partition_point(|&(t, _)| t < run.start);
+            let past_floor = self.levels[from..]
+                .iter()
+                .take_while(|&&(t, _)| t < until)
+                .find(|&&(_, n)| self.past_floor(n))
+                .map(|&(t, _)| t);
+            match (past_floor, run.end) {
+                (Some(t), _) => observations.push(Observation { time: t - run.start, ended: false }),
+                (None, Some((t, ok))) => observations.push(Observation { time: t - run.start, ended: ok }),
+                (None, None) => {
+                    clean.insert(run.job);
+                }
+            }
+        }
+        // Clean runs the sample did not keep (it keeps the first
+        // `SAMPLE_RUNS`) stay clean.
+        let kept: BTreeSet<JobId> = self.sample_runs.iter().map(|r| r.job).collect();
+        clean.extend(self.clean.iter().filter(|job| !kept.contains(job)));
+        let before = (
+            std::mem::replace(&mut self.observations, observations),
+            std::mem::replace(&mut self.clean, clean),
+            self.dist.clone(),
+        );
+        let was_ready = self.ready();
+        self.estimate(now);
+        if was_ready && !self.ready() {
+            // Censored where the level first passed the new floor, the runs
+            // leave more than half their mass unseen. The old sample, censored
+            // at the old floor, is healthy still; without it no test runs,
+            // and none ever would while the level stays past the floor (no
+            // run ends clean there): the site held at its probe all run.
+            (self.observations, self.clean, self.dist) = before;
+        }
+    }
+
+    /// Re-estimates the healthy distribution (while the sample is open).
+    pub(super) fn estimate(&mut self, now: Time) {
+        let obs = self.sample_at(now);
+        // Only the first cohort's runs started together and are censored
+        // together when the first probe begins; later samples are taken
+        // again as the floor rises, from runs started over time.
+        let z = if self.floor_is_first_windows() { UNSEEN_Z } else { 0.0 };
+        if let Some(d) = Distribution::estimate_with_unseen_error(&obs, z) {
+            self.dist = Some(d);
+        }
+        if !self.collecting() {
+            // The sample is closed: nothing will take it again (and a
+            // checkpoint need not carry it).
+            self.sample_runs = Vec::new();
+            self.levels = Vec::new();
+        }
+    }
+
+    /// The healthy sample at `now`: the runs ended or censored, and the clean
+    /// runs still going.
+    pub(super) fn sample_at(&self, now: Time) -> Vec<Observation> {
+        let mut obs = self.observations.clone();
+        obs.extend(
+            self.clean
+                .iter()
+                .filter_map(|job| self.runs.get(job))
+                .map(|r| Observation { time: now - r.start, ended: false }),
+        );
+        obs
+    }
+
+    /// Whether the healthy distribution is known well enough to test by.
+    pub fn ready(&self) -> bool {
+        self.dist.as_ref().is_some_and(|d| d.ended >= READY_ENDED && d.unseen <= READY_UNSEEN)
+    }
+
+    /// The test's log-likelihood ratios at `now`, one per slowdown weighed.
+    /// Per slowdown, the best over the healthy runs' [`SCALES`] against the
+    /// best healthy hypothesis. And whether a running job past the longest
+    /// healthy run testified (as having survived to a younger age): then a
+    /// slowdown is proven only from below.
+    pub(super) fn llrs(&self, d: &Distribution, now: Time) -> ([f64; STRETCH.len()], bool) {
+        let mut truncated = false;
+        let mut llr = self.test.ended_llr;
+        let mut null = self.test.ended_null;
+        // Survival is known from data only between the shortest and the
+        // longest healthy runs seen: the kernel's spread below the first
+        // and the tail past the last are assumptions, which hundreds of
+        // young (or old) jobs would otherwise turn into a verdict.
+        let (lowest, known) = (d.shortest_seen(), d.longest_seen());
+        let (beyond, far) = (past_longest(d, self.test.scales[SCALES.len() - 1]), FAR_PAST * known);
+        let running = self
+            .by_start
+            .iter()
+            .take(TEST_JOBS)
+            .take_while(|(start, _)| now - start.time() > lowest)
+            .filter_map(|(_, job)| self.runs.get(job))
+            .filter(|r| !r.overloaded)
+            .filter_map(|r| {
+                // Past the longest healthy run seen, survival is the tail's
+                // assumption, not data: such a job testifies when it ends,
+                // or once it is past where a healthy run is unlikely to be
+                // (`past_longest`, at most `FAR_PAST` times the longest), as
+                // having survived to there; a collapsed site's jobs would
+                // otherwise say nothing until they end, many run times later.
+                let e = self.exposure(r, now);
+                match e.age {
+                    age if age <= known => Some(e),
+                    age if age >= far => {
+                        truncated = true;
+                        Some(e.truncated(far))
+                    }
+                    age if age >= beyond => {
+                        truncated = true;
+                        Some(e.truncated(beyond))
+                    }
+                    _ => None,
+                }
+            });
+        for e in running {
+            let healthy = e.running_healthy(d);
+            for (j, &scale) in self.test.scales.iter().enumerate() {
+                for (k, stretch) in STRETCH.iter().enumerate() {
+                    llr[k][j] += e.running_llr(d, self.rules.kappa * stretch, scale, &healthy);
+                }
+                null[j] += e.running_llr(d, 1.0, scale, &healthy);
+            }
+        }
+        let best = |l: &[f64; SCALES.len()]| l.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        let best_null = best(&null);
+        (llr.map(|l| best(&l) - best_null), truncated)
+    }
+
+    pub(super) fn new_test(&mut self, now: Time) {
+        // With the window above the floor, the test is about the levels in
+        // between; with the window at the floor (held, or cut back to it), it
+        // is about the level itself: every job's whole run counts.
+        let level = if self.holding() || self.window < self.floor + 1.0 { 0.0 } else { self.floor };
+        self.test = Test {
+            id: self.test.id + 1,
+            level,
+            started: now,
+            above: 0.0,
+            above_jobs: 0.0,
+            ended_llr: [[0.0; SCALES.len()]; STRETCH.len()],
+            ended_null: [0.0; SCALES.len()],
+            scales: scales_for(self.dist.as_ref(), self.rules.scale_z),
+            weighed: 0.0,
+        };
+        self.last = now;
+    }
+
+    /// Whether the test under way is a probe: about the levels above a
+    /// floor already judged, not about the floor itself (nor the first
+    /// cohort, whose runs are the baseline).
+    pub fn probing(&self) -> bool {
+        self.searched && self.test.level > 0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ended(times: impl Iterator<Item = f64>) -> Vec<Observation> {
+        times.map(|time| Observation { time, ended: true }).collect()
+    }
+
+    #[test]
+    fn a_job_past_the_longest_run_testifies_near_it_on_runs_of_one_size_and_far_past_it_otherwise() {
+        // 64 runs of 190–210 s, all ended: a healthy run past 1.2× the
+        // longest is out of the question, so a job there must testify.
+        let narrow =
+            Distribution::estimate(&ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0))).unwrap();
+        let past = past_longest(&narrow, SCALES[SCALES.len() - 1]);
+        assert!(past >= 210.0 * SCALES[SCALES.len() - 1] && past <= 1.2 * 210.0, "narrow: {past}");
+        // 8 runs over 100–300 s: the end of the spread is far less certain.
+        let wide =
+            Distribution::estimate(&ended((0..8).map(|i| 100.0 + 200.0 * f64::from(i) / 7.0))).unwrap();
+        let past_wide = past_longest(&wide, SCALES[SCALES.len() - 1]);
+        assert!(past_wide > 1.3 * 300.0 && past_wide <= FAR_PAST * 300.0, "wide: {past_wide}");
+        // One run still going past the longest ended: no order statistic yet.
+        let mut open = ended((0..64).map(|i| 190.0 + 20.0 * f64::from(i) / 63.0));
+        open.push(Observation { time: 230.0, ended: false });
+        let open = Distribution::estimate(&open).unwrap();
+        assert_eq!(past_longest(&open, SCALES[SCALES.len() - 1]), FAR_PAST * open.longest_seen());
+    }
+
+    #[test]
+    fn the_scale_range_follows_the_baselines_standard_error() {
+        let z = normal_upper_quantile(0.001);
+        assert!((z - 3.09).abs() < 0.01, "{z}");
+        let top = |d: &Distribution| scales_for(Some(d), z)[SCALES.len() - 1] - 1.0;
+        // Eight runs of 100–300 s: the mean is known to ±10% (one standard
+        // error), so a baseline 20% short is within reach of the test.
+        let eight =
+            Distribution::estimate(&ended((0..8).map(|i| 100.0 + 200.0 * f64::from(i) / 7.0))).unwrap();
+        assert!(top(&eight) > 0.25 && top(&eight) < 0.4, "8 runs ±50%: {}", top(&eight));
+        // Sixty-four: a third of that, and jobs of one size keep the least range.
+        let many =
+            Distribution::estimate(&ended((0..64).map(|i| 100.0 + 200.0 * f64::from(i) / 63.0))).unwrap();
+        assert!(top(&many) > 0.1 && top(&many) < 0.15, "64 runs ±50%: {}", top(&many));
+        let narrow =
+            Distribution::estimate(&ended((0..8).map(|i| 195.0 + 10.0 * f64::from(i) / 7.0))).unwrap();
+        assert_eq!(scales_for(Some(&narrow), z), SCALES);
+    }
+}

@@ -1,0 +1,124 @@
+//! The controller's phase transitions, on sites fed events by hand.
+
+use super::*;
+use crate::policy::adaptive::Params;
+
+fn rules() -> Rules {
+    Params::default().rules()
+}
+
+/// Memory of a site whose healthy runs take 90–110 s, held healthy at
+/// `capacity` (and degraded at `ceiling`).
+fn memory(capacity: f64, ceiling: Option<f64>) -> SiteMemory {
+    let quantiles = (0..=16).map(|i| 90.0 + 20.0 * f64::from(i) / 16.0).collect();
+    SiteMemory {
+        capacity: Some(capacity),
+        ceiling,
+        runtime_quantiles: Some(quantiles),
+        runtime_range: Some((90.0, 110.0)),
+        ..SiteMemory::default()
+    }
+}
+
+fn start(site: &mut Site, jobs: std::ops::Range<u64>, at: Time) {
+    let jobs: Vec<JobId> = jobs.map(JobId).collect();
+    site.submitted(&jobs, at);
+    for job in jobs {
+        site.started(job, at);
+    }
+}
+
+#[test]
+fn a_degraded_verdict_drains_the_site_and_nothing_is_judged_healthy_until_it_has() {
+    // Held healthy at 10, no knee known: the window probes at twice that.
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(10.0, None)));
+    assert!(matches!(site.phase, Phase::Testing));
+    assert_eq!((site.floor, site.window), (10.0, 20.0));
+    // Twenty jobs run far past every healthy run (90–110 s): the probe is
+    // degraded, and the window goes back to the level known healthy.
+    start(&mut site, 0..20, 0.0);
+    let verdict = site.check(400.0).map(|(v, _)| v);
+    let Some(Verdict::Degraded { level, slowdown }) = verdict else { panic!("{verdict:?}") };
+    assert_eq!(level, 20.0);
+    assert!(slowdown >= site.rules.kappa);
+    assert_eq!(site.window, 10.0);
+    assert_eq!(site.ceiling, 20.0);
+    let Phase::Draining { proven: Some((judged, _)), recheck: None } = site.phase else {
+        panic!("{:?}", site.phase)
+    };
+    assert_eq!(judged, 20.0);
+    assert!(site.model(400.0, None).draining);
+    // While more than the window run, the verdict's test goes on (a deeper
+    // cut may follow) but no new test begins and nothing is healthy.
+    let test = site.test.id;
+    for t in (401..800).step_by(10) {
+        let verdict = site.check(f64::from(t));
+        assert!(!matches!(verdict, Some((Verdict::Healthy { .. }, _))), "at {t}: {verdict:?}");
+        assert!(matches!(site.phase, Phase::Draining { .. }), "at {t}: {:?}", site.phase);
+        assert_eq!(site.test.id, test);
+    }
+    // Drained to the window: a new test, by which the jobs that ran
+    // through the overload no longer testify.
+    for job in 0..10 {
+        site.ended(JobId(job), 800.0, End::Success);
+    }
+    assert!(f64::from(site.running) <= site.window);
+    site.check(810.0);
+    assert!(matches!(site.phase, Phase::Testing), "{:?}", site.phase);
+    assert!(site.test.id > test);
+    assert!(site.runs.values().all(|r| r.overloaded));
+}
+
+#[test]
+fn a_converged_level_is_held_until_reprobe_after_mean_runs_then_the_level_above_is_tried() {
+    // Healthy at 10, degraded at 10.5: within `precision`, converged.
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(10.0, Some(10.5))));
+    assert!(matches!(site.phase, Phase::Holding { since: 0.0 }), "{:?}", site.phase);
+    assert_eq!(site.window, 10.0);
+    let mean = site.dist.as_ref().map(Distribution::mean).unwrap();
+    let due = site.rules.reprobe_after * mean;
+    assert!(site.next_check(0.0).is_some_and(|t| (t - due).abs() < 1e-9));
+    assert!(!site.maybe_reprobe(0.9 * due));
+    assert!(site.holding());
+    assert!(site.maybe_reprobe(due));
+    assert!(matches!(site.phase, Phase::Testing));
+    // The ceiling is assumed `probe_gain` times the old one, and the window
+    // bisects between it and the floor.
+    assert_eq!(site.ceiling, 10.5 * site.rules.gain);
+    assert!(site.ceiling_assumed);
+    assert!(site.window > site.floor && site.window < site.ceiling);
+}
+
+#[test]
+fn a_slow_first_window_is_checked_against_the_level_below_and_comes_back_if_that_runs_as_slow() {
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+    // The first window's sixteen runs, 900–1050 s, are its baseline.
+    start(&mut site, 0..16, 0.0);
+    for job in 0..16 {
+        site.ended(JobId(job), 900.0 + 10.0 * job as f64, End::Success);
+    }
+    let verdict = site.check(1100.0).map(|(v, _)| v);
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+    assert!(site.baseline_unchecked());
+    // The other sites run theirs in about 100 s: past hardware's spread,
+    // so the floor is suspect and the site drains to the level below.
+    site.check_slow_baseline(100.0);
+    let Phase::Draining { proven: None, recheck: Some(r) } = &site.phase else { panic!("{:?}", site.phase) };
+    assert_eq!((r.floor, r.of_memory), (16.0, false));
+    assert_eq!((site.floor, site.window), (8.0, 8.0));
+    // Nothing runs: drained at once; the floor's runs are set aside and
+    // no verdict comes until the level below has runs of its own.
+    assert_eq!(site.check(1101.0), None);
+    let Phase::Rechecking(r) = &site.phase else { panic!("{:?}", site.phase) };
+    assert!(r.baseline.is_some() && site.dist.is_none());
+    // They run as slowly at 8: the floor's runs were not slowed by the
+    // level, so the floor of 16 comes back.
+    start(&mut site, 16..24, 1200.0);
+    for (i, job) in (16..24).enumerate() {
+        site.ended(JobId(job), 2100.0 + 20.0 * i as f64, End::Success);
+    }
+    let verdict = site.check(2300.0).map(|(v, _)| v);
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+    assert!(matches!(site.phase, Phase::Testing));
+    assert_eq!((site.floor, site.window), (16.0, 16.0));
+}

@@ -1,0 +1,170 @@
+//! Rechecks: a floor, or memory's run times, under suspicion, compared
+//! with the runs learned afresh at the level below.
+
+use super::*;
+
+/// A floor under suspicion: a probe above it proved the site thrashes, and
+/// the floor is where the baseline was learned, healthy only by assumption.
+/// The site drains to the level below and learns its runs there afresh.
+/// Or (`of_memory`) memory's run times under suspicion: the level memory
+/// held healthy ran degraded by them, and the runs at the level cut to are
+/// learned afresh to be compared with memory's (`Site::check_memory`).
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub(super) struct Recheck {
+    /// The level under suspicion.
+    pub(super) floor: f64,
+    /// What is under suspicion is memory's run times, not the floor: see
+    /// [`Site::check_memory`].
+    pub(super) of_memory: bool,
+    /// The ceiling before the verdict that began a check of memory, and
+    /// whether it was assumed: the knee memory knew, which comes back if
+    /// memory's runs prove to be another job's (the shared resource is the
+    /// site's, not the run times').
+    pub(super) ceiling: (f64, bool),
+    /// Its baseline (distribution and observations), set aside once the
+    /// site has drained below it and the fresh sample begins.
+    pub(super) baseline: Option<(Distribution, Vec<Observation>)>,
+}
+
+impl Site {
+    /// A level that a past run proved healthy ran degraded, judged by the
+    /// run times that run remembered. Either the capacity dropped, and the
+    /// jobs run at full speed at the level the cut leaves, or the jobs (or
+    /// the site's hardware) changed since, and they run there as slowly as
+    /// at `held`: a slowdown that does not fall when our level falls is not
+    /// ours. Left untested, a job three times longer than the one remembered
+    /// was cut to a third at every level in turn, down to one job per site
+    /// (a hundred times the oracle's makespan). So the runs at the
+    /// level cut to are learned afresh and compared with memory's
+    /// (`settle_recheck`). Once per run: what this run learned is its own.
+    pub(super) fn check_memory(&mut self, held: f64, ceiling: (f64, bool)) {
+        let remembered = self.dist.as_ref().is_some_and(Distribution::is_remembered);
+        if remembered && !self.memory_checked && self.recheck().is_none() && self.floor < held {
+            self.suspect(Recheck { floor: held, of_memory: true, ceiling, baseline: None });
+        }
+    }
+
+    /// What a degraded verdict put under suspicion, to be checked once the
+    /// site has drained (only a draining site holds one to check).
+    fn suspect(&mut self, suspect: Recheck) {
+        if let Phase::Draining { recheck, .. } = &mut self.phase {
+            *recheck = Some(suspect);
+        }
+    }
+
+    /// The floor comes under suspicion: the window goes to the level below,
+    /// and once the site has drained, the runs there are learned afresh
+    /// (`begin_recheck`) and compared with the floor's (`settle_recheck`).
+    pub(super) fn check_below(&mut self) {
+        self.suspect(Recheck {
+            floor: self.floor,
+            of_memory: false,
+            ceiling: (self.ceiling, self.ceiling_assumed),
+            baseline: None,
+        });
+        self.floor = (self.floor / self.rules.gain).floor().max(1.0);
+    }
+
+    /// Drained below a floor under suspicion: its baseline is set aside and
+    /// the runs at the level below become the sample.
+    pub(super) fn begin_recheck(&mut self, mut recheck: Recheck) {
+        if recheck.baseline.is_none() {
+            if let Some(dist) = self.dist.take() {
+                recheck.baseline = Some((dist, std::mem::take(&mut self.observations)));
+                self.clean.clear();
+                self.sample_runs.clear();
+                self.levels.clear();
+            }
+        }
+        self.phase = Phase::Rechecking(recheck);
+    }
+
+    /// Once the runs below the floor under suspicion are known: the floor's
+    /// were slowed if they are κ times longer than these and more, by more
+    /// than the two means' errors allow (`z` standard errors, as for the
+    /// scale of a baseline). Then the level below is the floor, its runs the
+    /// baseline, and the search bisects up to the old floor; else the old
+    /// floor and its baseline come back, with these runs added to its sample.
+    pub(super) fn settle_recheck(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
+        let Phase::Rechecking(recheck) = &self.phase else { return None };
+        let (old, _) = recheck.baseline.as_ref()?;
+        let new = self.dist.as_ref().filter(|_| self.ready())?;
+        let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
+        let slowdown = old.mean() / new.mean();
+        let level = recheck.floor;
+        if recheck.of_memory {
+            return self.settle_memory(now, level, slowdown, error);
+        }
+        // Degraded means κ slower, beyond the error of the two means.
+        let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
+            self.phase = Phase::Testing;
+            self.unchecked_baseline = Some(self.floor);
+            self.ceiling = self.ceiling.min(level);
+            self.ceiling_assumed = false;
+            self.window = if self.converged() {
+                self.floor
+            } else {
+                (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling)
+            };
+            Verdict::Degraded { level, slowdown }
+        } else {
+            let Phase::Rechecking(Recheck { baseline: Some((dist, observations)), .. }) =
+                std::mem::replace(&mut self.phase, Phase::Testing)
+            else {
+                return None;
+            };
+            self.unchecked_baseline = None;
+            self.floor = level;
+            self.window = level;
+            self.dist = Some(dist);
+            self.observations.extend(observations);
+            self.estimate(now);
+            Verdict::Healthy { level }
+        };
+        self.conclude(now, verdict)
+    }
+
+    /// Memory's run times against the runs at the level a verdict cut to
+    /// (`check_memory`), `slowdown` the ratio of memory's mean to theirs.
+    /// Runs there `κ` times slower than memory's and more, beyond the two
+    /// means' errors, mean the slowdown did not fall with our level: it was
+    /// not the site's but the job's (or the hardware's), so `held`, the
+    /// level judged, is the floor again under the ceiling memory knew, and
+    /// this run's runs are the baseline. Runs there that much faster mean
+    /// memory's runs were slowed (its floor past a knee, as when a first
+    /// window is checked) or the job got shorter: either way the cut stands
+    /// and this run's runs are the baseline. Within, memory holds and so
+    /// does the cut (the capacity dropped); memory's distribution, the
+    /// larger sample, is the baseline again.
+    pub(super) fn settle_memory(
+        &mut self,
+        now: Time,
+        held: f64,
+        slowdown: f64,
+        error: f64,
+    ) -> Option<(Verdict, Vec<JobId>)> {
+        let bound = self.rules.kappa * (1.0 + self.rules.scale_z * error);
+        let Phase::Rechecking(Recheck { baseline: Some((memory, _)), ceiling, .. }) =
+            std::mem::replace(&mut self.phase, Phase::Testing)
+        else {
+            return None;
+        };
+        self.memory_checked = true;
+        if slowdown * bound < 1.0 {
+            self.floor = held;
+            self.window = held;
+            (self.ceiling, self.ceiling_assumed) = ceiling;
+            self.ceiling = self.ceiling.max(held);
+            if self.converged() {
+                self.phase = Phase::Holding { since: now };
+            }
+        } else if slowdown <= bound {
+            self.dist = Some(memory);
+            self.observations.clear();
+            self.clean.clear();
+            self.sample_runs.clear();
+            self.levels.clear();
+        }
+        self.conclude(now, Verdict::Healthy { level: self.floor })
+    }
+}
