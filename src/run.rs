@@ -139,13 +139,10 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         Display::Lines
     };
     let mut watch = Watch::new(
-        Progress::new(&id, names.clone(), run.record.n_jobs, run.rate, display),
+        Progress::new(&id, names, run.record.n_jobs, run.rate, display),
         shutdown.clone(),
-        names,
         condor.unreachable_timeout,
         json,
-        id.clone(),
-        run.record.n_jobs,
         state.root().display().to_string(),
     );
     let driven = drive::run(run, Box::new(|policy, _| policy), &mut watch, shutdown).await?;

@@ -9,8 +9,9 @@
 //! `cosched submit --resume` would (from its checkpoint when one fits,
 //! history rebuilt from the user logs, unknown submissions reconciled with
 //! `condor_q` by job tags), so a daemon killed at any moment loses and
-//! repeats nothing, and every run writes its report beside its logs. The state directory is locked (`flock`) for the daemon's lifetime:
-//! one daemon per state directory, and no foreground cosched in it meanwhile.
+//! repeats nothing, and every run writes its report beside its logs. The
+//! state directory is locked (`flock`) for the daemon's lifetime: one daemon
+//! per state directory, and no foreground cosched in it meanwhile.
 //!
 //! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
 //! as in tests) run time follows the pool's epoch and speedup.

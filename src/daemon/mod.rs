@@ -25,8 +25,9 @@
 //! `Type=notify`: `READY=1` once the socket listens and recorded runs are
 //! restarted; `STATUS=` carries a one-line summary; `WATCHDOG=1` is sent from
 //! the coordinator loop when the unit sets `WatchdogSec=`. SIGTERM: stop
-//! accepting and submitting, let every run checkpoint, exit (jobs keep running
-//! on the grid; a restart resumes them). SIGHUP: read the config and its sites
+//! accepting and submitting, let every run record how far it got and write
+//! its report, exit (jobs keep running on the grid; a restart resumes them,
+//! from their last checkpoints). SIGHUP: read the config and its sites
 //! files again (capacities, weights, admins take effect at once; the socket
 //! path and state directory only at the next start); a config that does not
 //! parse is reported and the running one kept. When `JOURNAL_STREAM` is set

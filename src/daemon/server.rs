@@ -34,8 +34,8 @@ pub const SHARE_EVERY: Duration = Duration::from_millis(200);
 const SHARE_SOON: Duration = Duration::from_millis(20);
 /// Longest request line accepted (a submit carries two files).
 const MAX_REQUEST: u64 = 4 << 20;
-/// How long a stop waits for runs to checkpoint (well under the unit's
-/// `TimeoutStopSec=60s`).
+/// How long a stop waits for runs to record how far they got and write
+/// their reports (well under the unit's `TimeoutStopSec=60s`).
 const STOP_GRACE: Duration = Duration::from_secs(30);
 /// `watch` sends at most this often.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
@@ -450,7 +450,7 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
 pub struct StatusObserver {
     entry: Arc<RunEntry>,
     /// The same tally of events as `cosched submit`'s summary (executions
-    /// cut short), so both say the same.
+    /// cut short), so both say the same; kept in the run's checkpoints.
     tally: crate::run::progress::Progress,
     /// Per site, since when (run time) its schedd has not answered.
     unreachable: Vec<Option<(Time, String)>>,

@@ -165,6 +165,9 @@ pub trait Watcher: Observer {
 
 /// What [`Watcher::starting`] is told.
 pub struct Starting<'a> {
+    pub record: &'a RunRecord,
+    /// The run's sites, in site order.
+    pub sites: &'a [String],
     pub resumed: bool,
     pub policy: &'static str,
     /// When the checkpoint the run goes on from was taken (Unix seconds).
@@ -220,6 +223,8 @@ pub async fn run(
     lock(&db).set_status(&record.id, RunStatus::Running).map_err(state_failure)?;
     watcher.tally().replay(&history);
     watcher.starting(&Starting {
+        record: &record,
+        sites: &names,
         resumed,
         policy: policy.name(),
         checkpoint_unix: restored.as_ref().map(|c| c.taken_unix),
@@ -228,11 +233,11 @@ pub async fn run(
         reachability: &reachability,
     });
     let options = EngineOptions { history, restored: restored.is_some(), horizon: horizon(&clock) };
-    let report = {
+    let ending = {
         let mut steps =
             Steps { inner: watcher, reachability, epoch_unix: record.epoch_unix, rate, checkpoints };
         let mut recording = decisions::Recording::new(&dir, &mut steps);
-        engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await
+        engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await.ending
     };
     // The simulated grid has no remote schedds to ask (its condor_q knows
     // no -name), so only a run on a pool of its own looks for forwarded
@@ -242,13 +247,14 @@ pub async fn run(
         // drained): no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &record.id, &sites.sites).await;
     }
-    record_end(&db, &record.id, policy.as_ref(), report.ending)?;
+    record_end(&db, &record.id, policy.as_ref(), ending)?;
     let cut_short = watcher.tally().cut_short_by_site();
-    Ok(Driven {
-        ending: report.ending,
-        given_up: policy.book().given_up(),
-        report: run_report(&dir, &names, record.epoch_unix, Some(cut_short)),
-    })
+    // Reading every log takes a while for a big run: off the runtime's
+    // workers, which the daemon's other runs share.
+    let epoch_unix = record.epoch_unix;
+    let written = tokio::task::spawn_blocking(move || run_report(&dir, &names, epoch_unix, Some(cut_short)));
+    let report = written.await.unwrap_or_else(|e| Some(Err(format!("the report writer failed: {e}"))));
+    Ok(Driven { ending, given_up: policy.book().given_up(), report })
 }
 
 /// What the engine's observer is: the watcher, told which schedds do not

@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 pub(super) struct Watch {
     pub progress: Progress,
     stop: CancellationToken,
+    /// The run's sites, in site order (known once it starts).
     names: Vec<String>,
     /// The batch `condor_submit` rejected outright: (site, its error).
     pub permanent: Option<(String, String)>,
@@ -29,36 +30,28 @@ pub(super) struct Watch {
     /// Whether to say what the run starts with (not for `--json`, unless
     /// it resumes: a replay takes a while).
     tell_start: bool,
-    /// How the start is told: the run's id and jobs, its state directory.
-    run_id: String,
-    n_jobs: u64,
+    /// The state directory, as the start message names it.
     state_root: String,
     /// The signal and schedd watches, from the run's start to its end.
     watches: Vec<JoinHandle<()>>,
 }
 
 impl Watch {
-    #[allow(clippy::too_many_arguments)]
     pub fn new(
         progress: Progress,
         stop: CancellationToken,
-        names: Vec<String>,
         patience: f64,
         json: bool,
-        run_id: String,
-        n_jobs: u64,
         state_root: String,
     ) -> Watch {
         Watch {
             progress,
             stop,
-            names,
+            names: Vec::new(),
             permanent: None,
             unreachable: Arc::default(),
             patience,
             tell_start: !json,
-            run_id,
-            n_jobs,
             state_root,
             watches: Vec::new(),
         }
@@ -71,6 +64,7 @@ impl Watcher for Watch {
     }
 
     fn starting(&mut self, start: &Starting<'_>) {
+        self.names = start.sites.to_vec();
         for (batch, what) in start.reconciled {
             eprintln!("cosched: batch {batch}: {what}");
         }
@@ -92,8 +86,8 @@ impl Watcher for Watch {
             eprintln!(
                 "cosched: {} run {} of {} jobs over {} site(s) with policy {}{replaying}; state in {}",
                 if start.resumed { "resuming" } else { "starting" },
-                self.run_id,
-                self.n_jobs,
+                start.record.id,
+                start.record.n_jobs,
                 self.names.len(),
                 start.policy,
                 self.state_root
