@@ -27,6 +27,7 @@ use crate::engine::Ending;
 use crate::fake_condor;
 use crate::state::Db;
 use crate::submit_desc;
+use crate::sync::Locked;
 use crate::{CmdResult, Exit, Failure};
 use clap::Args;
 use foreground::Watch;
@@ -105,7 +106,7 @@ pub fn command(args: SubmitArgs) -> CmdResult {
 /// `condor_rm C1 C2 …` for the clusters the run submitted: its own jobs by
 /// their ids, never by an attribute that Condor-C's forwarded copies carry.
 fn removal_hint(db: &Arc<Mutex<Db>>, run: &str) -> String {
-    let subs = db.lock().unwrap_or_else(|p| p.into_inner()).submissions(run).unwrap_or_default();
+    let subs = db.locked().submissions(run).unwrap_or_default();
     let clusters: std::collections::BTreeSet<i64> = subs
         .iter()
         .filter_map(|s| match s.state {
@@ -175,7 +176,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
             Ok(if driven.given_up == 0 { Exit::Ok } else { Exit::Partial })
         }
         Ending::Interrupted => {
-            let silent = watch.unreachable.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let silent = watch.unreachable.locked().take();
             if let Some((site, error)) = silent {
                 return Err(Failure::failed(format!(
                     "the schedd of site {site} has not answered for {:.0} s ([condor] unreachable_timeout); \

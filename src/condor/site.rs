@@ -18,6 +18,7 @@ use crate::config::SiteConfig;
 use crate::engine::{RunClock, SiteBackend, SiteCursor};
 use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
 use crate::submit_desc::SubmitDescription;
+use crate::sync::Locked;
 use crate::userlog::{Event, EventBody, Follower};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -129,15 +130,15 @@ pub struct Reachability {
 impl Reachability {
     /// `Some((since_unix, last_error))` while the schedd does not answer.
     pub fn unreachable(&self) -> Option<(f64, String)> {
-        self.down.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.down.locked().clone()
     }
     fn failed(&self, error: &str) {
-        let mut down = self.down.lock().unwrap_or_else(|p| p.into_inner());
+        let mut down = self.down.locked();
         let since = down.as_ref().map_or_else(crate::engine::wall_clock_unix, |d| d.0);
         *down = Some((since, error.to_string()));
     }
     fn answered(&self) {
-        *self.down.lock().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.down.locked() = None;
     }
 }
 

@@ -22,6 +22,7 @@ use crate::engine::Ending;
 use crate::policy::PolicyConfig;
 use crate::run::drive;
 use crate::state::{Db, RunRecord, RunStatus, StateDir};
+use crate::sync::Locked;
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -55,7 +56,7 @@ impl DbMachinery {
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
-        self.conn.lock().unwrap_or_else(|e| e.into_inner())
+        self.conn.locked()
     }
 
     fn text_id(&self, id: u64) -> Result<String, String> {
@@ -146,7 +147,7 @@ impl Machinery for DbMachinery {
             speedup: rate,
             status: RunStatus::Running,
         };
-        self.db.lock().unwrap_or_else(|e| e.into_inner()).create_run(&record).map_err(|e| e.to_string())?;
+        self.db.locked().create_run(&record).map_err(|e| e.to_string())?;
         let conn = self.conn();
         conn.execute(
             "INSERT INTO daemon_runs (run, owner, state) VALUES (?1, ?2, 'queued')",
@@ -169,7 +170,7 @@ impl Machinery for DbMachinery {
                 .map_err(sql_error(&path))?;
             rows.collect::<Result<_, _>>().map_err(sql_error(&path))?
         };
-        let db = self.db.lock().unwrap_or_else(|e| e.into_inner());
+        let db = self.db.locked();
         let mut out = Vec::with_capacity(rows.len());
         for (id, run, owner, state, message) in rows {
             let record = db.run(&run).map_err(|e| e.to_string())?.ok_or_else(|| {
@@ -212,8 +213,7 @@ impl Machinery for DbMachinery {
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = self.text_id(id).and_then(|text| {
-            let record =
-                self.db.lock().unwrap_or_else(|e| e.into_inner()).run(&text).map_err(|e| e.to_string())?;
+            let record = self.db.locked().run(&text).map_err(|e| e.to_string())?;
             let record = record.ok_or_else(|| format!("run {text} is not in `runs`"))?;
             Ok((record, self.state.run_dir(&text)))
         });

@@ -15,6 +15,7 @@ use crate::engine::{self, Ending, EngineOptions, RunClock};
 use crate::policy::{self, PolicyConfig};
 use crate::sim::backend::{SimSite, SiteLog};
 use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
+use crate::sync::Locked;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -62,7 +63,7 @@ impl Machinery for MemorySim {
                 policy.name()
             ));
         }
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.locked();
         let id = runs.keys().next_back().map_or(1, |k| k + 1);
         let stored = StoredRun::queued(id, owner, request.n_jobs, &policy, &sites);
         runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy)) });
@@ -70,7 +71,7 @@ impl Machinery for MemorySim {
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {
-        Ok(self.runs.lock().unwrap_or_else(|e| e.into_inner()).values().map(|r| r.stored.clone()).collect())
+        Ok(self.runs.locked().values().map(|r| r.stored.clone()).collect())
     }
 
     fn drive(
@@ -81,7 +82,7 @@ impl Machinery for MemorySim {
         stop: CancellationToken,
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = {
-            let runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+            let runs = self.runs.locked();
             runs.get(&id).and_then(|r| r.plan.clone().map(|(sites, policy)| (r.stored.n_jobs, sites, policy)))
         };
         let speedup = self.speedup;
@@ -124,7 +125,7 @@ impl Machinery for MemorySim {
     }
 
     fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String> {
-        let mut runs = self.runs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut runs = self.runs.locked();
         let run = runs.get_mut(&id).ok_or_else(|| format!("no run {id} recorded"))?;
         run.stored.state = state;
         run.stored.message = message.map(str::to_string);

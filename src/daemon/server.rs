@@ -17,6 +17,7 @@ use crate::config::SitesFile;
 use crate::engine::{Ending, Observer};
 use crate::policy::{Policy, PolicyConfig, SiteId, Time};
 use crate::run::drive::{Starting, Watcher};
+use crate::sync::{Locked, ReadWriteLocked};
 use std::collections::BTreeMap;
 use std::future::Future;
 use std::pin::Pin;
@@ -118,10 +119,10 @@ struct RunEntry {
 
 impl RunEntry {
     fn snapshot(&self) -> RunStatus {
-        self.status.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.status.locked().clone()
     }
     fn update(&self, f: impl FnOnce(&mut RunStatus)) {
-        f(&mut self.status.lock().unwrap_or_else(|e| e.into_inner()));
+        f(&mut self.status.locked());
         self.changed.send_modify(|v| *v += 1);
     }
     fn state(&self) -> RunState {
@@ -143,13 +144,13 @@ struct Shared {
 
 impl Shared {
     fn config(&self) -> Arc<DaemonConfig> {
-        self.config.read().unwrap_or_else(|e| e.into_inner()).clone()
+        self.config.reading().clone()
     }
     fn runs(&self) -> Vec<Arc<RunEntry>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner()).values().cloned().collect()
+        self.runs.locked().values().cloned().collect()
     }
     fn run(&self, id: u64) -> Option<Arc<RunEntry>> {
-        self.runs.lock().unwrap_or_else(|e| e.into_inner()).get(&id).cloned()
+        self.runs.locked().get(&id).cloned()
     }
 }
 
@@ -321,8 +322,8 @@ fn reload(shared: &Shared) {
                 new.socket = old.socket.clone();
                 new.state_dir = old.state_dir.clone();
             }
-            *shared.capacity.write().unwrap_or_else(|e| e.into_inner()) = capacity;
-            *shared.config.write().unwrap_or_else(|e| e.into_inner()) = Arc::new(new);
+            *shared.capacity.writing() = capacity;
+            *shared.config.writing() = Arc::new(new);
             tracing::info!("reloaded {}", path.display());
             share_step(shared);
         }
@@ -359,7 +360,7 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         // Until the first fair-share step has seen this run's demand, it may
         // submit nothing to a shared site: otherwise a new run would grab
         // more than its share in its first moments.
-        let capacity = shared.capacity.read().unwrap_or_else(|e| e.into_inner());
+        let capacity = shared.capacity.reading();
         let mut b = share::lock(&board);
         for (i, name) in stored.sites.iter().enumerate() {
             if capacity.contains_key(name) {
@@ -377,7 +378,7 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         changed,
         stop: shared.shutdown.child_token(),
     });
-    shared.runs.lock().unwrap_or_else(|e| e.into_inner()).insert(entry.id, entry.clone());
+    shared.runs.locked().insert(entry.id, entry.clone());
     entry
 }
 
@@ -547,7 +548,7 @@ impl Observer for StatusObserver {
 const KEEP_FINISHED: usize = 200;
 
 fn forget_old_finished(shared: &Shared) {
-    let mut runs = shared.runs.lock().unwrap_or_else(|e| e.into_inner());
+    let mut runs = shared.runs.locked();
     let finished: Vec<u64> = runs.values().filter(|r| r.state().finished()).map(|r| r.id).collect();
     for id in finished.iter().take(finished.len().saturating_sub(KEEP_FINISHED)) {
         runs.remove(id);
@@ -558,7 +559,7 @@ fn forget_old_finished(shared: &Shared) {
 fn share_step(shared: &Shared) {
     forget_old_finished(shared);
     let config = shared.config();
-    let capacity = shared.capacity.read().unwrap_or_else(|e| e.into_inner()).clone();
+    let capacity = shared.capacity.reading().clone();
     let runs: Vec<Arc<RunEntry>> = shared.runs().into_iter().filter(|r| !r.state().finished()).collect();
     // Stop the engines of cancelled runs that have nothing left at any site.
     for run in &runs {

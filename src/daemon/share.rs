@@ -26,6 +26,7 @@ use crate::policy::{
     Action, CapacityMemory, Decision, Input, JobBook, JobId, JobState, Policy, SiteEvent, SiteId, SiteView,
     Time,
 };
+use crate::sync::Locked;
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 
@@ -61,7 +62,7 @@ pub fn new_board(n_sites: usize) -> Board {
 
 /// Locks a board; a poisoned lock (a panic elsewhere) still holds usable data.
 pub fn lock(board: &Board) -> std::sync::MutexGuard<'_, ShareState> {
-    board.lock().unwrap_or_else(|e| e.into_inner())
+    board.locked()
 }
 
 pub struct FairShare {

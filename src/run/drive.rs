@@ -99,6 +99,7 @@ use crate::policy::{self, Action, Policy, PolicyConfig, SiteEvent, SiteId, Time}
 use crate::report::{RunDecisions, SiteDecisions};
 use crate::state::{Db, DbJournal, RunRecord, RunStatus};
 use crate::submit_desc::{self, SubmitDescription};
+use crate::sync::Locked;
 use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -439,7 +440,7 @@ fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Endin
         Ending::Hang => RunStatus::Hung,
         Ending::Interrupted => RunStatus::Interrupted,
     };
-    let mut db = db.lock().unwrap_or_else(|p| p.into_inner());
+    let mut db = db.locked();
     db.save_memory(run, &policy.learned()).map_err(state_failure)?;
     db.set_status(run, status).map_err(state_failure)
 }
@@ -497,7 +498,7 @@ fn naive_local(unix: f64) -> f64 {
 /// The run machinery's handle on the state database; a poisoned lock (a
 /// panic elsewhere) still holds a usable connection.
 fn lock(db: &Mutex<Db>) -> std::sync::MutexGuard<'_, Db> {
-    db.lock().unwrap_or_else(|p| p.into_inner())
+    db.locked()
 }
 
 /// A state database error as the command's failure: a lock held by another

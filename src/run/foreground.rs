@@ -10,6 +10,7 @@ use super::progress::{self, Progress};
 use crate::condor::Reachability;
 use crate::engine::{self, Ending, Observer};
 use crate::policy::{Action, Policy, SiteEvent, SiteId, Time};
+use crate::sync::Locked;
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -182,7 +183,7 @@ async fn watch_schedd(
                         );
                     }
                     if now - since >= patience {
-                        *stopped.lock().unwrap_or_else(|p| p.into_inner()) = Some((name.to_string(), error));
+                        *stopped.locked() = Some((name.to_string(), error));
                         shutdown.cancel();
                         return;
                     }

@@ -7,6 +7,7 @@ use crate::condor::{event_run_time, site_event, Condor, CondorSite};
 use crate::engine::SiteCursor;
 use crate::policy::{JobId, SiteEvent, SiteId, Time};
 use crate::state::{Db, Submission, SubmissionState};
+use crate::sync::Locked;
 use crate::userlog::{Event, Parser};
 use crate::Failure;
 use std::collections::{BTreeMap, BTreeSet};
@@ -71,7 +72,7 @@ pub async fn rebuild(
     // batches, and reading them all again for every site was most of a resume.
     let mut subs_by_site: Vec<Vec<Submission>> = vec![Vec::new(); site_names.len()];
     {
-        let db = db.lock().unwrap_or_else(|p| p.into_inner());
+        let db = db.locked();
         for sub in db.submissions(run).map_err(state_err)? {
             if let Some(list) = subs_by_site.get_mut(sub.site_index as usize) {
                 list.push(sub);
@@ -154,7 +155,7 @@ pub async fn rebuild(
                     }
                 }
             };
-            let db = db.lock().unwrap_or_else(|p| p.into_inner());
+            let db = db.locked();
             match outcome {
                 Some((cluster, how)) => {
                     db.record_submitted(run, &sub.batch, cluster).map_err(state_err)?;

@@ -8,6 +8,7 @@
 use super::{Db, StateError};
 use crate::condor::SubmitJournal;
 use crate::policy::{JobId, SiteId};
+use crate::sync::Locked;
 use crate::Exit;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -41,7 +42,7 @@ impl DbJournal {
     }
 
     fn db(&self) -> std::sync::MutexGuard<'_, Db> {
-        self.db.lock().unwrap_or_else(|p| p.into_inner())
+        self.db.locked()
     }
 }
 

@@ -18,6 +18,7 @@
 //! what is already in the file; they never wait for data.
 
 use super::{Diagnostic, Event, Parser, DEFAULT_LEGACY_YEAR};
+use crate::sync::Locked;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
 use std::fs::File;
@@ -96,7 +97,7 @@ fn dir_watches() -> &'static Mutex<HashMap<PathBuf, Weak<DirWatch>>> {
 impl DirWatch {
     /// Subscribes to changes of `dir/name`, watching `dir` if nobody does yet.
     fn subscribe(dir: &Path, name: &OsStr) -> Option<(Arc<DirWatch>, mpsc::Receiver<()>)> {
-        let mut watches = dir_watches().lock().unwrap_or_else(|p| p.into_inner());
+        let mut watches = dir_watches().locked();
         watches.retain(|_, w| w.strong_count() > 0);
         let watch = match watches.get(dir).and_then(Weak::upgrade) {
             Some(watch) => watch,
@@ -107,13 +108,7 @@ impl DirWatch {
             }
         };
         let (tx, rx) = mpsc::channel(1);
-        watch
-            .subscribers
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(name.to_os_string())
-            .or_default()
-            .push(tx);
+        watch.subscribers.locked().entry(name.to_os_string()).or_default().push(tx);
         Some((watch, rx))
     }
 
@@ -123,7 +118,7 @@ impl DirWatch {
         let to = Arc::clone(&subscribers);
         // Runs on notify's own thread: never block there, only try_send.
         let handler = move |res: notify::Result<notify::Event>| {
-            let mut subscribers = to.lock().unwrap_or_else(|p| p.into_inner());
+            let mut subscribers = to.locked();
             let wake = |senders: &mut Vec<mpsc::Sender<()>>| {
                 // A full channel already has a wake-up pending; a closed one's
                 // follower is gone.
