@@ -304,20 +304,13 @@ fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm_runs: 
     }
 }
 
-/// The median makespan of a policy on a scenario; a hang counts as infinite,
-/// so a policy that hangs on most seeds has an infinite median.
+/// The median makespan of a policy on a scenario (nearest rank, as every
+/// quantile: [`crate::stats`]); a hang counts as infinite, so a policy that
+/// hangs on most seeds has an infinite median.
 pub(crate) fn median_makespan(runs: &[&SimResult]) -> f64 {
     let mut v: Vec<f64> = runs.iter().map(|r| r.metrics.makespan.unwrap_or(f64::INFINITY)).collect();
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        return f64::NAN;
-    }
-    let n = v.len();
-    if n % 2 == 1 {
-        v[n / 2]
-    } else {
-        0.5 * (v[n / 2 - 1] + v[n / 2])
-    }
+    crate::stats::nearest_rank(&v, 0.5).unwrap_or(f64::NAN)
 }
 
 pub(crate) fn runs_of<'a>(
