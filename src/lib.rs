@@ -8,23 +8,34 @@
 //! # Layout
 //! - [`policy`] — the pure decision core: [`policy::Policy`] takes the time and
 //!   one input, returns actions; [`policy::JobBook`] is the shared bookkeeping
-//!   of where each job is. `bulk`, `jobrouter`, `oracle` (baselines; `oracle`
-//!   also builds `late-oracle`, told each site's truth only once a job ended
-//!   there: the yardstick of what a learner could reach), `thesis`
-//!   (the 2013 algorithm, read literally), `adaptive` (the default: a site
-//!   estimator in `adaptive::site`, the run-time distribution and the test's
-//!   likelihoods in `adaptive::runtime`; the reasoning behind its rules in
-//!   `docs/adaptive.md`). `plan` turns per-site models into
-//!   submissions and moves for both `oracle` and `adaptive`; `truth` is what
-//!   the oracle may know (the simulator fills it, the policy layer owns it).
+//!   of where each job is; [`policy::POLICIES`] is the one registry of
+//!   policies (name, description, parameters, constructor) that sites.toml,
+//!   `--policy`, `bench`, the daemon and `--help` read. `bulk`, `jobrouter`,
+//!   `oracle` (baselines; `oracle` also builds `late-oracle`, told each site's
+//!   truth only once a job ended there: the yardstick of what a learner could
+//!   reach), `thesis` (the 2013 algorithm, read literally), `adaptive` (the
+//!   default; its model and phase diagram in its module doc, the reasoning in
+//!   `docs/adaptive.md`): `adaptive::site` is one site's state and its
+//!   `Phase` (testing, draining, rechecking, holding),
+//!   with the sequential test in `site::estimator`, the window controller in
+//!   `site::controller`, rechecks of a suspect floor or memory in
+//!   `site::recheck`, warm-start memory in `site::memory`; the run-time
+//!   distribution and the test's likelihoods in `adaptive::runtime`. `plan`
+//!   turns per-site models into submissions and moves for both `oracle` and
+//!   `adaptive`; `truth` is what the oracle may know.
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O (for HTCondor it merges the submissions that queued up
 //!   behind a slow `condor_submit` into one batch). Same code for HTCondor,
 //!   simulation and replay.
-//! - [`userlog`] — HTCondor user (job event) logs: incremental parser (`text`,
-//!   `xml`), follower of growing logs (`follow`), reader of finished logs in
-//!   bounded memory (`reader`), the dump format (`json`), the per-job fold of
+//! - [`stats`] — the statistics every command shows: one quantile definition
+//!   (nearest rank), one per-job fold of events (`JobTimes`), one summary
+//!   type; `log stats`, the report, the simulator's metrics and the bench
+//!   use it.
+//! - [`userlog`] — HTCondor user (job event) logs: the events and their code
+//!   table (`mod`), incremental parser (`text`, `xml`), follower of growing
+//!   logs (`follow`), reader of finished logs in bounded memory (`reader`),
+//!   the dump format (`json`), each event's effect on a job's times and
 //!   `log stats` (`stats`), `cosched log dump|stats|follow` (`cmd`).
 //! - [`site_model`] — the site model's parameters, a file format that
 //!   sites.toml's `[site.simulate]` and the scenario files share.
@@ -37,11 +48,18 @@
 //!   `condor_q` processes, and `CondorSite`, the HTCondor site backend that
 //!   follows each site's user log.
 //! - [`state`] — the SQLite state database (runs, submissions, log offsets,
-//!   learned capacities, daemon runs); [`run`] — `cosched submit` end to end:
-//!   validation, `--simulate`, signals, `--resume` (`run::history` rebuilds a
-//!   stopped run's past, from `run::checkpoint`'s last checkpoint when there
-//!   is one), progress and summary (`run::progress`), the policy's
-//!   decisions kept for the report (`run::decisions`).
+//!   learned capacities, daemon runs) and `state::DbJournal`, the journal a
+//!   site task records each batch's intent and outcome in.
+//! - [`run`] — `cosched submit` and `check`: `run::drive` is **the one way
+//!   to drive a run**, for `submit` and the daemon alike (policy, checkpoint
+//!   restore, history, engine, checkpoints, leftovers, record, report; the
+//!   crash-safety argument of `--resume` is its module doc);
+//!   `run::plan` validates and opens a run, `run::simulate` sets up the fake
+//!   pool of `--simulate`, `run::foreground` is the terminal's watcher and
+//!   signals, `run::history` rebuilds a stopped run's past (from
+//!   `run::checkpoint`'s last checkpoint when there is one),
+//!   `run::progress` the progress and summary, `run::decisions` the policy's
+//!   decisions kept for the report.
 //! - [`fake_condor`] — `condor_submit`/`condor_rm`/`condor_q` look-alikes that
 //!   run the site model in scaled real time (the `cosched` binary answers to
 //!   those names, busybox-style); used by `--simulate`, the demo and the
@@ -49,20 +67,50 @@
 //! - [`report`] — HTML/SVG/CSV/JSON reports from user logs; [`replay`] —
 //!   recorded logs through a policy in virtual time (trace-driven).
 //! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
-//!   HTCaaS fair share, sd_notify) and its clients.
+//!   HTCaaS fair share, sd_notify) and its clients; its runs go through
+//!   `run::drive`.
+//! - [`sync`] — locks that stay usable after a panic elsewhere (why, there).
 //! - [`cli`] — the command tree and dispatch; `main.rs` only calls it.
+//!
+//! # Where things go
+//! - **A new policy**: its file `src/policy/NAME.rs` (module doc: estimates,
+//!   rule, phases; `impl Policy`; a `Params` struct if it has parameters)
+//!   and one entry in [`policy::POLICIES`] (`pub mod NAME;` beside it). The
+//!   entry's place is its place in `cosched bench`'s output. Nothing else:
+//!   sites.toml, `--policy`, `bench`, the daemon and `--help` read the table.
+//! - **A new HTCondor user-log event**: to read and dump it,
+//!   `userlog/mod.rs` (an `EventBody` variant, its code in the event table),
+//!   `userlog/text.rs` and `userlog/xml.rs` (its arm in each format's
+//!   parser), `userlog/json.rs` (its dump; an exhaustive match, so the
+//!   compiler points there), and a test in `tests/it/userlog.rs`. If it
+//!   changes a job's times or end: `userlog/stats.rs` `effect` (the one
+//!   fold, [`stats::JobTimes`], reads it from there for `log stats` and the
+//!   report alike). If a policy must hear of it: a `policy::SiteEvent`
+//!   variant (`policy/mod.rs`) and `JobBook::apply` (`policy/book.rs`),
+//!   both exhaustive; `condor::site_event` (`condor/site.rs`), the one
+//!   translation of a log event that live runs and `--resume` share;
+//!   `run/progress.rs`; and, for the end-to-end tests, the fake schedd's
+//!   writer (`fake_condor/events.rs`, `fake_condor/schedd.rs`).
+//! - **A new report figure**: its number computed from [`stats`] in
+//!   `report/metrics.rs` (`summarize`; every number on the page is also in
+//!   `report.json`), its chart in `report/svg.rs` if no chart there draws it,
+//!   its place and definition in `report/html.rs` (`charts`,
+//!   `DEFINITIONS`), and its value on a fixture log, worked out by hand, in
+//!   `tests/it/report.rs`. A per-job fact the fold does not keep yet is a
+//!   field of `report::model::JobRecord`.
 //!
 //! # Layers
 //! Imports point down this list, never up:
 //! 1. `main`, [`cli`] — each command owns its argument type (`run::SubmitArgs`,
 //!    `bench::BenchArgs`, `daemon::DaemonArgs`, …); `cli` only assembles them.
-//! 2. commands: [`daemon`] (which drives runs through [`run`]), [`run`],
+//! 2. commands: [`daemon`] (which drives runs through `run::drive`), [`run`],
 //!    [`bench`](mod@bench), [`replay`], `userlog::cmd`, [`report`].
 //! 3. edges: [`condor`], [`fake_condor`], [`state`], [`config`],
 //!    [`submit_desc`], [`sim`], [`site_model`] (which [`config`] and [`sim`]
 //!    share, so the HTCondor edge does not depend on the simulator).
 //! 4. [`engine`] — the coordinator between a policy and its site backends.
-//! 5. [`policy`], [`userlog`] (the parser) — pure; they import nothing above.
+//! 5. [`policy`], [`userlog`] (the parser), [`stats`], [`sync`] — pure or
+//!    self-contained; they import nothing above.
 //!
 //! # Invariants
 //! - `policy` does no I/O, reads no clock, no environment and does not use
@@ -128,6 +176,7 @@ pub mod site_model;
 pub mod state;
 pub mod stats;
 pub mod submit_desc;
+pub mod sync;
 pub mod userlog;
 
 use std::fmt;

@@ -79,7 +79,7 @@
 //! window costs it nothing. What `adaptive` loses to `oracle` beyond what
 //! `late-oracle` loses is the price of searching for the knees; what
 //! `late-oracle` loses is the price of having to run jobs before knowing
-//! anything (BENCHMARKS.md, "What a learner could reach").
+//! anything (docs/adaptive.md, "What a learner could reach").
 
 use super::book::Change;
 use super::plan::{Planner, SiteModel, EVERY_JOB_WAITS};

@@ -491,7 +491,7 @@ impl Planner {
             let by_waits = wave.map_or(f64::INFINITY, |b| b[i as usize].floor());
             // At least one: a slot's worth refilled as a job ends there; the
             // wave's shares, taken once per horizon, do not see the slots
-            // freed since (a strict bound measured worse, BENCHMARKS.md).
+            // freed since (a strict bound measured worse, docs/experiments.md).
             let allowed = (by_backlog.min(by_waits) as u64).max(1);
             let k = self.room(site, book).min(allowed).min(book.pool_len());
             passed.push(i);

@@ -397,7 +397,7 @@ fn finish(job: &mut JobRecord, state: FoldState) {
 /// [`jobs_from_events`] gives for that log, without holding the events.
 ///
 /// Memory is one record per job (O(jobs), not O(events); what that costs
-/// at 10^6 jobs is in `docs/stats-measurements.md`). A job whose
+/// at 10^6 jobs is in BENCHMARKS.md, "Memory at scale"). A job whose
 /// events come out of time order (none do in HTCondor's own logs) cannot be
 /// folded as they come, since the record must follow time order: such jobs
 /// are listed by [`LogJobs::out_of_order`] and rebuilt from their events

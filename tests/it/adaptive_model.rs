@@ -260,11 +260,11 @@ fn a_big_healthy_sites_first_cohort_still_running_is_not_read_as_a_slowdown() {
     // the runs seen, and the probe was called 2.5 times slowed: 14–16
     // running jobs removed, the site held at a fraction of its slots,
     // 4.6–6.2 times bulk submission's makespan (seeds 25 and 31 below,
-    // BENCHMARKS.md "A false alarm on big healthy sites"). At ± 10% the
+    // docs/experiments.md, the false alarm on big healthy sites). At ± 10% the
     // runs seen are so close together that a slowdown of 1.5 since the
     // probe began fit the cohort's longer half better than any tail (seed
-    // 10: held at 16–20 jobs, 6 times bulk; BENCHMARKS.md "A first
-    // cohort's runs past the baseline judged as survival").
+    // 10: held at 16–20 jobs, 6 times bulk; docs/experiments.md, "The sequential test:
+    // what a job testifies").
     let kinds = [
         ("1,000 slots", SiteParams { wait_mean: 10.0, ..SiteParams::healthy("s", 1000) }),
         ("600 slots", SiteParams { wait_mean: 10.0, ..SiteParams::healthy("s", 600) }),

@@ -207,7 +207,7 @@ impl Distribution {
     /// of train G0101 the 1/16 quantile went 139 → 128 → 114 → 90 s, runs
     /// of 137–312 s, until hundreds of healthy jobs survived past the
     /// shortest expected and a site of 988 slots was called 1.9 times
-    /// slowed (BENCHMARKS.md, "Memory over many runs").
+    /// slowed (docs/experiments.md, "Memory and warm starts").
     pub fn to_remember(&self, n: usize) -> Remembered {
         match &self.remembered {
             Some(remembered) => remembered.clone(),

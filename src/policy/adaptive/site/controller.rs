@@ -7,7 +7,7 @@ use super::*;
 /// ([`Site::check_slow_baseline`]): a first verdict comes with up to half
 /// the first cohort unseen, so its median is at the edge of the data and
 /// its mean is the tail's assumption (both overstate a slow site's
-/// slowness: `docs/experiments-adaptive-constants.md`), while hardware
+/// slowness: `docs/experiments.md`, "The adaptive policy's constants"), while hardware
 /// scales every quantile alike.
 pub const SPEED_QUANTILE: f64 = 0.25;
 
@@ -247,7 +247,7 @@ impl Site {
     ///
     /// Known cost: the evidence reaches back to the verdict, so where the
     /// site's capacity came back in between, a later proof can shed jobs
-    /// that no longer run slowed (BENCHMARKS.md, G0121; the guards tried
+    /// that no longer run slowed (docs/experiments.md, G0121; the guards tried
     /// against it are there too).
     pub(super) fn refine(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         let Phase::Draining { proven: Some((level, proven)), .. } = self.phase else { return None };

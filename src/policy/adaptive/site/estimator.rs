@@ -155,7 +155,7 @@ pub(super) fn past_longest(d: &Distribution, top_scale: f64) -> f64 {
 /// than a step. A wider range has wider steps, but only where the runs
 /// spread widely (the standard error is their spread over √n), and so does
 /// the kernel. What each choice was measured to do:
-/// `docs/experiments-adaptive-constants.md`.
+/// `docs/experiments.md`, "The adaptive policy's constants".
 pub(super) const SCALES: [f64; 11] = [1.0, 1.01, 1.02, 1.03, 1.04, 1.05, 1.06, 1.07, 1.08, 1.09, 1.1];
 
 /// A run the healthy sample may take, with its end and whether it succeeded.
@@ -197,7 +197,7 @@ pub(super) const READY_ENDED: usize = 8;
 /// ([`Distribution::estimate_with_unseen_error`]): one. At the error of the
 /// false-alarm rate's quantile, as the scale's, every first cohort would be
 /// taken half unseen, and knees past the first window found later
-/// (`docs/experiments-adaptive-constants.md`).
+/// (`docs/experiments.md`, "The adaptive policy's constants").
 pub(super) const UNSEEN_Z: f64 = 1.0;
 
 /// A test is evaluated at most this many times per mean run time: often
