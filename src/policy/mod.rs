@@ -365,8 +365,7 @@ pub static POLICIES: &[Registered] = &[
     },
     Registered {
         name: "late-oracle",
-        about: "the oracle told a site's truth only once a job ended there (simulation only: \
-                what a policy that learns could reach)",
+        about: "the oracle, told a site's truth at its first end (simulation: a learner's best)",
         params: ParamTable::none(),
         ignores: &[],
         build: Build::WithTruth(|spec, _, truth| {
