@@ -27,12 +27,6 @@ pub trait Observer: Send {
     fn checkpoint(&mut self, _now: Time, _policy: &dyn Policy, _cursors: &[Option<SiteCursor>]) {}
     /// The run ended.
     fn finished(&mut self, _now: Time, _policy: &dyn Policy, _ending: Ending) {}
-    /// What the observer counted cut short at each site (executions, their
-    /// slot-seconds), if it keeps that tally: the run's report adds what
-    /// the user logs cannot show.
-    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
-        None
-    }
 }
 
 /// Watches nothing.

@@ -311,9 +311,6 @@ impl Observer for Steps<'_> {
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.inner.finished(now, policy, ending);
     }
-    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
-        self.inner.cut_short_by_site()
-    }
 }
 
 /// Jobs of a recorded run that succeeded, counted from its user logs (each

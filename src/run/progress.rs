@@ -605,9 +605,6 @@ impl Observer for Progress {
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
         self.record(site, event);
     }
-    fn cut_short_by_site(&self) -> Option<Vec<(u64, f64)>> {
-        Some(Progress::cut_short_by_site(self))
-    }
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         self.set_unreachable(site, down);
     }
