@@ -969,6 +969,7 @@ fn random_grid(seed: u64) -> Scenario {
                 p_fail: if rng.f64() < 0.3 { 0.3 * rng.f64() } else { 0.0 },
                 cap_windows: if drop { vec![[500.0, 2000.0, 0.5]] } else { Vec::new() },
                 dead: n_sites > 1 && rng.f64() < 0.15,
+                ..SiteParams::healthy("", slots)
             }
         })
         .collect();
