@@ -687,6 +687,24 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
             submit_commands.push((key.get_ref().clone(), text_value));
         }
 
+        if let Some(model) = &site.simulate {
+            let problem = if model.declared_slots.is_some() {
+                Some((
+                    "[site.simulate] declared_slots is for scenario files".to_string(),
+                    "in sites.toml the site's own `slots` is what is declared; set the slots it really has in [site.simulate] `slots`",
+                ))
+            } else {
+                model
+                    .check()
+                    .err()
+                    .map(|e| (e, "see the [site.simulate] fields at the top of sites.example.toml"))
+            };
+            if let Some((message, hint)) = problem {
+                problems.push(
+                    Problem::error(path, table_at, format!("site `{name}`: {message}")).with_hint(hint),
+                );
+            }
+        }
         let simulate = site.simulate.map(|mut model| {
             model.name = name.clone();
             model

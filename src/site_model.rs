@@ -81,6 +81,23 @@ pub struct SiteParams {
     pub cap_windows: Vec<[f64; 3]>,
     #[serde(default)]
     pub dead: bool,
+    /// The slots the policy is told of, where they differ from the `slots`
+    /// the site really starts our jobs on (a pool shared with a Condor-C
+    /// site, an operator's cap that is not one). Only in scenario files: in
+    /// sites.toml the site's own `slots` is what is declared. Default:
+    /// `slots`.
+    #[serde(default)]
+    pub declared_slots: Option<u32>,
+    /// Seconds between the site's negotiation cycles: a job whose wait is
+    /// over and whose slot is free starts at the next multiple of it (a
+    /// slot freed between cycles is filled at the next one). 0: at once.
+    #[serde(default)]
+    pub negotiation_period: f64,
+    /// Seconds between the gridmanager's polls of a Condor-C or grid site
+    /// (`GRIDMANAGER_JOB_PROBE_INTERVAL`): a job's start and end there reach
+    /// the submit side's user log at the next multiple of it. 0: at once.
+    #[serde(default)]
+    pub poll_period: f64,
 }
 
 impl SiteParams {
@@ -96,7 +113,51 @@ impl SiteParams {
             p_fail: 0.0,
             cap_windows: Vec::new(),
             dead: false,
+            declared_slots: None,
+            negotiation_period: 0.0,
+            poll_period: 0.0,
         }
+    }
+
+    /// The slots the policy is told of.
+    pub fn declared(&self) -> u32 {
+        self.declared_slots.unwrap_or(self.slots)
+    }
+
+    /// What is wrong with the site's parameters, if anything: the first
+    /// problem, in words that name the field.
+    pub fn check(&self) -> Result<(), String> {
+        if self.slots == 0 {
+            return Err("slots must be at least 1".into());
+        }
+        if self.declared_slots == Some(0) {
+            return Err("declared_slots must be at least 1".into());
+        }
+        if !(self.wait_mean >= 0.0 && self.wait_mean.is_finite()) {
+            return Err("wait_mean must be ≥ 0".into());
+        }
+        if !(self.beta >= 0.0 && self.beta.is_finite()) {
+            return Err("beta must be ≥ 0".into());
+        }
+        if !(self.speed > 0.0 && self.speed.is_finite()) {
+            return Err("speed must be > 0".into());
+        }
+        if !(0.0..1.0).contains(&self.p_fail) {
+            return Err("p_fail must be in [0, 1)".into());
+        }
+        for w in &self.cap_windows {
+            if !(w[0] >= 0.0 && w[0] < w[1] && w[2] >= 0.0 && w[2].is_finite()) {
+                return Err("cap_windows entries are [t1, t2, factor] with 0 ≤ t1 < t2 and factor ≥ 0".into());
+            }
+        }
+        for (field, period) in
+            [("negotiation_period", self.negotiation_period), ("poll_period", self.poll_period)]
+        {
+            if !(period >= 0.0 && period.is_finite()) {
+                return Err(format!("{field} must be a number of seconds ≥ 0 (0: no latency)"));
+            }
+        }
+        Ok(())
     }
 
     /// The site as the oracle may know it (the model's equations live there).

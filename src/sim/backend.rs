@@ -7,10 +7,10 @@
 //! attempt, the model's own peak concurrency) goes into a [`SiteLog`] shared
 //! with the caller.
 
-use super::model::{AttemptId, ModelEvent, SiteSim};
+use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
 use crate::engine::{RunClock, SiteBackend};
 use crate::policy::{JobId, Outcome, SiteEvent};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 /// How an attempt ended, as the simulator saw it.
@@ -57,6 +57,10 @@ pub struct SimSite {
     /// its record in the site's log, which also names its job.
     out: BTreeMap<JobId, AttemptId>,
     log: Arc<Mutex<SiteLog>>,
+    /// Starts and ends the site made that the submit side has not heard of
+    /// yet, in time order: when the gridmanager's next poll tells of each,
+    /// and what it tells. Empty where the site's poll period is 0.
+    unheard: VecDeque<(f64, AttemptId, ModelEvent)>,
 }
 
 impl SimSite {
@@ -67,12 +71,23 @@ impl SimSite {
         work: Arc<Vec<f64>>,
         log: Arc<Mutex<SiteLog>>,
     ) -> Self {
-        SimSite { site, sim, clock, work, out: BTreeMap::new(), log }
+        SimSite { site, sim, clock, work, out: BTreeMap::new(), log, unheard: VecDeque::new() }
     }
 
-    /// Runs the model up to `until` and translates what happened.
+    /// Runs the model up to `until` and translates what the submit side
+    /// has heard of by then: everything, or, where the gridmanager polls
+    /// the site, what its polls up to `until` told (at the poll's time).
     fn advance(&mut self, until: f64) -> Vec<SiteEvent> {
-        let happened = self.sim.advance(until);
+        let mut happened = self.sim.advance(until);
+        let poll = self.sim.poll_period();
+        if poll > 0.0 {
+            self.unheard.extend(
+                happened.drain(..).map(|(at, attempt, what)| (next_multiple(at, poll), attempt, what)),
+            );
+            while self.unheard.front().is_some_and(|u| u.0 <= until) {
+                happened.extend(self.unheard.pop_front());
+            }
+        }
         let mut log = self.log.lock().expect("site log lock");
         let mut events = Vec::with_capacity(happened.len());
         for (at, attempt, what) in happened {
@@ -165,7 +180,8 @@ impl SiteBackend for SimSite {
         let mut idle = Vec::with_capacity(jobs.len());
         for job in jobs {
             let Some(&attempt) = self.out.get(&job) else { continue };
-            if self.sim.has_started(now, attempt) {
+            // Started, or ended and not yet heard of: no longer idle there.
+            if self.sim.has_started(now, attempt) || self.unheard.iter().any(|u| u.1 == attempt) {
                 events.push(SiteEvent::WithdrawDeclined { job, at: now });
             } else {
                 idle.push(job);
@@ -177,7 +193,9 @@ impl SiteBackend for SimSite {
 
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
-            let Some(t) = self.sim.next_event_time() else {
+            let heard = self.unheard.front().map(|u| u.0);
+            let Some(t) = [self.sim.next_event_time(), heard].into_iter().flatten().min_by(f64::total_cmp)
+            else {
                 // Nothing will ever happen here unless we are told to act;
                 // the engine drops this future when a command comes.
                 std::future::pending::<()>().await;

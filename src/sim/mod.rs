@@ -83,14 +83,15 @@ pub fn woken_too_often(wakeups: u64, events: u64) -> bool {
     wakeups > 10 * events + 1000
 }
 
-/// What a policy may know of a scenario's sites: names and slot counts.
+/// What a policy may know of a scenario's sites: names and the slot counts
+/// declared.
 pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
     RunSpec {
         n_jobs: scenario.n_jobs,
         sites: scenario
             .sites
             .iter()
-            .map(|s| SiteInfo { slots: Some(s.slots), ..SiteInfo::named(s.name.clone()) })
+            .map(|s| SiteInfo { slots: Some(s.declared()), ..SiteInfo::named(s.name.clone()) })
             .collect(),
         memory,
         max_attempts: SIM_MAX_ATTEMPTS,
@@ -271,25 +272,8 @@ fn validate(sc: &Scenario) -> Result<(), String> {
     for (i, s) in sc.sites.iter().enumerate() {
         let name = if s.name.is_empty() { format!("#{i}") } else { s.name.clone() };
         let bad = |what: &str| Err(format!("site {name}: {what}"));
-        if s.slots == 0 {
-            return bad("slots must be at least 1");
-        }
-        if !(s.wait_mean >= 0.0 && s.wait_mean.is_finite()) {
-            return bad("wait_mean must be ≥ 0");
-        }
-        if !(s.beta >= 0.0 && s.beta.is_finite()) {
-            return bad("beta must be ≥ 0");
-        }
-        if !(s.speed > 0.0 && s.speed.is_finite()) {
-            return bad("speed must be > 0");
-        }
-        if !(0.0..1.0).contains(&s.p_fail) {
-            return bad("p_fail must be in [0, 1)");
-        }
-        for w in &s.cap_windows {
-            if !(w[0] >= 0.0 && w[0] < w[1] && w[2] >= 0.0 && w[2].is_finite()) {
-                return bad("cap_windows entries are [t1, t2, factor] with 0 ≤ t1 < t2 and factor ≥ 0");
-            }
+        if let Err(e) = s.check() {
+            return bad(&e);
         }
         if sc.sites[..i].iter().any(|o| o.name == s.name) {
             return bad("two sites have this name");

@@ -119,6 +119,17 @@ pub enum ModelEvent {
     Failed,
 }
 
+/// The first multiple of `period` at or after `t` (`t` itself for a period
+/// of 0). A time within rounding of a multiple is that multiple, so that a
+/// cycle's own time maps to itself.
+pub fn next_multiple(t: f64, period: f64) -> f64 {
+    if period <= 0.0 {
+        return t;
+    }
+    let cycles = (t / period - 1e-9).ceil().max(0.0);
+    (cycles * period).max(t)
+}
+
 /// Orders non-negative finite floats by their bits (which, for those, is the
 /// numeric order), so they can key a `BTreeSet`.
 fn key(x: f64) -> u64 {
@@ -176,6 +187,11 @@ pub struct SiteSim {
     boundaries: Vec<f64>,
     /// A slot was freed by a removal at this time and the queue must be looked at.
     fill_due: Option<f64>,
+    /// Seconds between negotiation cycles (0: jobs start as soon as they may).
+    negotiation_period: f64,
+    /// Seconds between the gridmanager's polls, for the backend that reports
+    /// this site's events (the model itself runs on the site's own time).
+    poll_period: f64,
 }
 
 impl SiteSim {
@@ -201,6 +217,25 @@ impl SiteSim {
             rate: params.speed,
             boundaries,
             fill_due: None,
+            negotiation_period: params.negotiation_period,
+            poll_period: params.poll_period,
+        }
+    }
+
+    /// Seconds between the gridmanager's polls of this site (0: its events
+    /// are heard as they happen).
+    pub fn poll_period(&self) -> f64 {
+        self.poll_period
+    }
+
+    /// Looks at the queue now, or at the next negotiation cycle: an eligible
+    /// job starts only when a cycle matches it to a free slot.
+    fn fill_at_next_cycle(&mut self, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
+        if self.negotiation_period > 0.0 {
+            let next = next_multiple(self.now, self.negotiation_period);
+            self.fill_due = Some(self.fill_due.map_or(next, |due| due.min(next)));
+        } else {
+            self.fill_slots(events);
         }
     }
 
@@ -257,7 +292,7 @@ impl SiteSim {
                 self.running.remove(&(key(target), attempt));
                 self.update_rate();
                 if self.queued > 0 {
-                    self.fill_due = Some(self.now);
+                    self.fill_due = Some(next_multiple(self.now, self.negotiation_period));
                 }
             }
         }
@@ -292,7 +327,7 @@ impl SiteSim {
             self.move_clock(t);
             if finish == Some(t) {
                 self.finish_due(&mut events);
-                self.fill_slots(&mut events);
+                self.fill_at_next_cycle(&mut events);
             } else if fill == Some(t) {
                 self.fill_due = None;
                 self.fill_slots(&mut events);
@@ -308,7 +343,7 @@ impl SiteSim {
                         self.queued += 1;
                     }
                 }
-                self.fill_slots(&mut events);
+                self.fill_at_next_cycle(&mut events);
             } else {
                 // A capacity boundary: only the rate changes.
                 self.update_rate();
@@ -398,17 +433,7 @@ mod tests {
     use super::*;
 
     fn site(slots: u32, capacity: Capacity, beta: f64) -> SiteParams {
-        SiteParams {
-            name: "s".into(),
-            slots,
-            wait_mean: 0.0,
-            capacity,
-            beta,
-            speed: 1.0,
-            p_fail: 0.0,
-            cap_windows: Vec::new(),
-            dead: false,
-        }
+        SiteParams { capacity, beta, ..SiteParams::healthy("s", slots) }
     }
 
     /// Submits `n` jobs of `work` at t = 0 and runs to the end; returns the
@@ -494,6 +519,36 @@ mod tests {
         let starts: Vec<(f64, u64)> =
             events.iter().filter(|e| e.2 == ModelEvent::Started).map(|e| (e.0, e.1 .0)).collect();
         assert_eq!(starts, vec![(0.0, 0), (0.0, 1), (10.0, 2), (10.0, 3)]);
+    }
+
+    #[test]
+    fn a_negotiation_cycle_starts_eligible_jobs_only_at_its_multiples() {
+        // Two slots, cycles every 7 s, jobs of 10 s: the first two start at
+        // 0, and the slots they free at 10 are filled at the cycle of 14.
+        let mut p = site(2, Capacity::Infinite, 0.0);
+        p.negotiation_period = 7.0;
+        let mut sim = SiteSim::new(&p, 1);
+        for i in 0..4 {
+            sim.submit(0.0, AttemptId(i), 10.0);
+        }
+        let events = sim.advance(f64::INFINITY);
+        let starts: Vec<(f64, u64)> =
+            events.iter().filter(|e| e.2 == ModelEvent::Started).map(|e| (e.0, e.1 .0)).collect();
+        assert_eq!(starts, vec![(0.0, 0), (0.0, 1), (14.0, 2), (14.0, 3)]);
+        // A job submitted between cycles waits for the next one.
+        sim.submit(30.0, AttemptId(9), 10.0);
+        let events = sim.advance(f64::INFINITY);
+        assert_eq!(events[0], (35.0, AttemptId(9), ModelEvent::Started), "{events:?}");
+    }
+
+    #[test]
+    fn the_next_multiple_of_a_period_maps_a_multiple_to_itself() {
+        assert_eq!(next_multiple(3.0, 0.0), 3.0);
+        assert_eq!(next_multiple(0.0, 7.0), 0.0);
+        assert_eq!(next_multiple(0.1, 7.0), 7.0);
+        assert_eq!(next_multiple(7.0, 7.0), 7.0);
+        let many = 1000.0 * 0.1;
+        assert!((next_multiple(many, 0.1) - many).abs() < 1e-9, "{}", next_multiple(many, 0.1));
     }
 
     #[test]

@@ -120,6 +120,47 @@ fn failures_return_jobs_and_are_counted_as_waste() {
     }
 }
 
+#[test]
+fn a_polled_sites_starts_and_ends_are_heard_at_the_gridmanagers_polls() {
+    // 40 jobs of 100 s on 20 slots, no waits: bulk ends at 200 s. Polled
+    // every 30 s, every start and end is heard at a multiple of 30, the
+    // second wave's starts at the poll after the first's ends (120, not 100:
+    // the site started them at 100, as it does, but the user log says 120),
+    // and the run ends when the last end is heard, at 210.
+    let text = |poll: f64, declared: u32| {
+        format!(
+            "[scenarios.p]\nn_jobs = 40\nbase_runtime = 100\n\
+             sites = [ {{ name = \"cc\", slots = 20, declared_slots = {declared}, poll_period = {poll} }} ]\n"
+        )
+    };
+    let sc = sim::parse_scenarios(&text(30.0, 20)).unwrap().remove(0).1;
+    let r = sim::run(&sc, &policy("bulk"), 1, &SimOptions::default());
+    assert!(r.errors.is_empty() && !r.hang, "{:?}", r.errors);
+    for a in &r.attempts {
+        for t in [a.started, a.ended].into_iter().flatten() {
+            assert!((t / 30.0 - (t / 30.0).round()).abs() < 1e-9, "job {} heard at {t}", a.job);
+        }
+    }
+    assert_eq!(r.metrics.makespan, Some(210.0));
+    let mut second_wave: Vec<f64> =
+        r.attempts.iter().filter_map(|a| a.started).filter(|&t| t > 0.0).collect();
+    second_wave.dedup();
+    assert_eq!(second_wave, [120.0]);
+    // Declared slots are what the policy is told; the site runs on its own.
+    let sc = sim::parse_scenarios(&text(0.0, 10)).unwrap().remove(0).1;
+    let r = sim::run(&sc, &policy("bulk"), 1, &SimOptions::default());
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    assert_eq!(r.metrics.sites[0].peak_concurrency, 20, "the site's own 20 slots, not the 10 declared");
+    for bad in ["poll_period = -1", "negotiation_period = inf", "declared_slots = 0"] {
+        let text = format!(
+            "[scenarios.b]\nn_jobs = 1\nbase_runtime = 1\nsites = [ {{ name = \"a\", slots = 1, {bad} }} ]\n"
+        );
+        let field = bad.split(' ').next().unwrap();
+        let err = sim::parse_scenarios(&text).unwrap_err();
+        assert!(err.contains("scenario b") && err.contains(field), "{bad}: {err}");
+    }
+}
+
 /// The reference simulator's medians (shared/scenarios/README.md) for the
 /// policies without judgement: the model is right only if these match.
 #[test]

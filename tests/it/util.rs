@@ -32,17 +32,7 @@ pub fn tempdir() -> tempfile::TempDir {
 /// A site of the fake pool with `slots` slots, short queue waits (5 s), no
 /// contention and no failures: tests override the fields they care about.
 pub fn quick_site(slots: u32) -> cosched::sim::SiteParams {
-    cosched::sim::SiteParams {
-        name: String::new(),
-        slots,
-        wait_mean: 5.0,
-        capacity: cosched::sim::Capacity::Infinite,
-        beta: 0.0,
-        speed: 1.0,
-        p_fail: 0.0,
-        cap_windows: Vec::new(),
-        dead: false,
-    }
+    cosched::sim::SiteParams { wait_mean: 5.0, ..cosched::sim::SiteParams::healthy("", slots) }
 }
 
 /// The real HTCondor logs in `../shared/fixtures/userlogs`, sorted.
