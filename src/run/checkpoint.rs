@@ -33,7 +33,10 @@ use std::sync::Arc;
 /// site whether memory was checked).
 /// 4: `adaptive` holds a site's controller phase as one enum (draining,
 /// rechecking, holding) in place of flags, and no defaults for old layouts.
-const FORMAT: u32 = 4;
+/// 5: `adaptive`'s draining phase carries the likeliest slowdown with what
+/// its verdict proved, and a recheck what it suspects (the floor, or
+/// memory's run times with memory's ceiling) as one enum.
+const FORMAT: u32 = 5;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -17,7 +17,7 @@ mod recheck;
 pub use controller::{SILENT_PAST, SPEED_QUANTILE};
 use estimator::*;
 pub use estimator::{normal_upper_quantile, Waits};
-use recheck::Recheck;
+use recheck::{Recheck, Suspect};
 
 /// The controller's constants, derived once from the parameters.
 #[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
@@ -37,6 +37,16 @@ pub struct Rules {
     /// How many standard errors of the baseline's mean its scale may be
     /// off by: the normal quantile of the false-alarm rate.
     pub scale_z: f64,
+}
+
+/// What is known of a site's knee, each bound where one is known: what a
+/// warm run is to start from.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+struct Bounds {
+    /// The highest level known healthy.
+    floor: Option<f64>,
+    /// The lowest level seen degraded (or a re-probe's assumption).
+    ceiling: Option<f64>,
 }
 
 /// Seconds HTCondor-G may take to report that a grid job started or ended:
@@ -63,8 +73,9 @@ pub enum End {
 }
 
 /// Where a site's controller is; the parent module's docs draw the diagram.
-/// Each phase holds what only it needs; what holds across phases (the floor,
-/// the ceiling, whether the floor is knowledge) stays on [`Site`].
+/// Each phase holds what only it needs; what holds across phases (the floor
+/// and the ceiling and what is known of them, whether the site is closed,
+/// what this run made of memory) stays on [`Site`], each field saying why.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 enum Phase {
     /// A test runs at the window: the first window's (whose runs become
@@ -75,20 +86,33 @@ enum Phase {
     /// past the window, none start, and no new test begins until they are
     /// gone. The verdict's own test goes on (`refine`).
     Draining {
-        /// The level judged and the slowdown proven there (an index into
-        /// [`STRETCH`]), which the same test's evidence may still raise;
-        /// none where no test proved it (a first window found slow).
-        proven: Option<(f64, usize)>,
-        /// What is to be checked once drained: a floor, or memory's run
-        /// times, under suspicion.
+        /// What the verdict proved, which the same test's evidence may
+        /// still raise; none where no test proved anything (a first window
+        /// found slow).
+        proven: Option<Proven>,
+        /// What is to be checked once drained ([`Suspect`]: a floor, or
+        /// memory's run times).
         recheck: Option<Recheck>,
     },
-    /// Drained below a floor (or memory's run times) under suspicion: the
-    /// runs at the level below are learned afresh, then compared.
+    /// Drained below a level under suspicion ([`Suspect`]): the runs at the
+    /// level below are learned afresh, then compared.
     Rechecking(Recheck),
     /// The search converged at the floor: the level is held and watched
     /// for a drop, and re-probed `reprobe_after` mean runs after `since`.
     Holding { since: Time },
+}
+
+/// What a degraded verdict proved, while the site drains after it.
+#[derive(Clone, Copy, Debug, serde::Serialize, serde::Deserialize)]
+struct Proven {
+    /// The level judged.
+    level: f64,
+    /// The least slowdown proven there, as an index into [`STRETCH`].
+    k: usize,
+    /// The most likely slowdown then: what a job still running past the
+    /// window is expected to suffer (the proven one, the least, is what
+    /// the window is cut by).
+    likeliest: f64,
 }
 
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
@@ -120,10 +144,13 @@ pub struct Site {
     /// Lowest level seen degraded (`cap` while none).
     pub ceiling: f64,
     /// A test reached a verdict here (or memory said so): the floor is
-    /// knowledge, not the initial guess.
+    /// knowledge, not the initial guess. Not a phase: a level remembered
+    /// without run times may be held while its first verdict is awaited,
+    /// and a first cohort given up on (`restart_below`) awaits it in any.
     pub searched: bool,
     /// The floor came from memory: knowledge to keep even where this run
-    /// reaches no verdict (see `remember`, a floor without run times).
+    /// reaches no verdict (see `remember`, a floor without run times). How
+    /// the run began, read only when it is remembered: no phase's.
     floor_remembered: bool,
     test: Test,
     /// Where the controller is: testing, draining, rechecking or holding.
@@ -135,37 +162,45 @@ pub struct Site {
     last: Time,
     pub first_submit: Option<Time>,
     pub any_started: bool,
-    /// HTCondor reports the grid resource down (026, no 027 yet).
+    /// HTCondor reports the grid resource down (026, no 027 yet). Closing
+    /// overlays a phase, not replaces it: jobs running there still end and
+    /// are judged, and the controller is where it was when the site reopens.
     pub down: bool,
-    /// Given up as unresponsive until then (then one probe job).
+    /// Given up as unresponsive until then (then one probe job); an
+    /// overlay as `down` is, and either may hold without the other.
     pub closed_until: Option<Time>,
     /// The test is evaluated no more often than every `EVALS` of a run time.
     next_eval: Time,
     /// The verdicts not told yet (`Adaptive::tell` takes them): when, what,
     /// and the window each left.
     pub verdicts: Vec<(Time, Verdict, f64)>,
-    /// The most likely slowdown at the last degraded verdict: what a job
-    /// still running there is expected to suffer (the verdict's own, the
-    /// least one proved, is what the window is cut by).
-    likeliest_slowdown: Option<f64>,
-    /// The capacity and ceiling to remember, kept from before the first
+    /// The floor and ceiling to remember, kept from before the first
     /// verdict on the floor once the pool was empty (see
-    /// [`Site::check_in_tail`]).
-    remembered: Option<(Option<f64>, Option<f64>)>,
+    /// [`Site::check_in_tail`]). The tail is a time of the run, not a phase:
+    /// a site may be in any when every job has been sent.
+    tail_memory: Option<Bounds>,
     /// The level the healthy baseline was learned at while no verdict has
-    /// compared it with a level below (the first cohort's, taken healthy).
+    /// compared it with a level below (the first cohort's, taken healthy,
+    /// or the level below a floor whose runs proved slowed). A fact of the
+    /// baseline, not a phase: the floor rises past it and is cut back under
+    /// it in any phase, and is the first window's again there.
     unchecked_baseline: Option<f64>,
     /// When the first cohort's runs became the baseline (the first
     /// verdict): jobs started before it are that cohort (see
-    /// [`Site::ended`] on the ones that outlive it).
+    /// [`Site::ended`] on the ones that outlive it), in whatever phase the
+    /// site is in when they end.
     baseline_taken_at: Option<Time>,
     /// The ceiling is a re-probe's assumption (`probe_gain` × the knee held),
-    /// not a level seen degraded (see [`Site::maybe_reprobe`]).
+    /// not a level seen degraded (see [`Site::maybe_reprobe`]). A fact of
+    /// the ceiling: it holds through a re-probe's tests, and memory may
+    /// start a site held under an assumed ceiling.
     ceiling_assumed: bool,
     /// How long the last probe took from its start to a healthy verdict:
-    /// how soon the next one's jobs must start to be judged with it.
+    /// how soon the next one's jobs must start to be judged with it. Kept
+    /// across phases: the next probe may come after a hold and a re-probe.
     probe_took: Option<f64>,
-    /// This run's own runs were compared with memory's (`check_memory`).
+    /// This run's own runs were compared with memory's (`check_memory`):
+    /// once per run, whatever phase follows.
     memory_checked: bool,
 }
 
@@ -221,8 +256,7 @@ impl Site {
             closed_until: None,
             next_eval: 0.0,
             verdicts: Vec::new(),
-            likeliest_slowdown: None,
-            remembered: None,
+            tail_memory: None,
             unchecked_baseline: Some(initial),
             baseline_taken_at: None,
             ceiling_assumed: false,

@@ -53,7 +53,9 @@ impl Site {
         }
         // While this run's runs are checked against memory's, memory's stay
         // the best guess of how long a job takes here.
-        let checking = self.recheck().filter(|r| r.of_memory).and_then(|r| r.baseline.as_ref());
+        let checking = (self.recheck())
+            .filter(|r| matches!(r.suspect, Suspect::Memory { .. }))
+            .and_then(|r| r.baseline.as_ref());
         let own = self.dist.as_ref().or(checking.map(|(d, _)| d)).map(Distribution::mean);
         let run = own.or(fallback_run);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
@@ -229,8 +231,8 @@ impl Site {
     ) -> (Verdict, Vec<JobId>) {
         let slowdown = self.rules.kappa * STRETCH[k];
         let likeliest = (k..llrs.len()).max_by(|&a, &b| llrs[a].total_cmp(&llrs[b])).unwrap_or(k);
-        self.likeliest_slowdown = Some(self.rules.kappa * STRETCH[likeliest]);
-        self.degraded(level, k, truncated);
+        let likeliest = self.rules.kappa * STRETCH[likeliest];
+        self.degraded(Proven { level, k, likeliest }, truncated);
         let verdict = Verdict::Degraded { level, slowdown };
         self.verdicts.push((now, verdict, self.window));
         (verdict, self.thrashing(verdict))
@@ -250,7 +252,9 @@ impl Site {
     /// that no longer run slowed (docs/experiments.md, G0121; the guards tried
     /// against it are there too).
     pub(super) fn refine(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
-        let Phase::Draining { proven: Some((level, proven)), .. } = self.phase else { return None };
+        let Phase::Draining { proven: Some(Proven { level, k: proven, .. }), .. } = self.phase else {
+            return None;
+        };
         if now < self.next_eval {
             return None;
         }
@@ -302,7 +306,8 @@ impl Site {
     /// site delivered what `level / slowdown` jobs at full speed would (its
     /// knee if the resource only shares, less if it thrashes), so that is
     /// where the window goes, and the site drains.
-    pub(super) fn degraded(&mut self, level: f64, k: usize, bound_only: bool) {
+    fn degraded(&mut self, proven: Proven, bound_only: bool) {
+        let Proven { level, k, .. } = proven;
         let slowdown = self.rules.kappa * STRETCH[k];
         let mut delivered = (level / slowdown).max(1.0);
         if bound_only {
@@ -319,12 +324,12 @@ impl Site {
             Phase::Draining { recheck, .. } => recheck,
             _ => None,
         };
-        self.phase = Phase::Draining { proven: Some((level, k)), recheck };
+        self.phase = Phase::Draining { proven: Some(proven), recheck };
         self.ceiling_assumed = false;
         if self.test.level == 0.0 {
             // The floor itself ran degraded: the capacity dropped, or the
             // floor was a miss of an earlier test.
-            let (held, ceiling) = (self.floor, (self.ceiling, self.ceiling_assumed));
+            let (held, ceiling) = (self.floor, self.ceiling);
             self.floor = delivered.min(self.floor);
             self.ceiling = level.max(self.floor + 1.0);
             self.check_memory(held, ceiling);
@@ -380,7 +385,9 @@ impl Site {
     /// floor cost throughput only if the floor was slowed, which is not known
     /// yet, so they drain where they are.
     pub(super) fn judged_window(&self) -> f64 {
-        self.recheck().filter(|r| !r.of_memory).map_or(self.window, |r| r.floor.max(self.window))
+        (self.recheck())
+            .filter(|r| r.suspect == Suspect::Floor)
+            .map_or(self.window, |r| r.floor.max(self.window))
     }
 
     /// While the site drains past its window after a degraded verdict: the
@@ -393,8 +400,10 @@ impl Site {
     /// that it exceeds the age, the median of what is left is the age itself.
     pub fn stragglers(&self, now: Time) -> Vec<(JobId, f64)> {
         let excess = f64::from(self.running) - self.judged_window();
-        let (Some(d), true, true) = (&self.dist, self.draining(), excess >= 1.0) else { return Vec::new() };
-        let Some(slowdown) = self.likeliest_slowdown else { return Vec::new() };
+        let Phase::Draining { proven: Some(Proven { likeliest: slowdown, .. }), .. } = self.phase else {
+            return Vec::new();
+        };
+        let (Some(d), true) = (&self.dist, excess >= 1.0) else { return Vec::new() };
         self.by_start
             .iter()
             .rev()
@@ -519,10 +528,10 @@ impl Site {
     /// judge it (a knee of 50 was measured to be remembered as 4), and
     /// the next run would start there.
     pub fn check_in_tail(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
-        let before = (!self.probing() && self.remembered.is_none()).then(|| self.capacity_memory());
+        let before = (!self.probing() && self.tail_memory.is_none()).then(|| self.capacity_memory());
         let verdict = self.judge(now, true)?;
         if let Some(before) = before {
-            self.remembered = Some(before);
+            self.tail_memory = Some(before);
         }
         Some(verdict)
     }

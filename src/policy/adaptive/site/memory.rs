@@ -61,9 +61,9 @@ impl Site {
         }
     }
 
-    /// What a warm run is to start from: (the floor, the ceiling), each
-    /// where this run learned one.
-    pub(super) fn capacity_memory(&self) -> (Option<f64>, Option<f64>) {
+    /// What a warm run is to start from, each bound where this run
+    /// learned one.
+    pub(super) fn capacity_memory(&self) -> Bounds {
         // A first cohort that was given up on (`restart_below`) left a
         // floor and a ceiling but no verdict yet: the floor is still what
         // this run learned, and a warm run must not start above it. A
@@ -72,8 +72,8 @@ impl Site {
         // A floor whose check is still under way is what was known before it;
         // not where memory's run times are checked: that began with a
         // verdict at the floor, which stands until the check says otherwise.
-        let floor = self.recheck().filter(|r| !r.of_memory).map_or(self.floor, |r| r.floor);
-        (learned.then_some(floor), (self.ceiling < self.cap).then_some(self.ceiling))
+        let floor = self.recheck().filter(|r| r.suspect == Suspect::Floor).map_or(self.floor, |r| r.floor);
+        Bounds { floor: learned.then_some(floor), ceiling: (self.ceiling < self.cap).then_some(self.ceiling) }
     }
 
     /// The attempts' outcomes, scaled to at most a test sample (`SAMPLE`)
@@ -109,11 +109,11 @@ impl Site {
             _ => self.dist.as_ref(),
         };
         // A capacity kept from before the tail predates any re-probe there.
-        let (capacity, ceiling, ceiling_assumed) = match self.remembered {
-            Some((floor, ceiling)) => (floor, ceiling, false),
+        let (Bounds { floor: capacity, ceiling }, ceiling_assumed) = match self.tail_memory {
+            Some(bounds) => (bounds, false),
             None => {
-                let (floor, ceiling) = self.capacity_memory();
-                (floor, ceiling, self.ceiling_assumed && ceiling.is_some())
+                let bounds = self.capacity_memory();
+                (bounds, self.ceiling_assumed && bounds.ceiling.is_some())
             }
         };
         let (runtime_quantiles, runtime_range) = baseline.map(|d| d.to_remember(16)).unzip();

@@ -43,11 +43,14 @@ fn a_degraded_verdict_drains_the_site_and_nothing_is_judged_healthy_until_it_has
     assert!(slowdown >= site.rules.kappa);
     assert_eq!(site.window, 10.0);
     assert_eq!(site.ceiling, 20.0);
-    let Phase::Draining { proven: Some((judged, _)), recheck: None } = site.phase else {
+    let Phase::Draining { proven: Some(Proven { level: judged, .. }), recheck: None } = site.phase else {
         panic!("{:?}", site.phase)
     };
     assert_eq!(judged, 20.0);
     assert!(site.model(400.0, None).draining);
+    // What the verdict proved goes with the phase: the ten jobs past the
+    // window are the ones the tail may move, by the likeliest slowdown.
+    assert_eq!(site.stragglers(400.0).len(), 10);
     // While more than the window run, the verdict's test goes on (a deeper
     // cut may follow) but no new test begins and nothing is healthy.
     let test = site.test.id;
@@ -104,7 +107,7 @@ fn a_slow_first_window_is_checked_against_the_level_below_and_comes_back_if_that
     // so the floor is suspect and the site drains to the level below.
     site.check_slow_baseline(100.0);
     let Phase::Draining { proven: None, recheck: Some(r) } = &site.phase else { panic!("{:?}", site.phase) };
-    assert_eq!((r.floor, r.of_memory), (16.0, false));
+    assert_eq!((r.floor, r.suspect), (16.0, Suspect::Floor));
     assert_eq!((site.floor, site.window), (8.0, 8.0));
     // Nothing runs: drained at once; the floor's runs are set aside and
     // no verdict comes until the level below has runs of its own.
@@ -121,4 +124,47 @@ fn a_slow_first_window_is_checked_against_the_level_below_and_comes_back_if_that
     assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
     assert!(matches!(site.phase, Phase::Testing));
     assert_eq!((site.floor, site.window), (16.0, 16.0));
+}
+
+#[test]
+fn a_remembered_level_run_degraded_checks_memorys_run_times_and_memorys_floor_and_ceiling_come_back() {
+    // Memory: healthy at 10 with runs of 90–110 s, degraded at 10.5.
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(10.0, Some(10.5))));
+    assert!(matches!(site.phase, Phase::Holding { .. }), "{:?}", site.phase);
+    // The held level runs its jobs far past memory's runs: the floor itself
+    // is degraded, and memory's run times come under suspicion, with the
+    // ceiling memory knew kept to come back.
+    start(&mut site, 0..10, 0.0);
+    let verdict = site.check(400.0).map(|(v, _)| v);
+    assert!(matches!(verdict, Some(Verdict::Degraded { level, .. }) if level == 10.0), "{verdict:?}");
+    let Phase::Draining { recheck: Some(r), .. } = &site.phase else { panic!("{:?}", site.phase) };
+    assert_eq!((r.floor, r.suspect), (10.0, Suspect::Memory { ceiling: 10.5 }));
+    let floor = site.floor;
+    assert!(floor < 10.0 && site.window == floor, "floor {floor}, window {}", site.window);
+    // Drained: memory's runs are set aside and the level cut to learns its own.
+    for job in 0..10 {
+        site.ended(JobId(job), 410.0, End::Success);
+    }
+    assert_eq!(site.check(420.0), None);
+    let Phase::Rechecking(r) = &site.phase else { panic!("{:?}", site.phase) };
+    assert!(r.baseline.as_ref().is_some_and(|(d, _)| d.is_remembered()) && site.dist.is_none());
+    // They run three times memory's runs there too: the slowdown did not
+    // fall with the level, so it is the jobs', not the site's. Memory's
+    // floor comes back under memory's ceiling (converged: held), with this
+    // run's runs as the baseline.
+    let per_batch = floor.ceil() as u64;
+    let (mut job, mut at) = (100, 1000.0);
+    while site.dist.as_ref().is_none_or(|d| d.ended < READY_ENDED) {
+        start(&mut site, job..job + per_batch, at);
+        for (i, j) in (job..job + per_batch).enumerate() {
+            site.ended(JobId(j), at + 295.0 + 2.0 * i as f64, End::Success);
+        }
+        (job, at) = (job + per_batch, at + 400.0);
+    }
+    let verdict = site.check(at).map(|(v, _)| v);
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 10.0 }));
+    assert_eq!((site.floor, site.window, site.ceiling), (10.0, 10.0, 10.5));
+    assert!(!site.ceiling_assumed && site.memory_checked);
+    assert!(matches!(site.phase, Phase::Holding { since } if since == at), "{:?}", site.phase);
+    assert!(site.dist.as_ref().is_some_and(|d| !d.is_remembered()));
 }

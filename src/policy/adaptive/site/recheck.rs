@@ -3,27 +3,35 @@
 
 use super::*;
 
-/// A floor under suspicion: a probe above it proved the site thrashes, and
-/// the floor is where the baseline was learned, healthy only by assumption.
-/// The site drains to the level below and learns its runs there afresh.
-/// Or (`of_memory`) memory's run times under suspicion: the level memory
-/// held healthy ran degraded by them, and the runs at the level cut to are
-/// learned afresh to be compared with memory's (`Site::check_memory`).
+/// A level under suspicion, checked against the runs learned afresh at the
+/// level below once the site has drained there.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub(super) struct Recheck {
     /// The level under suspicion.
     pub(super) floor: f64,
-    /// What is under suspicion is memory's run times, not the floor: see
-    /// [`Site::check_memory`].
-    pub(super) of_memory: bool,
-    /// The ceiling before the verdict that began a check of memory, and
-    /// whether it was assumed: the knee memory knew, which comes back if
-    /// memory's runs prove to be another job's (the shared resource is the
-    /// site's, not the run times').
-    pub(super) ceiling: (f64, bool),
+    /// What at that level is under suspicion.
+    pub(super) suspect: Suspect,
     /// Its baseline (distribution and observations), set aside once the
     /// site has drained below it and the fresh sample begins.
     pub(super) baseline: Option<(Distribution, Vec<Observation>)>,
+}
+
+/// What a recheck puts to the test.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub(super) enum Suspect {
+    /// The floor itself: a probe above it proved the site thrashes (or its
+    /// runs were slow against the other sites'), and it is where the
+    /// baseline was learned, healthy only by assumption. If its runs were
+    /// slowed by the level, the level below is the floor
+    /// ([`Site::settle_recheck`]).
+    Floor,
+    /// Memory's run times: the level memory held healthy ran degraded by
+    /// them ([`Site::check_memory`]). `ceiling` is the one before that
+    /// verdict, the knee memory knew, which comes back if memory's runs
+    /// prove to be another job's (the shared resource is the site's, not
+    /// the run times'); it comes back as seen, as the verdict had made it
+    /// (`degraded` drops an assumed ceiling's assumption first).
+    Memory { ceiling: f64 },
 }
 
 impl Site {
@@ -37,10 +45,10 @@ impl Site {
     /// (a hundred times the oracle's makespan). So the runs at the
     /// level cut to are learned afresh and compared with memory's
     /// (`settle_recheck`). Once per run: what this run learned is its own.
-    pub(super) fn check_memory(&mut self, held: f64, ceiling: (f64, bool)) {
+    pub(super) fn check_memory(&mut self, held: f64, ceiling: f64) {
         let remembered = self.dist.as_ref().is_some_and(Distribution::is_remembered);
         if remembered && !self.memory_checked && self.recheck().is_none() && self.floor < held {
-            self.suspect(Recheck { floor: held, of_memory: true, ceiling, baseline: None });
+            self.suspect(Recheck { floor: held, suspect: Suspect::Memory { ceiling }, baseline: None });
         }
     }
 
@@ -56,12 +64,7 @@ impl Site {
     /// and once the site has drained, the runs there are learned afresh
     /// (`begin_recheck`) and compared with the floor's (`settle_recheck`).
     pub(super) fn check_below(&mut self) {
-        self.suspect(Recheck {
-            floor: self.floor,
-            of_memory: false,
-            ceiling: (self.ceiling, self.ceiling_assumed),
-            baseline: None,
-        });
+        self.suspect(Recheck { floor: self.floor, suspect: Suspect::Floor, baseline: None });
         self.floor = (self.floor / self.rules.gain).floor().max(1.0);
     }
 
@@ -92,8 +95,8 @@ impl Site {
         let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
         let slowdown = old.mean() / new.mean();
         let level = recheck.floor;
-        if recheck.of_memory {
-            return self.settle_memory(now, level, slowdown, error);
+        if let Suspect::Memory { ceiling } = recheck.suspect {
+            return self.settle_memory(now, level, ceiling, slowdown, error);
         }
         // Degraded means κ slower, beyond the error of the two means.
         let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
@@ -129,7 +132,7 @@ impl Site {
     /// Runs there `κ` times slower than memory's and more, beyond the two
     /// means' errors, mean the slowdown did not fall with our level: it was
     /// not the site's but the job's (or the hardware's), so `held`, the
-    /// level judged, is the floor again under the ceiling memory knew, and
+    /// level judged, is the floor again under `ceiling`, the one memory knew, and
     /// this run's runs are the baseline. Runs there that much faster mean
     /// memory's runs were slowed (its floor past a knee, as when a first
     /// window is checked) or the job got shorter: either way the cut stands
@@ -140,11 +143,12 @@ impl Site {
         &mut self,
         now: Time,
         held: f64,
+        ceiling: f64,
         slowdown: f64,
         error: f64,
     ) -> Option<(Verdict, Vec<JobId>)> {
         let bound = self.rules.kappa * (1.0 + self.rules.scale_z * error);
-        let Phase::Rechecking(Recheck { baseline: Some((memory, _)), ceiling, .. }) =
+        let Phase::Rechecking(Recheck { baseline: Some((memory, _)), .. }) =
             std::mem::replace(&mut self.phase, Phase::Testing)
         else {
             return None;
@@ -153,8 +157,8 @@ impl Site {
         if slowdown * bound < 1.0 {
             self.floor = held;
             self.window = held;
-            (self.ceiling, self.ceiling_assumed) = ceiling;
-            self.ceiling = self.ceiling.max(held);
+            self.ceiling = ceiling.max(held);
+            self.ceiling_assumed = false;
             if self.converged() {
                 self.phase = Phase::Holding { since: now };
             }
