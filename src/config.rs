@@ -243,6 +243,7 @@ impl SitesFile {
     pub fn run_spec(&self, n_jobs: u64, memory: CapacityMemory) -> RunSpec {
         RunSpec {
             n_jobs,
+            types: crate::policy::JobTypes::single(n_jobs),
             sites: self.sites.iter().map(SiteConfig::info).collect(),
             memory,
             max_attempts: self.run.max_attempts,
@@ -687,6 +688,14 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
             submit_commands.push((key.get_ref().clone(), text_value));
         }
 
+        if site.simulate.as_ref().is_some_and(|m| !m.type_speed.is_empty()) {
+            problems.push(
+                Problem::error(path, table_at, format!("site `{name}`: [site.simulate] sets type_speed"))
+                    .with_hint(
+                        "a simulated run has one kind of job; remove type_speed (it is for scenario files)",
+                    ),
+            );
+        }
         let simulate = site.simulate.map(|mut model| {
             model.name = name.clone();
             model

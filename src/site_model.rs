@@ -8,6 +8,7 @@
 
 use crate::policy::SiteTruth;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Knee of a site's shared resource, in jobs at full speed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -81,6 +82,11 @@ pub struct SiteParams {
     pub cap_windows: Vec<[f64; 3]>,
     #[serde(default)]
     pub dead: bool,
+    /// A kind of job's speed factor here, by the kind's name: it runs at
+    /// `speed × type_speed[kind]` (1 for a kind not listed). Only scenarios
+    /// with `types` name kinds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub type_speed: BTreeMap<String, f64>,
 }
 
 impl SiteParams {
@@ -96,11 +102,24 @@ impl SiteParams {
             p_fail: 0.0,
             cap_windows: Vec::new(),
             dead: false,
+            type_speed: BTreeMap::new(),
         }
     }
 
-    /// The site as the oracle may know it (the model's equations live there).
+    /// The site as the oracle may know it (the model's equations live
+    /// there), for a run of one kind of job.
     pub fn truth(&self) -> SiteTruth {
+        self.truth_for(&[])
+    }
+
+    /// The site as the oracle may know it, for a run of the kinds named
+    /// `kinds` in order: each kind's speed factor resolved by its name.
+    pub fn truth_for(&self, kinds: &[&str]) -> SiteTruth {
+        let type_speed = if self.type_speed.is_empty() {
+            Vec::new()
+        } else {
+            kinds.iter().map(|k| self.type_speed.get(*k).copied().unwrap_or(1.0)).collect()
+        };
         SiteTruth {
             slots: self.slots,
             wait_mean: self.wait_mean,
@@ -110,6 +129,7 @@ impl SiteParams {
             p_fail: self.p_fail,
             cap_windows: self.cap_windows.clone(),
             dead: self.dead,
+            type_speed,
         }
     }
 }

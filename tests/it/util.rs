@@ -42,6 +42,7 @@ pub fn quick_site(slots: u32) -> cosched::sim::SiteParams {
         p_fail: 0.0,
         cap_windows: Vec::new(),
         dead: false,
+        type_speed: Default::default(),
     }
 }
 
