@@ -243,6 +243,7 @@ impl SitesFile {
     pub fn run_spec(&self, n_jobs: u64, memory: CapacityMemory) -> RunSpec {
         RunSpec {
             n_jobs,
+            types: crate::policy::JobTypes::single(n_jobs),
             sites: self.sites.iter().map(SiteConfig::info).collect(),
             memory,
             max_attempts: self.run.max_attempts,
@@ -692,6 +693,11 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 Some((
                     "[site.simulate] declared_slots is for scenario files".to_string(),
                     "in sites.toml the site's own `slots` is what is declared; set the slots it really has in [site.simulate] `slots`",
+                ))
+            } else if !model.type_speed.is_empty() {
+                Some((
+                    "[site.simulate] sets type_speed".to_string(),
+                    "a simulated run has one kind of job; remove type_speed (it is for scenario files)",
                 ))
             } else {
                 model

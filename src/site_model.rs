@@ -8,6 +8,7 @@
 
 use crate::policy::SiteTruth;
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 
 /// Knee of a site's shared resource, in jobs at full speed.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
@@ -98,6 +99,11 @@ pub struct SiteParams {
     /// the submit side's user log at the next multiple of it. 0: at once.
     #[serde(default)]
     pub poll_period: f64,
+    /// A kind of job's speed factor here, by the kind's name: it runs at
+    /// `speed × type_speed[kind]` (1 for a kind not listed). Only scenarios
+    /// with `types` name kinds.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub type_speed: BTreeMap<String, f64>,
 }
 
 impl SiteParams {
@@ -114,6 +120,7 @@ impl SiteParams {
             cap_windows: Vec::new(),
             dead: false,
             declared_slots: None,
+            type_speed: BTreeMap::new(),
             negotiation_period: 0.0,
             poll_period: 0.0,
         }
@@ -160,8 +167,20 @@ impl SiteParams {
         Ok(())
     }
 
-    /// The site as the oracle may know it (the model's equations live there).
+    /// The site as the oracle may know it (the model's equations live
+    /// there), for a run of one kind of job.
     pub fn truth(&self) -> SiteTruth {
+        self.truth_for(&[])
+    }
+
+    /// The site as the oracle may know it, for a run of the kinds named
+    /// `kinds` in order: each kind's speed factor resolved by its name.
+    pub fn truth_for(&self, kinds: &[&str]) -> SiteTruth {
+        let type_speed = if self.type_speed.is_empty() {
+            Vec::new()
+        } else {
+            kinds.iter().map(|k| self.type_speed.get(*k).copied().unwrap_or(1.0)).collect()
+        };
         SiteTruth {
             slots: self.slots,
             wait_mean: self.wait_mean,
@@ -171,6 +190,7 @@ impl SiteParams {
             p_fail: self.p_fail,
             cap_windows: self.cap_windows.clone(),
             dead: self.dead,
+            type_speed,
         }
     }
 }

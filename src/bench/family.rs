@@ -18,7 +18,7 @@ pub fn waves(scenario: &Scenario) -> f64 {
     let knees: f64 =
         scenario.sites.iter().filter(|s| !s.dead).map(|s| f64::from(s.slots).min(s.capacity.value())).sum();
     if knees > 0.0 {
-        scenario.n_jobs as f64 / knees
+        scenario.n_jobs() as f64 / knees
     } else {
         f64::INFINITY
     }

@@ -58,6 +58,11 @@ pub struct BenchArgs {
     /// Print only the family summary, not a line per scenario and policy.
     #[arg(long)]
     pub summary_only: bool,
+    /// Tell every policy that all jobs are of one kind, while the sites
+    /// still run each as its kind: what knowing kinds is worth (scenarios
+    /// with `types`; a scenario of one kind runs as without it).
+    #[arg(long)]
+    pub blind_types: bool,
 }
 
 /// One run to do.
@@ -91,6 +96,13 @@ pub struct RunLine<'a> {
     /// Times the policy was woken (site events and its own deadlines).
     pub wakeups: u64,
     pub sites: &'a [sim::SiteMetrics],
+    /// Per kind of job, for a scenario of several kinds only.
+    #[serde(skip_serializing_if = "<[_]>::is_empty")]
+    pub types: &'a [sim::TypeMetrics],
+    /// The policy was told every job is of one kind (`--blind-types`);
+    /// present only then.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub blind_types: bool,
     pub errors: &'a [String],
 }
 
@@ -171,7 +183,7 @@ pub fn command(args: BenchArgs) -> CmdResult {
             }
         }
     }
-    let opts = SimOptions { trace: args.trace, ..SimOptions::default() };
+    let opts = SimOptions { trace: args.trace, blind_types: args.blind_types, ..SimOptions::default() };
     let threads =
         args.jobs.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get())).max(1);
     #[allow(clippy::disallowed_methods)] // wall time of the simulator itself, for runs/s
@@ -191,7 +203,7 @@ pub fn command(args: BenchArgs) -> CmdResult {
         print!("{}", trace_text(name, scenario, &tasks[0], &results[0]));
     } else if args.json {
         for (task, r) in tasks.iter().zip(&results).filter(|(t, _)| t.shown) {
-            let line = run_line(&scenarios[task.scenario].0, task, r, warm_runs);
+            let line = run_line(&scenarios[task.scenario].0, task, r, warm_runs, args.blind_types);
             println!("{}", serde_json::to_string(&line).expect("run lines serialise"));
         }
     } else {
@@ -281,7 +293,13 @@ fn run_all(
     slots.into_inner().expect("results lock").into_iter().map(|r| r.expect("every task ran")).unzip()
 }
 
-fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm_runs: u32) -> RunLine<'a> {
+fn run_line<'a>(
+    scenario: &'a str,
+    task: &'a Task,
+    r: &'a SimResult,
+    warm_runs: u32,
+    blind_types: bool,
+) -> RunLine<'a> {
     let m = &r.metrics;
     RunLine {
         scenario,
@@ -300,6 +318,8 @@ fn run_line<'a>(scenario: &'a str, task: &'a Task, r: &'a SimResult, warm_runs: 
         events: r.events,
         wakeups: r.wakeups,
         sites: &m.sites,
+        types: &m.types,
+        blind_types,
         errors: &r.errors,
     }
 }
@@ -399,9 +419,32 @@ fn table(
                 format!("{hangs}/{}", runs.len()),
                 sites.trim_end_matches(';')
             );
+            if let Some(line) = types_line(&runs) {
+                let _ = writeln!(out, "{:<9} {:<9} {line}", "", "");
+            }
         }
     }
     out
+}
+
+/// Each kind's median makespan and mean completion over the runs, for a
+/// scenario of several kinds (`None` otherwise).
+fn types_line(runs: &[&SimResult]) -> Option<String> {
+    let first = runs.first()?;
+    if first.metrics.types.is_empty() {
+        return None;
+    }
+    let mut parts = Vec::new();
+    for (t, kind) in first.metrics.types.iter().enumerate() {
+        let mut makespans: Vec<f64> =
+            runs.iter().map(|r| r.metrics.types[t].makespan.unwrap_or(f64::INFINITY)).collect();
+        makespans.sort_by(f64::total_cmp);
+        let median = crate::stats::nearest_rank(&makespans, 0.5).unwrap_or(f64::NAN);
+        let completion =
+            runs.iter().map(|r| r.metrics.types[t].mean_completion).sum::<f64>() / runs.len() as f64;
+        parts.push(format!("{} {} (completion {completion:.0})", kind.name, fmt_secs(median)));
+    }
+    Some(format!("by type: {}", parts.join("; ")))
 }
 
 fn chart_rows(

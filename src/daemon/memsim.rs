@@ -93,13 +93,13 @@ impl Machinery for MemorySim {
             let spec = sites.run_spec(n_jobs, Default::default());
             let inner = policy::build(&config, &spec, None)?;
             let mut policy = wrap(inner, speedup);
-            let scenario = Scenario {
-                desc: String::new(),
+            let scenario = Scenario::single(
+                String::new(),
                 n_jobs,
-                base_runtime: sites.simulate.base_runtime,
-                jitter: sites.simulate.jitter,
-                sites: params.clone(),
-            };
+                sites.simulate.base_runtime,
+                sites.simulate.jitter,
+                params.clone(),
+            );
             let seed = sites.simulate.seed.wrapping_add(id);
             let work = Arc::new(job_work(&scenario, seed));
             let clock = RunClock::scaled(0.0, speedup);

@@ -304,14 +304,15 @@ struct JobWork {
 
 impl JobWork {
     fn new(base_runtime: f64, jitter: f64, seed: u64) -> Self {
-        let scenario = Scenario { desc: String::new(), n_jobs: 0, base_runtime, jitter, sites: Vec::new() };
+        let scenario = Scenario::single(String::new(), 0, base_runtime, jitter, Vec::new());
         JobWork { scenario, seed, known: Vec::new() }
     }
 
     fn of_job(&mut self, index: u64) -> f64 {
         if index as usize >= self.known.len() {
             // Grow geometrically: a batch asks for many indexes near each other.
-            self.scenario.n_jobs = (index + 1).max(2 * self.known.len() as u64).min(index + 1 + 4096);
+            let n_jobs = (index + 1).max(2 * self.known.len() as u64).min(index + 1 + 4096);
+            self.scenario.set_n_jobs(n_jobs);
             self.known = job_work(&self.scenario, self.seed);
         }
         self.known[index as usize]
@@ -319,7 +320,8 @@ impl JobWork {
 
     fn other(&self, cluster: u64, proc: u64) -> f64 {
         let u = Rng::stream(self.seed ^ STREAM_OTHER_WORK, (cluster << 24) ^ proc).uniform();
-        self.scenario.base_runtime * (1.0 - self.scenario.jitter + 2.0 * self.scenario.jitter * u)
+        let kind = &self.scenario.types[0];
+        kind.base_runtime * (1.0 - kind.jitter + 2.0 * kind.jitter * u)
     }
 }
 

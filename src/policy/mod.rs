@@ -27,6 +27,7 @@ pub mod adaptive;
 pub mod book;
 pub mod bulk;
 pub mod jobrouter;
+pub mod jobtype;
 pub mod oracle;
 pub mod plan;
 pub mod thesis;
@@ -38,6 +39,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use book::{JobBook, JobState};
+pub use jobtype::{JobTypeId, JobTypes};
 pub use truth::SiteTruth;
 
 /// Seconds since the start of the run. Real runs map wall-clock log timestamps
@@ -149,6 +151,8 @@ pub type CapacityMemory = BTreeMap<String, SiteMemory>;
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSpec {
     pub n_jobs: u64,
+    /// Each job's kind ([`jobtype`]); one kind unless the run has several.
+    pub types: JobTypes,
     pub sites: Vec<SiteInfo>,
     /// Warm-start knowledge; empty for a cold start.
     pub memory: CapacityMemory,
@@ -560,6 +564,28 @@ pub struct Truth {
     pub sites: Vec<SiteTruth>,
     /// Mean work of a job, seconds at speed 1.
     pub base_runtime: f64,
+    /// Each kind of job, in the order of [`RunSpec::types`]; one of load 1
+    /// for a run of one kind.
+    pub types: Vec<TypeTruth>,
+}
+
+impl Truth {
+    /// The truth as a policy blind to kinds would take it (`--blind-types`):
+    /// every job one kind of load 1, at each site's speed, of the mean work.
+    pub fn blind(&self) -> Truth {
+        let sites = self.sites.iter().map(|s| SiteTruth { type_speed: Vec::new(), ..s.clone() }).collect();
+        let types = vec![TypeTruth { base_runtime: self.base_runtime, load: 1.0 }];
+        Truth { sites, base_runtime: self.base_runtime, types }
+    }
+}
+
+/// What only the oracle may know of one kind of job.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TypeTruth {
+    /// Mean work of a job of this kind, seconds at speed 1.
+    pub base_runtime: f64,
+    /// Share of its uncontended run time spent on a site's shared resource.
+    pub load: f64,
 }
 
 /// Builds the configured policy. Fails only for a policy that
@@ -603,8 +629,10 @@ mod tests {
             p_fail: 0.0,
             cap_windows: Vec::new(),
             dead: false,
+            type_speed: Vec::new(),
         };
-        Truth { sites: vec![site.clone(), site], base_runtime: 100.0 }
+        let types = vec![TypeTruth { base_runtime: 100.0, load: 1.0 }];
+        Truth { sites: vec![site.clone(), site], base_runtime: 100.0, types }
     }
 
     #[test]

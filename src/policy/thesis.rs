@@ -505,7 +505,7 @@ impl Policy for Thesis {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{Outcome, SiteEvent, SiteInfo};
+    use crate::policy::{JobTypes, Outcome, SiteEvent, SiteInfo};
 
     const GOOD: f64 = 100.0;
     const BAD: f64 = 200.0;
@@ -638,6 +638,7 @@ mod tests {
     fn spec(n: u64, sites: usize) -> RunSpec {
         RunSpec {
             n_jobs: n,
+            types: JobTypes::single(n),
             sites: (0..sites).map(|i| SiteInfo::named(format!("s{i}"))).collect(),
             memory: Default::default(),
             max_attempts: 3,

@@ -22,6 +22,9 @@ pub struct SiteTruth {
     pub cap_windows: Vec<[f64; 3]>,
     /// Accepts jobs and never starts them.
     pub dead: bool,
+    /// Each kind's speed factor here, in the run's order of kinds: a kind
+    /// runs at `speed × type_speed[t]` (a kind not listed, at `speed`).
+    pub type_speed: Vec<f64>,
 }
 
 impl SiteTruth {
@@ -61,6 +64,45 @@ impl SiteTruth {
         }
     }
 
+    /// The uncontended speed of kind `t` here: `speed × type_speed[t]`.
+    pub fn speed_of(&self, t: usize) -> f64 {
+        self.speed * self.type_speed.get(t).copied().unwrap_or(1.0)
+    }
+
+    /// How much slower the shared resource serves under a load `load` (the
+    /// sum of the running jobs' loads) and capacity `c`, the model's `D(L)`:
+    /// 1 up to the knee, then shared, and slowed further by thrashing when
+    /// `beta > 0`. Infinite where the resource serves nothing (`c = 0`).
+    pub fn slowdown(&self, load: f64, c: f64) -> f64 {
+        if load <= c {
+            1.0
+        } else if c <= 0.0 {
+            f64::INFINITY
+        } else {
+            (load / c) * (1.0 + self.beta * (load - c) / c)
+        }
+    }
+
+    /// Progress rate of each running job of kind `t`, whose load is
+    /// `load_t`, under a total load `load` and capacity `c`:
+    /// `speed_t / ((1 − ℓ) + ℓ D(L))`. Its own computing is untouched; its
+    /// share on the resource is slowed by `D`. For a kind of load 1 at
+    /// speed factor 1, `n` running, this is [`SiteTruth::rate`] to the bit.
+    pub fn type_rate(&self, t: usize, load_t: f64, load: f64, c: f64) -> f64 {
+        let speed = self.speed_of(t);
+        if load <= c || load_t <= 0.0 {
+            speed
+        } else if c <= 0.0 {
+            0.0
+        } else if load_t >= 1.0 {
+            // `speed / D`, written as `rate` writes it, so that one kind of
+            // load 1 gives the single-kind model's numbers exactly.
+            speed * (c / load) / (1.0 + self.beta * (load - c) / c)
+        } else {
+            speed / ((1.0 - load_t) + load_t * self.slowdown(load, c))
+        }
+    }
+
     /// Successful jobs per second with `n` running under capacity `c`, for
     /// jobs of mean work `work` (failed attempts run half their work on
     /// average, and their time is lost).
@@ -89,6 +131,7 @@ mod tests {
             p_fail: 0.0,
             cap_windows: vec![[50.0, 100.0, 0.5]],
             dead: false,
+            type_speed: Vec::new(),
         }
     }
 

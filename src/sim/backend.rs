@@ -9,7 +9,7 @@
 
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
 use crate::engine::{RunClock, SiteBackend};
-use crate::policy::{JobId, Outcome, SiteEvent};
+use crate::policy::{JobId, JobTypeId, Outcome, SiteEvent};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -53,6 +53,8 @@ pub struct SimSite {
     clock: RunClock,
     /// Work of every job (seconds at speed 1), shared by all sites.
     work: Arc<Vec<f64>>,
+    /// Kind of every job, by job index (empty: every job of the first kind).
+    kinds: Arc<Vec<JobTypeId>>,
     /// Attempt of each job out here. An attempt's number is the index of
     /// its record in the site's log, which also names its job.
     out: BTreeMap<JobId, AttemptId>,
@@ -71,7 +73,22 @@ impl SimSite {
         work: Arc<Vec<f64>>,
         log: Arc<Mutex<SiteLog>>,
     ) -> Self {
-        SimSite { site, sim, clock, work, out: BTreeMap::new(), log, unheard: VecDeque::new() }
+        SimSite {
+            site,
+            sim,
+            clock,
+            work,
+            kinds: Arc::new(Vec::new()),
+            out: BTreeMap::new(),
+            log,
+            unheard: VecDeque::new(),
+        }
+    }
+
+    /// The same site for a run of several kinds: job `j` is of kind
+    /// `kinds[j]`, an index into the kinds the model was made with.
+    pub fn with_kinds(self, kinds: Arc<Vec<JobTypeId>>) -> Self {
+        SimSite { kinds, ..self }
     }
 
     /// Runs the model up to `until` and translates what the submit side
@@ -140,7 +157,8 @@ impl SiteBackend for SimSite {
         for &job in &jobs {
             let attempt = AttemptId(log.attempts.len() as u64);
             let work = self.work.get(job.0 as usize).copied().unwrap_or(0.0);
-            self.sim.submit(now, attempt, work);
+            let kind = self.kinds.get(job.0 as usize).map_or(0, |k| k.index());
+            self.sim.submit_kind(now, attempt, work, kind);
             self.out.insert(job, attempt);
             log.attempts.push(AttemptRecord {
                 job: job.0,

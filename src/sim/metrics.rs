@@ -3,7 +3,7 @@
 
 use super::backend::{AttemptEnd, AttemptRecord};
 use super::model::Scenario;
-use crate::policy::JobBook;
+use crate::policy::{JobBook, JobTypeId};
 use serde::Serialize;
 
 /// The successful attempt of one job.
@@ -51,6 +51,23 @@ pub struct Metrics {
     /// When the run stopped (the horizon, for a hang).
     pub stopped_at: f64,
     pub sites: Vec<SiteMetrics>,
+    /// Per kind of job, in the scenario's order; empty for a scenario of
+    /// one kind (whose figures are the run's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<TypeMetrics>,
+}
+
+/// One kind of job's share of a run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct TypeMetrics {
+    pub name: String,
+    /// End of the kind's last job from t = 0; `None` for a hang.
+    pub makespan: Option<f64>,
+    /// Mean end time of the kind's jobs from t = 0.
+    pub mean_completion: f64,
+    pub jobs_done: u64,
+    /// Jobs of the kind done at each site, in site order.
+    pub done_at: Vec<u64>,
 }
 
 /// The first pair of one job's attempts (sorted by submission) that were
@@ -81,10 +98,13 @@ fn first_overlap(list: &[&AttemptRecord]) -> Option<(u32, u32)> {
 }
 
 /// Computes the metrics and checks conservation: every job done exactly once
-/// (unless the run hung), submit ≤ start ≤ end, no job at two sites at once,
-/// peak concurrency ≤ slots, the policy's book agreeing with the sites.
+/// (unless the run hung), every kind's jobs all done, submit ≤ start ≤ end,
+/// no job at two sites at once, peak concurrency ≤ slots, the policy's book
+/// agreeing with the sites. `kinds` is each job's kind, by job index.
+#[allow(clippy::too_many_arguments)] // one run's every record, each its own fact
 pub fn measure(
     scenario: &Scenario,
+    kinds: &[JobTypeId],
     attempts: &[AttemptRecord],
     peaks: &[u32],
     capacities: &[Option<f64>],
@@ -92,7 +112,7 @@ pub fn measure(
     hang: bool,
     stopped_at: f64,
 ) -> (Metrics, Vec<JobRecord>, Vec<String>) {
-    let n = scenario.n_jobs as usize;
+    let n = scenario.n_jobs() as usize;
     let mut errors = Vec::new();
     for a in attempts {
         if a.job as usize >= n {
@@ -179,6 +199,11 @@ pub fn measure(
     let mean_turnaround = mean(&mut turnarounds.iter().copied());
     let goodput_area = turnarounds.iter().sum();
     turnarounds.sort_unstable_by(f64::total_cmp);
+    let types = if scenario.types.len() > 1 {
+        type_metrics(scenario, kinds, &jobs, hang, &mut errors)
+    } else {
+        Vec::new()
+    };
     let metrics = Metrics {
         makespan: if hang { None } else { Some(jobs.iter().map(|j| j.ended).fold(0.0, f64::max)) },
         mean_turnaround,
@@ -189,8 +214,58 @@ pub fn measure(
         jobs_done: done as u64,
         stopped_at,
         sites,
+        types,
     };
     (metrics, jobs, errors)
+}
+
+/// Each kind's figures, and the check that every job of each kind was done
+/// (the count of jobs done is checked as a whole above; a policy that lost
+/// one kind's job and ran another's twice would pass that).
+fn type_metrics(
+    scenario: &Scenario,
+    kinds: &[JobTypeId],
+    jobs: &[JobRecord],
+    hang: bool,
+    errors: &mut Vec<String>,
+) -> Vec<TypeMetrics> {
+    let mut types: Vec<TypeMetrics> = scenario
+        .types
+        .iter()
+        .map(|t| TypeMetrics {
+            name: t.name.clone(),
+            makespan: None,
+            mean_completion: 0.0,
+            jobs_done: 0,
+            done_at: vec![0; scenario.sites.len()],
+        })
+        .collect();
+    let mut last = vec![0.0f64; types.len()];
+    let mut sum = vec![0.0f64; types.len()];
+    for j in jobs {
+        let Some(t) = kinds.get(j.job as usize).map(|k| k.index()).filter(|&t| t < types.len()) else {
+            errors.push(format!("job {} has no kind", j.job));
+            continue;
+        };
+        types[t].jobs_done += 1;
+        if let Some(at) = types[t].done_at.get_mut(j.site as usize) {
+            *at += 1;
+        }
+        last[t] = last[t].max(j.ended);
+        sum[t] += j.ended;
+    }
+    for (t, m) in types.iter_mut().enumerate() {
+        let n_jobs = scenario.types[t].n_jobs;
+        if !hang && m.jobs_done != n_jobs {
+            errors.push(format!("type {}: {} of its {n_jobs} jobs done", m.name, m.jobs_done));
+        }
+        if m.done_at.iter().sum::<u64>() != m.jobs_done {
+            errors.push(format!("type {}: jobs done at the sites do not add up to its jobs done", m.name));
+        }
+        m.makespan = (!hang).then_some(last[t]);
+        m.mean_completion = if m.jobs_done == 0 { 0.0 } else { sum[t] / m.jobs_done as f64 };
+    }
+    types
 }
 
 #[cfg(test)]

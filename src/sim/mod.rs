@@ -15,13 +15,19 @@ pub mod backend;
 pub mod metrics;
 pub mod model;
 
+pub use metrics::TypeMetrics;
 pub use metrics::{JobRecord, Metrics, SiteMetrics};
-pub use model::{job_work, site_seed, AttemptId, Capacity, ModelEvent, Scenario, SiteParams, SiteSim};
+pub use model::{
+    job_work, jobs, site_seed, AttemptId, Capacity, JobType, ModelEvent, Scenario, SiteParams, SiteSim,
+};
 
 use crate::engine::{
     self, Ending, EngineOptions, NullObserver, Observer, RunClock, TraceEntry, TraceRecorder,
 };
-use crate::policy::{self, CapacityMemory, Decision, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth};
+use crate::policy::{
+    self, CapacityMemory, Decision, JobTypes, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth,
+    TypeTruth,
+};
 use backend::{AttemptRecord, SimSite, SiteLog};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -40,11 +46,20 @@ pub struct SimOptions {
     pub memory: CapacityMemory,
     /// Simulated seconds after which an unsettled run is a hang.
     pub horizon: f64,
+    /// Tell the policy every job is of one kind (`--blind-types`); the
+    /// sites still run each job as its kind. A policy built by the caller
+    /// ([`run_built`]) is told what the caller told it.
+    pub blind_types: bool,
 }
 
 impl Default for SimOptions {
     fn default() -> Self {
-        SimOptions { trace: false, memory: CapacityMemory::new(), horizon: 30.0 * 86400.0 }
+        SimOptions {
+            trace: false,
+            memory: CapacityMemory::new(),
+            horizon: 30.0 * 86400.0,
+            blind_types: false,
+        }
     }
 }
 
@@ -83,11 +98,18 @@ pub fn woken_too_often(wakeups: u64, events: u64) -> bool {
     wakeups > 10 * events + 1000
 }
 
-/// What a policy may know of a scenario's sites: names and the slot counts
-/// declared.
+/// What a policy may know of a scenario: each job's kind, the sites' names
+/// and the slot counts declared.
 pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
+    let names = scenario.types.iter().map(|t| t.name.clone()).collect();
+    let kinds = model::interleave(&scenario.types.iter().map(|t| t.n_jobs).collect::<Vec<_>>());
+    let types = match JobTypes::new(names, kinds) {
+        Ok(types) => types,
+        Err(e) => unreachable!("a scenario's kinds are valid once parsed: {e}"),
+    };
     RunSpec {
-        n_jobs: scenario.n_jobs,
+        n_jobs: scenario.n_jobs(),
+        types,
         sites: scenario
             .sites
             .iter()
@@ -100,9 +122,15 @@ pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
 
 /// What only the oracle may know of a scenario.
 pub fn truth(scenario: &Scenario) -> Truth {
+    let names = scenario.type_names();
     Truth {
-        sites: scenario.sites.iter().map(SiteParams::truth).collect(),
-        base_runtime: scenario.base_runtime,
+        sites: scenario.sites.iter().map(|s| s.truth_for(&names)).collect(),
+        base_runtime: scenario.base_runtime(),
+        types: scenario
+            .types
+            .iter()
+            .map(|t| TypeTruth { base_runtime: t.base_runtime, load: t.load })
+            .collect(),
     }
 }
 
@@ -136,8 +164,12 @@ pub async fn run_async(
     seed: u64,
     opts: &SimOptions,
 ) -> SimResult {
-    let spec = run_spec(scenario, opts.memory.clone());
-    let truth = truth(scenario);
+    let mut spec = run_spec(scenario, opts.memory.clone());
+    let mut truth = truth(scenario);
+    if opts.blind_types {
+        spec.types = spec.types.blind();
+        truth = truth.blind();
+    }
     let policy = match policy::build(config, &spec, Some(&truth)) {
         Ok(p) => p,
         Err(e) => unreachable!("the simulator always gives the truth: {e}"),
@@ -153,7 +185,8 @@ pub async fn run_policy(
     seed: u64,
     opts: &SimOptions,
 ) -> SimResult {
-    let work = Arc::new(job_work(scenario, seed));
+    let (kinds, work) = jobs(scenario, seed);
+    let (kinds, work) = (Arc::new(kinds), Arc::new(work));
     let clock = RunClock::starting_at(0.0);
     let logs: Vec<Arc<Mutex<SiteLog>>> =
         scenario.sites.iter().map(|_| Arc::new(Mutex::new(SiteLog::default()))).collect();
@@ -162,8 +195,8 @@ pub async fn run_policy(
         .iter()
         .enumerate()
         .map(|(i, params)| {
-            let sim = SiteSim::new(params, site_seed(seed, i));
-            SimSite::new(i as u32, sim, clock, work.clone(), logs[i].clone())
+            let sim = SiteSim::with_types(params, &scenario.types, site_seed(seed, i));
+            SimSite::new(i as u32, sim, clock, work.clone(), logs[i].clone()).with_kinds(kinds.clone())
         })
         .collect();
     let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new(), restored: false };
@@ -196,8 +229,16 @@ pub async fn run_policy(
     }
     let capacities: Vec<Option<f64>> =
         (0..scenario.sites.len()).map(|i| policy.site_view(SiteId(i as u32)).capacity).collect();
-    let (metrics, jobs, mut errors) =
-        metrics::measure(scenario, &attempts, &peaks, &capacities, policy.book(), hang, report.stopped_at);
+    let (metrics, jobs, mut errors) = metrics::measure(
+        scenario,
+        &kinds,
+        &attempts,
+        &peaks,
+        &capacities,
+        policy.book(),
+        hang,
+        report.stopped_at,
+    );
     if livelock {
         errors.push(format!(
             "stopped at t = {:.1} s: the policy was woken {LIVELOCK_WAKEUPS} times without virtual time \
@@ -235,7 +276,7 @@ pub fn parse_scenarios(text: &str) -> Result<Vec<(String, Scenario)>, String> {
     #[derive(serde::Deserialize)]
     #[serde(deny_unknown_fields)]
     struct File {
-        scenarios: std::collections::BTreeMap<String, Scenario>,
+        scenarios: std::collections::BTreeMap<String, model::ScenarioText>,
     }
     let file: File = toml::from_str(text).map_err(|e| format!("not a valid scenarios file: {e}"))?;
     // The map comes back sorted; show scenarios in the order the file
@@ -245,26 +286,59 @@ pub fn parse_scenarios(text: &str) -> Result<Vec<(String, Scenario)>, String> {
             .or_else(|| text.find(&format!("[scenarios.\"{name}\"]")))
             .unwrap_or(usize::MAX)
     };
-    let mut scenarios: Vec<(String, Scenario)> = file.scenarios.into_iter().collect();
-    scenarios.sort_by_key(|(name, _)| position(name));
-    if scenarios.is_empty() {
+    let mut texts: Vec<_> = file.scenarios.into_iter().collect();
+    texts.sort_by_key(|(name, _)| position(name));
+    if texts.is_empty() {
         return Err("no [scenarios.NAME] table".into());
     }
-    for (name, sc) in &scenarios {
-        validate(sc).map_err(|e| format!("scenario {name}: {e}"))?;
+    let mut scenarios = Vec::with_capacity(texts.len());
+    for (name, text) in texts {
+        let sc = Scenario::try_from(text)
+            .and_then(|sc| validate(&sc).map(|()| sc))
+            .map_err(|e| format!("scenario {name}: {e}"))?;
+        scenarios.push((name, sc));
     }
     Ok(scenarios)
 }
 
 fn validate(sc: &Scenario) -> Result<(), String> {
-    if sc.n_jobs == 0 {
-        return Err("n_jobs must be at least 1".into());
+    let typed = sc.types.len() > 1 || sc.types.iter().any(|t| t.name != policy::jobtype::SINGLE_TYPE);
+    for (i, t) in sc.types.iter().enumerate() {
+        // A scenario of one kind says `n_jobs`; one of several, the kind's.
+        let field = |f: &str| {
+            if typed {
+                format!("type {}: {f}", if t.name.is_empty() { format!("#{i}") } else { t.name.clone() })
+            } else {
+                f.to_string()
+            }
+        };
+        if typed && t.name.trim().is_empty() {
+            return Err(format!(
+                "type #{i}: needs a name (what type_speed and the per-type metrics call it)"
+            ));
+        }
+        if sc.types[..i].iter().any(|o| o.name == t.name) {
+            return Err(format!("type {}: two types have this name", t.name));
+        }
+        if t.n_jobs == 0 {
+            return Err(format!("{} must be at least 1", field("n_jobs")));
+        }
+        if !(t.base_runtime > 0.0 && t.base_runtime.is_finite()) {
+            return Err(format!("{} must be a positive number of seconds", field("base_runtime")));
+        }
+        if !(0.0..1.0).contains(&t.jitter) {
+            return Err(format!("{} must be in [0, 1)", field("jitter")));
+        }
+        if !(0.0..=1.0).contains(&t.load) {
+            return Err(format!(
+                "{} = {} is outside [0, 1]: it is the share of a job's run time spent on the shared resource",
+                field("load"),
+                t.load
+            ));
+        }
     }
-    if !(sc.base_runtime > 0.0 && sc.base_runtime.is_finite()) {
-        return Err("base_runtime must be a positive number of seconds".into());
-    }
-    if !(0.0..1.0).contains(&sc.jitter) {
-        return Err("jitter must be in [0, 1)".into());
+    if sc.types.len() > usize::from(u16::MAX) {
+        return Err(format!("{} types: at most {} are supported", sc.types.len(), u16::MAX));
     }
     if sc.sites.is_empty() {
         return Err("needs at least one site".into());
@@ -274,6 +348,19 @@ fn validate(sc: &Scenario) -> Result<(), String> {
         let bad = |what: &str| Err(format!("site {name}: {what}"));
         if let Err(e) = s.check() {
             return bad(&e);
+        }
+        for (kind, &factor) in &s.type_speed {
+            if !sc.types.iter().any(|t| &t.name == kind) {
+                let known = if typed {
+                    format!("the scenario's types are {}", sc.type_names().join(", "))
+                } else {
+                    "the scenario has no `types`".to_string()
+                };
+                return bad(&format!("type_speed names type {kind:?}, but {known}: name one of them"));
+            }
+            if !(factor > 0.0 && factor.is_finite()) {
+                return bad(&format!("type_speed.{kind} must be > 0 (a factor of the site's speed)"));
+            }
         }
         if sc.sites[..i].iter().any(|o| o.name == s.name) {
             return bad("two sites have this name");

@@ -4,26 +4,145 @@
 //! parameters. Its parameters ([`SiteParams`]) live in [`crate::site_model`],
 //! beside sites.toml's reader, which reads them too.
 //!
+//! # The model of several kinds of job
+//! A scenario runs one kind of job, or several at once (`types`). Kind `t`
+//! has `n_t` jobs of work `base_runtime_t × U(1 − jitter_t, 1 + jitter_t)`
+//! and a load `ℓ_t ∈ [0, 1]`: the share of its uncontended run time spent on
+//! the site's shared resource (1 for today's I/O-bound jobs). At a site:
+//! - the capacity C is counted in load; with `L = Σ ℓ` over our running
+//!   jobs there, the resource slows by `D(L) = 1` if `L ≤ C`, else
+//!   `(L/C)(1 + β (L − C)/C)`;
+//! - a running job of kind `t` progresses at
+//!   `speed · type_speed[t] / ((1 − ℓ_t) + ℓ_t D(L))`: its own computing is
+//!   untouched, its share on the resource is slowed by `D`.
+//!
+//! One kind of load 1 is the single-kind model, `rate(n)`, to the bit
+//! ([`SiteTruth::type_rate`]). Slots are shared by every kind, in one FIFO.
+//!
+//! Jobs are numbered in the order the submitter's pool holds them: the kinds
+//! interleaved evenly, job `i` of kind `t` at key `(i + 0.5)/n_t`, in key
+//! order, ties in the order of the kinds. So a policy that takes jobs from
+//! the pool in index order (bulk's split by slots) gives every site the same
+//! mix. One kind is numbered as it always was.
+//!
 //! Randomness comes from a hand-written generator with one stream per concern
 //! (job sizes; per site: waits, failures), so a seed means the same job sizes
-//! for every policy and the same numbers across crate upgrades.
+//! for every policy and the same numbers across crate upgrades. Job sizes are
+//! drawn in job order, one draw per job whatever its kind.
 
-use crate::policy::SiteTruth;
+use crate::policy::{JobTypeId, SiteTruth};
 pub use crate::site_model::{Capacity, SiteParams};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 
-/// One scenario of a scenarios file.
+/// One kind of job of a scenario (the README's `types`).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct Scenario {
-    #[serde(default)]
-    pub desc: String,
+pub struct JobType {
+    pub name: String,
     pub n_jobs: u64,
+    /// Mean work of a job, seconds at speed 1.
     pub base_runtime: f64,
+    /// Work is `base_runtime × U(1 − jitter, 1 + jitter)`.
     #[serde(default)]
     pub jitter: f64,
+    /// Share of an uncontended run spent on the site's shared resource.
+    pub load: f64,
+}
+
+impl JobType {
+    /// The one kind of a scenario without `types`: load 1.
+    pub fn single(n_jobs: u64, base_runtime: f64, jitter: f64) -> JobType {
+        JobType { name: crate::policy::jobtype::SINGLE_TYPE.into(), n_jobs, base_runtime, jitter, load: 1.0 }
+    }
+}
+
+/// One scenario of a scenarios file: its kinds of job and its sites.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scenario {
+    pub desc: String,
+    /// At least one; one of load 1 for a scenario written without `types`.
+    pub types: Vec<JobType>,
     pub sites: Vec<SiteParams>,
+}
+
+impl Scenario {
+    /// A scenario of one kind of job, as scenarios without `types` are.
+    pub fn single(
+        desc: impl Into<String>,
+        n_jobs: u64,
+        base_runtime: f64,
+        jitter: f64,
+        sites: Vec<SiteParams>,
+    ) -> Scenario {
+        Scenario { desc: desc.into(), types: vec![JobType::single(n_jobs, base_runtime, jitter)], sites }
+    }
+
+    /// Jobs of every kind.
+    pub fn n_jobs(&self) -> u64 {
+        self.types.iter().map(|t| t.n_jobs).sum()
+    }
+
+    /// Mean work of a job over every kind, seconds at speed 1 (of one kind:
+    /// its `base_runtime`, exactly).
+    pub fn base_runtime(&self) -> f64 {
+        match self.types.as_slice() {
+            [one] => one.base_runtime,
+            types => {
+                let n = self.n_jobs().max(1) as f64;
+                types.iter().map(|t| t.n_jobs as f64 * t.base_runtime).sum::<f64>() / n
+            }
+        }
+    }
+
+    /// The kinds' names, in order.
+    pub fn type_names(&self) -> Vec<&str> {
+        self.types.iter().map(|t| t.name.as_str()).collect()
+    }
+
+    /// Sets the number of jobs of a scenario of one kind (a test's shorter
+    /// run of a named scenario).
+    ///
+    /// # Panics
+    /// If the scenario has several kinds: which kind would change is not said.
+    pub fn set_n_jobs(&mut self, n_jobs: u64) {
+        assert_eq!(self.types.len(), 1, "set_n_jobs on a scenario of several kinds");
+        self.types[0].n_jobs = n_jobs;
+    }
+}
+
+/// A scenario as a file writes it: one kind (`n_jobs`, `base_runtime`,
+/// `jitter`) or several (`types`).
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ScenarioText {
+    #[serde(default)]
+    desc: String,
+    n_jobs: Option<u64>,
+    base_runtime: Option<f64>,
+    jitter: Option<f64>,
+    types: Option<Vec<JobType>>,
+    sites: Vec<SiteParams>,
+}
+
+impl TryFrom<ScenarioText> for Scenario {
+    type Error = String;
+
+    fn try_from(text: ScenarioText) -> Result<Scenario, String> {
+        let ScenarioText { desc, n_jobs, base_runtime, jitter, types, sites } = text;
+        let types = match (types, n_jobs, base_runtime) {
+            (Some(types), None, None) if jitter.is_none() => types,
+            (Some(_), ..) => {
+                return Err("has both `types` and `n_jobs`/`base_runtime`/`jitter`: `types` replaces them \
+                            (give each kind its own n_jobs, base_runtime and jitter)"
+                    .into())
+            }
+            (None, Some(n), Some(base)) => vec![JobType::single(n, base, jitter.unwrap_or(0.0))],
+            (None, None, _) => return Err("needs `n_jobs` (or `types`, a list of kinds of job)".into()),
+            (None, _, None) => return Err("needs `base_runtime` (or `types`, a list of kinds of job)".into()),
+        };
+        Ok(Scenario { desc, types, sites })
+    }
 }
 
 /// A small deterministic generator (xoshiro256**, seeded through SplitMix64).
@@ -92,16 +211,59 @@ pub fn site_seed(seed: u64, index: usize) -> u64 {
     Rng::stream(seed, STREAM_SITE_BASE + index as u64).next_u64()
 }
 
-/// The work of every job of `scenario` (seconds at speed 1), in job order:
-/// `base_runtime × U(1 − jitter, 1 + jitter)`. The same for every policy.
-pub fn job_work(scenario: &Scenario, seed: u64) -> Vec<f64> {
+/// Every job of `scenario` in job order: its kind and its work (seconds at
+/// speed 1), `base_runtime × U(1 − jitter, 1 + jitter)` of its kind. The
+/// same for every policy. Kinds are interleaved as the module doc says.
+pub fn jobs(scenario: &Scenario, seed: u64) -> (Vec<JobTypeId>, Vec<f64>) {
+    let kinds = interleave(&scenario.types.iter().map(|t| t.n_jobs).collect::<Vec<_>>());
     let mut rng = Rng::stream(seed, STREAM_JOB_WORK);
-    (0..scenario.n_jobs)
-        .map(|_| {
+    let work = kinds
+        .iter()
+        .map(|k| {
+            let t = &scenario.types[k.index()];
             let u = rng.uniform();
-            scenario.base_runtime * (1.0 - scenario.jitter + 2.0 * scenario.jitter * u)
+            t.base_runtime * (1.0 - t.jitter + 2.0 * t.jitter * u)
         })
-        .collect()
+        .collect();
+    (kinds, work)
+}
+
+/// The work of every job of `scenario`, in job order ([`jobs`]).
+pub fn job_work(scenario: &Scenario, seed: u64) -> Vec<f64> {
+    jobs(scenario, seed).1
+}
+
+/// The kind of each job when kind `t` has `counts[t]` jobs: job `i` of kind
+/// `t` at key `(i + 0.5)/n_t`, in key order, ties by kind. Keys are
+/// compared exactly, as `(2i + 1) n_s` against `(2j + 1) n_t`.
+pub fn interleave(counts: &[u64]) -> Vec<JobTypeId> {
+    if let [n] = counts {
+        return vec![JobTypeId(0); *n as usize];
+    }
+    let total: u64 = counts.iter().sum();
+    let mut next = vec![0u64; counts.len()];
+    let mut order = Vec::with_capacity(total as usize);
+    // A merge of the kinds' sequences: each step takes the kind whose next
+    // key is smallest (few kinds, so a scan beats a heap).
+    for _ in 0..total {
+        let mut best: Option<usize> = None;
+        for (t, &n) in counts.iter().enumerate() {
+            if next[t] >= n {
+                continue;
+            }
+            let smaller = best.is_none_or(|b| {
+                u128::from(2 * next[t] + 1) * u128::from(counts[b])
+                    < u128::from(2 * next[b] + 1) * u128::from(n)
+            });
+            if smaller {
+                best = Some(t);
+            }
+        }
+        let t = best.expect("a kind has jobs left while the total is not reached");
+        next[t] += 1;
+        order.push(JobTypeId(t as u16));
+    }
+    order
 }
 
 /// Names one attempt of a job at a site; the caller keeps them unique.
@@ -152,17 +314,34 @@ enum AttemptState {
 #[derive(Clone, Debug)]
 struct Attempt {
     work: f64,
+    /// Index of its kind in the site's [`SiteSim::kinds`].
+    kind: usize,
     state: AttemptState,
+}
+
+/// What a site keeps per kind of job: every running job of a kind
+/// progresses at one rate, so the kind integrates one progress counter.
+#[derive(Clone, Debug)]
+struct KindSim {
+    /// Share of an uncontended run spent on the shared resource.
+    load: f64,
+    /// Running attempts of this kind by progress target.
+    running: BTreeSet<(u64, AttemptId)>,
+    /// ∫ rate dt up to the site's `now`.
+    progress: f64,
+    /// Rate of every running job of this kind at `now`.
+    rate: f64,
 }
 
 /// One simulated site: our slots, the other users' queue wait, the shared
 /// resource with its knee, failures, capacity windows.
 ///
-/// Event-driven. Processor sharing is kept cheap with a progress counter: all
-/// running jobs progress at the same rate, so the site integrates
-/// `progress = ∫ rate dt` once and each running job just remembers the counter
-/// value at which it is done. A change of the running set or of C changes the
-/// rate, not the stored targets, so every change costs O(log running).
+/// Event-driven. Processor sharing is kept cheap with a progress counter per
+/// kind of job: all running jobs of a kind progress at the same rate, so the
+/// site integrates `progress = ∫ rate dt` once per kind and each running job
+/// just remembers the counter value at which it is done. A change of the
+/// running set or of C changes the rates, not the stored targets, so every
+/// change costs O(kinds + log running).
 #[derive(Clone, Debug)]
 pub struct SiteSim {
     params: SiteTruth,
@@ -175,14 +354,12 @@ pub struct SiteSim {
     queue: VecDeque<AttemptId>,
     queued: u32,
     stuck: u32,
-    /// Running attempts by progress target.
-    running: BTreeSet<(u64, AttemptId)>,
+    /// Running attempts of every kind.
+    running: u32,
+    /// Per kind of job, in the scenario's order.
+    kinds: Vec<KindSim>,
     /// The model's own time: everything up to here has been accounted for.
     now: f64,
-    /// ∫ rate dt up to `now`.
-    progress: f64,
-    /// Rate of every running job at `now`.
-    rate: f64,
     /// Instants where C changes, ascending.
     boundaries: Vec<f64>,
     /// A slot was freed by a removal at this time and the queue must be looked at.
@@ -195,15 +372,34 @@ pub struct SiteSim {
 }
 
 impl SiteSim {
-    /// A site at time 0 with nothing submitted. `seed` should come from
-    /// [`site_seed`].
+    /// A site at time 0 with nothing submitted, running one kind of job of
+    /// load 1. `seed` should come from [`site_seed`].
     pub fn new(params: &SiteParams, seed: u64) -> Self {
+        Self::with_types(params, &[JobType::single(0, 1.0, 0.0)], seed)
+    }
+
+    /// A site at time 0 with nothing submitted, running the kinds `types`
+    /// (submit each attempt with its kind's index in this list).
+    pub fn with_types(params: &SiteParams, types: &[JobType], seed: u64) -> Self {
         let mut boundaries: Vec<f64> =
             params.cap_windows.iter().flat_map(|w| [w[0], w[1]]).filter(|t| t.is_finite()).collect();
         boundaries.sort_by(f64::total_cmp);
         boundaries.dedup();
+        let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
+        let (negotiation_period, poll_period) = (params.negotiation_period, params.poll_period);
+        let params = params.truth_for(&names);
+        let kinds = types
+            .iter()
+            .enumerate()
+            .map(|(t, k)| KindSim {
+                load: k.load,
+                running: BTreeSet::new(),
+                progress: 0.0,
+                rate: params.speed_of(t),
+            })
+            .collect();
         SiteSim {
-            params: params.truth(),
+            params,
             waits: Rng::stream(seed, STREAM_WAITS),
             failures: Rng::stream(seed, STREAM_FAILURES),
             attempts: BTreeMap::new(),
@@ -211,14 +407,13 @@ impl SiteSim {
             queue: VecDeque::new(),
             queued: 0,
             stuck: 0,
-            running: BTreeSet::new(),
+            running: 0,
+            kinds,
             now: 0.0,
-            progress: 0.0,
-            rate: params.speed,
             boundaries,
             fill_due: None,
-            negotiation_period: params.negotiation_period,
-            poll_period: params.poll_period,
+            negotiation_period,
+            poll_period,
         }
     }
 
@@ -250,12 +445,19 @@ impl SiteSim {
     }
 
     pub fn running(&self) -> u32 {
-        self.running.len() as u32
+        self.running
     }
 
-    /// Submits an attempt at `now` (call [`SiteSim::advance`] up to `now`
-    /// first). It draws its extra queue wait now.
+    /// Submits an attempt of a job of one kind at `now` (call
+    /// [`SiteSim::advance`] up to `now` first). It draws its extra queue
+    /// wait now.
     pub fn submit(&mut self, now: f64, attempt: AttemptId, work: f64) {
+        self.submit_kind(now, attempt, work, 0);
+    }
+
+    /// [`SiteSim::submit`] for a job of kind `kind` (its index in the list
+    /// the site was made with; an unknown one counts as the first).
+    pub fn submit_kind(&mut self, now: f64, attempt: AttemptId, work: f64, kind: usize) {
         self.move_clock(now);
         let state = if self.params.dead {
             self.stuck += 1;
@@ -265,12 +467,11 @@ impl SiteSim {
             self.waiting.insert((key(eligible_at), attempt));
             AttemptState::Waiting { eligible_at }
         };
-        let old = self.attempts.insert(attempt, Attempt { work: work.max(0.0), state });
+        let kind = if kind < self.kinds.len() { kind } else { 0 };
+        let old = self.attempts.insert(attempt, Attempt { work: work.max(0.0), kind, state });
         debug_assert!(old.is_none(), "attempt {attempt:?} submitted twice");
     }
 
-    /// Removes an attempt at `now` (call [`SiteSim::advance`] up to `now`
-    /// first). Returns false if it is unknown or already ended.
     /// Whether `attempt` is running at `now` (it may have started since the
     /// site last reported).
     pub fn has_started(&mut self, now: f64, attempt: AttemptId) -> bool {
@@ -278,6 +479,8 @@ impl SiteSim {
         matches!(self.attempts.get(&attempt).map(|a| &a.state), Some(AttemptState::Running { .. }))
     }
 
+    /// Removes an attempt at `now` (call [`SiteSim::advance`] up to `now`
+    /// first). Returns false if it is unknown or already ended.
     pub fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
         self.move_clock(now);
         let Some(a) = self.attempts.remove(&attempt) else { return false };
@@ -289,7 +492,8 @@ impl SiteSim {
             // Left in the queue; skipped when it comes up.
             AttemptState::Queued => self.queued -= 1,
             AttemptState::Running { target, .. } => {
-                self.running.remove(&(key(target), attempt));
+                self.kinds[a.kind].running.remove(&(key(target), attempt));
+                self.running -= 1;
                 self.update_rate();
                 if self.queued > 0 {
                     self.fill_due = Some(next_multiple(self.now, self.negotiation_period));
@@ -324,14 +528,23 @@ impl SiteSim {
             if t > until {
                 break;
             }
-            self.move_clock(t);
             if finish == Some(t) {
-                self.finish_due(&mut events);
+                // The kinds due now, found before the clock moves (their
+                // finish times are computed from the present).
+                let due: Vec<usize> =
+                    (0..self.kinds.len()).filter(|&k| self.kind_finish(k) == Some(t)).collect();
+                self.move_clock(t);
+                for k in due {
+                    self.finish_due(k, &mut events);
+                }
+                self.update_rate();
                 self.fill_at_next_cycle(&mut events);
             } else if fill == Some(t) {
+                self.move_clock(t);
                 self.fill_due = None;
                 self.fill_slots(&mut events);
             } else if eligible == Some(t) {
+                self.move_clock(t);
                 while let Some(&(k, id)) = self.waiting.first() {
                     if f64::from_bits(k) > t {
                         break;
@@ -345,7 +558,8 @@ impl SiteSim {
                 }
                 self.fill_at_next_cycle(&mut events);
             } else {
-                // A capacity boundary: only the rate changes.
+                self.move_clock(t);
+                // A capacity boundary: only the rates change.
                 self.update_rate();
             }
         }
@@ -358,24 +572,37 @@ impl SiteSim {
     /// Moves the model's clock to `t`, integrating progress; no events.
     fn move_clock(&mut self, t: f64) {
         if t > self.now {
-            self.progress += self.rate * (t - self.now);
+            for kind in &mut self.kinds {
+                kind.progress += kind.rate * (t - self.now);
+            }
             self.now = t;
             // Crossing a capacity boundary with nothing running leaves the
-            // rate stale; recomputing is cheap.
+            // rates stale; recomputing is cheap.
             self.update_rate();
         }
     }
 
     fn update_rate(&mut self) {
-        self.rate = self.params.rate(self.running(), self.params.capacity_at(self.now));
+        let c = self.params.capacity_at(self.now);
+        // Summed per kind as count × load: exact for loads of 1, so one kind
+        // of load 1 sees exactly the count of running jobs.
+        let load: f64 = self.kinds.iter().map(|k| k.running.len() as f64 * k.load).sum();
+        for (t, kind) in self.kinds.iter_mut().enumerate() {
+            kind.rate = self.params.type_rate(t, kind.load, load, c);
+        }
+    }
+
+    fn kind_finish(&self, k: usize) -> Option<f64> {
+        let kind = &self.kinds[k];
+        let &(target, _) = kind.running.first()?;
+        if kind.rate <= 0.0 {
+            return None;
+        }
+        Some(self.now + ((f64::from_bits(target) - kind.progress) / kind.rate).max(0.0))
     }
 
     fn next_finish(&self) -> Option<f64> {
-        let &(k, _) = self.running.first()?;
-        if self.rate <= 0.0 {
-            return None;
-        }
-        Some(self.now + ((f64::from_bits(k) - self.progress) / self.rate).max(0.0))
+        (0..self.kinds.len()).filter_map(|k| self.kind_finish(k)).min_by(f64::total_cmp)
     }
 
     fn next_eligible(&self) -> Option<f64> {
@@ -383,33 +610,34 @@ impl SiteSim {
     }
 
     fn next_boundary(&self) -> Option<f64> {
-        if self.running.is_empty() {
+        if self.running == 0 {
             return None;
         }
         self.boundaries.iter().copied().find(|&b| b > self.now)
     }
 
-    /// Ends the job whose target is reached, and any others that reach theirs
-    /// within rounding.
-    fn finish_due(&mut self, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
-        let Some(&(first, _)) = self.running.first() else { return };
-        self.progress = self.progress.max(f64::from_bits(first));
-        let limit = self.progress + 1e-9 * self.progress.max(1.0);
-        while let Some(&(k, id)) = self.running.first() {
-            if f64::from_bits(k) > limit {
+    /// Ends the job of kind `k` whose target is reached, and any others of
+    /// that kind that reach theirs within rounding.
+    fn finish_due(&mut self, k: usize, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
+        let kind = &mut self.kinds[k];
+        let Some(&(first, _)) = kind.running.first() else { return };
+        kind.progress = kind.progress.max(f64::from_bits(first));
+        let limit = kind.progress + 1e-9 * kind.progress.max(1.0);
+        while let Some(&(target, id)) = kind.running.first() {
+            if f64::from_bits(target) > limit {
                 break;
             }
-            self.running.pop_first();
+            kind.running.pop_first();
+            self.running -= 1;
             let a = self.attempts.remove(&id).expect("running attempt is known");
             let fails = matches!(a.state, AttemptState::Running { fails: true, .. });
             events.push((self.now, id, if fails { ModelEvent::Failed } else { ModelEvent::Finished }));
         }
-        self.update_rate();
     }
 
     /// Starts queued attempts while a slot is free.
     fn fill_slots(&mut self, events: &mut Vec<(f64, AttemptId, ModelEvent)>) {
-        while self.running() < self.params.slots {
+        while self.running < self.params.slots {
             let Some(id) = self.queue.pop_front() else { break };
             let Some(a) = self.attempts.get_mut(&id) else { continue };
             if !matches!(a.state, AttemptState::Queued) {
@@ -419,9 +647,11 @@ impl SiteSim {
             // Failure is decided at start, from the site's own stream.
             let fails = self.params.p_fail > 0.0 && self.failures.uniform() < self.params.p_fail;
             let work = if fails { a.work * self.failures.uniform() } else { a.work };
-            let target = self.progress + work;
+            let kind = &mut self.kinds[a.kind];
+            let target = kind.progress + work;
             a.state = AttemptState::Running { target, fails };
-            self.running.insert((key(target), id));
+            kind.running.insert((key(target), id));
+            self.running += 1;
             events.push((self.now, id, ModelEvent::Started));
         }
         self.update_rate();
@@ -595,13 +825,7 @@ mod tests {
 
     #[test]
     fn job_work_is_the_same_stream_for_a_seed_and_in_range() {
-        let sc = Scenario {
-            desc: String::new(),
-            n_jobs: 1000,
-            base_runtime: 400.0,
-            jitter: 0.2,
-            sites: vec![site(1, Capacity::Infinite, 0.0)],
-        };
+        let sc = Scenario::single("", 1000, 400.0, 0.2, vec![site(1, Capacity::Infinite, 0.0)]);
         let a = job_work(&sc, 5);
         assert_eq!(a, job_work(&sc, 5));
         assert_ne!(a, job_work(&sc, 6));

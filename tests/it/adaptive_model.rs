@@ -9,7 +9,7 @@ use cosched::policy::{
     SiteView, Time,
 };
 use cosched::sim::backend::AttemptEnd;
-use cosched::sim::{self, Capacity, Scenario, SimOptions, SimResult, SiteParams};
+use cosched::sim::{self, Capacity, JobType, Scenario, SimOptions, SimResult, SiteParams};
 
 /// SplitMix64: a seeded stream for drawing grids (no RNG crate needed).
 struct Rng(u64);
@@ -41,7 +41,7 @@ fn site(name: &str, slots: u32) -> SiteParams {
 
 /// A grid of one site.
 fn one_site(desc: &str, n_jobs: u64, base_runtime: f64, jitter: f64, site: SiteParams) -> Scenario {
-    Scenario { desc: desc.into(), n_jobs, base_runtime, jitter, sites: vec![site] }
+    Scenario::single(desc, n_jobs, base_runtime, jitter, vec![site])
 }
 
 fn run(scenario: &Scenario, policy: &str, seed: u64) -> SimResult {
@@ -53,7 +53,7 @@ fn run_with(scenario: &Scenario, policy: &str, seed: u64, options: &SimOptions) 
     let result = sim::run(scenario, &config, seed, options);
     assert!(result.errors.is_empty(), "{policy} seed {seed}: conservation: {:?}", result.errors);
     assert!(!result.hang, "{policy} seed {seed}: the run hangs");
-    assert_eq!(result.metrics.jobs_done, scenario.n_jobs, "{policy} seed {seed}: jobs done");
+    assert_eq!(result.metrics.jobs_done, scenario.n_jobs(), "{policy} seed {seed}: jobs done");
     util::assert_woken_by_events(&result, &format!("{policy} seed {seed}"));
     result
 }
@@ -108,9 +108,7 @@ fn run_time_jitter_on_a_healthy_site_is_never_read_as_degradation_wide_or_narrow
     for jitter in [0.5, 0.2, 0.05, 0.02] {
         let scenario = Scenario {
             desc: format!("healthy, ±{jitter} run times"),
-            n_jobs: 1200,
-            base_runtime: 200.0,
-            jitter,
+            types: vec![JobType::single(1200, 200.0, jitter)],
             sites: vec![site("healthy", 300)],
         };
         for seed in 1..=10 {
@@ -193,9 +191,7 @@ fn a_warm_run_whose_jobs_changed_since_checks_memory_against_its_own_runs() {
     // level cut to are checked against memory's.
     let grid = |runtime: f64| Scenario {
         desc: format!("two healthy sites, jobs of {runtime} s"),
-        n_jobs: 1500,
-        base_runtime: runtime,
-        jitter: 0.3,
+        types: vec![JobType::single(1500, runtime, 0.3)],
         sites: vec![
             SiteParams { wait_mean: 30.0, ..site("big", 300) },
             SiteParams { wait_mean: 30.0, ..site("small", 100) },
@@ -228,9 +224,7 @@ fn a_warm_run_whose_jobs_changed_since_checks_memory_against_its_own_runs() {
     // runs below are memory's and the cut stands.
     let knee = |capacity: f64| Scenario {
         desc: format!("a knee of {capacity}"),
-        n_jobs: 1500,
-        base_runtime: 200.0,
-        jitter: 0.3,
+        types: vec![JobType::single(1500, 200.0, 0.3)],
         sites: vec![SiteParams {
             capacity: Capacity::Finite(capacity),
             beta: 1.0,
@@ -446,9 +440,7 @@ fn a_healthy_site_whose_waits_outlast_its_runs_is_used_to_its_slots() {
     // window and the ramp crawled (1.8 × bulk submission).
     let scenario = Scenario {
         desc: "healthy, waits three times the run".into(),
-        n_jobs: 1200,
-        base_runtime: 200.0,
-        jitter: 0.3,
+        types: vec![JobType::single(1200, 200.0, 0.3)],
         sites: vec![SiteParams { wait_mean: 600.0, ..SiteParams::healthy("slow queue", 300) }],
     };
     for seed in 1..=5 {
@@ -466,9 +458,7 @@ fn a_knee_is_found_and_held_near_it_whatever_the_jitter() {
     for (seed, jitter) in (1..=6).zip([0.0, 0.1, 0.2, 0.3, 0.4, 0.5]) {
         let scenario = Scenario {
             desc: "knee 40".into(),
-            n_jobs: 1500,
-            base_runtime: 300.0,
-            jitter,
+            types: vec![JobType::single(1500, 300.0, jitter)],
             sites: vec![SiteParams { capacity: Capacity::Finite(40.0), beta: 1.0, ..site("knee", 500) }],
         };
         let r = run(&scenario, "adaptive", seed);
@@ -493,9 +483,7 @@ fn steep_knee_below_the_first_window(wait_mean: f64, n_jobs: u64) -> Scenario {
     };
     Scenario {
         desc: "steep knee below the first window".into(),
-        n_jobs,
-        base_runtime: 60.0,
-        jitter: 0.2,
+        types: vec![JobType::single(n_jobs, 60.0, 0.2)],
         sites: vec![steep],
     }
 }
@@ -633,9 +621,7 @@ fn sharing_alone_past_a_knee_costs_almost_no_running_job() {
     for (seed, knee) in (1..=8).zip([8.0, 16.0, 20.0, 25.0, 40.0, 60.0, 120.0, 200.0]) {
         let scenario = Scenario {
             desc: format!("sharing knee {knee}"),
-            n_jobs: 1200,
-            base_runtime: 200.0,
-            jitter: 0.07 * (seed - 1) as f64,
+            types: vec![JobType::single(1200, 200.0, 0.07 * (seed - 1) as f64)],
             sites: vec![SiteParams { capacity: Capacity::Finite(knee), ..site("sharing", 400) }],
         };
         let r = run(&scenario, "adaptive", seed);
@@ -719,9 +705,7 @@ fn jobs_stuck_at_a_collapsed_site_are_shed_or_moved_to_a_site_with_room() {
     // roomy site loses no running job.
     let scenario = Scenario {
         desc: "a collapsed site in the tail".into(),
-        n_jobs: 1200,
-        base_runtime: 250.0,
-        jitter: 0.3,
+        types: vec![JobType::single(1200, 250.0, 0.3)],
         sites: vec![
             SiteParams { wait_mean: 30.0, ..site("roomy", 200) },
             SiteParams {
@@ -781,9 +765,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
     let slots = 120;
     let scenario = Scenario {
         desc: "a capacity drop in the tail".into(),
-        n_jobs: 1500,
-        base_runtime: 60.0,
-        jitter: 0.1,
+        types: vec![JobType::single(1500, 60.0, 0.1)],
         sites: vec![
             SiteParams { wait_mean: 10.0, ..site("roomy", 300) },
             SiteParams {
@@ -831,9 +813,7 @@ fn a_verdict_in_the_tail_goes_on_while_jobs_run_past_the_floor() {
     // them.
     let scenario = Scenario {
         desc: "a steep knee probed as the pool empties".into(),
-        n_jobs: 300,
-        base_runtime: 240.0,
-        jitter: 0.33,
+        types: vec![JobType::single(300, 240.0, 0.33)],
         sites: vec![
             SiteParams { speed: 1.3, wait_mean: 7.0, ..SiteParams::healthy("roomy", 115) },
             SiteParams {
@@ -861,9 +841,7 @@ fn a_dead_site_is_abandoned_within_the_idle_timeout() {
     let healthy = SiteParams { wait_mean: 30.0, ..site("alive", 100) };
     let alone = Scenario {
         desc: "alone".into(),
-        n_jobs: 600,
-        base_runtime: 120.0,
-        jitter: 0.3,
+        types: vec![JobType::single(600, 120.0, 0.3)],
         sites: vec![healthy.clone()],
     };
     let with_dead =
@@ -978,9 +956,11 @@ fn random_grid(seed: u64) -> Scenario {
     }
     Scenario {
         desc: format!("random grid {seed}"),
-        n_jobs: u64::from(rng.u32(50, 1500)),
-        base_runtime: rng.pick(&[30.0, 120.0, 600.0]),
-        jitter: 0.5 * rng.f64(),
+        types: vec![JobType::single(
+            u64::from(rng.u32(50, 1500)),
+            rng.pick(&[30.0, 120.0, 600.0]),
+            0.5 * rng.f64(),
+        )],
         sites,
     }
 }
@@ -993,7 +973,7 @@ fn every_job_of_a_random_grid_is_done_once_by_every_adaptive_policy() {
         let grid = random_grid(seed);
         for policy in ["adaptive", "oracle", "late-oracle", "thesis"] {
             let r = run(&grid, policy, seed);
-            let mut done = vec![0u32; grid.n_jobs as usize];
+            let mut done = vec![0u32; grid.n_jobs() as usize];
             for a in r.attempts.iter().filter(|a| a.end == AttemptEnd::Success) {
                 done[a.job as usize] += 1;
             }
@@ -1101,7 +1081,7 @@ fn a_policy_restored_from_its_checkpoint_decides_as_the_original_would() {
             };
             let result = sim::run_built(&grid, Box::new(twin), seed, &SimOptions::default());
             assert!(!result.hang, "grid seed {seed}: the run hangs");
-            assert_eq!(result.metrics.jobs_done, grid.n_jobs, "grid seed {seed}");
+            assert_eq!(result.metrics.jobs_done, grid.n_jobs(), "grid seed {seed}");
         }
     }
     let made = made.load(std::sync::atomic::Ordering::Relaxed);
@@ -1119,9 +1099,7 @@ fn on_jobs_of_one_size_a_collapse_is_seen_within_about_a_run_time() {
     // verdict waited two run times (420 s at seed 1; now 52–245 s, seeds 1–8).
     let scenario = Scenario {
         desc: "collapse on jobs of one size".into(),
-        n_jobs: 600,
-        base_runtime: 200.0,
-        jitter: 0.05,
+        types: vec![JobType::single(600, 200.0, 0.05)],
         sites: vec![SiteParams { capacity: Capacity::Finite(20.0), beta: 2.0, ..site("narrow", 200) }],
     };
     for seed in 1..=8 {
@@ -1163,9 +1141,7 @@ fn a_first_window_past_a_steep_knee_hands_its_cohort_to_sites_that_end_theirs() 
     // would set the makespan at about 8,000 s.
     let scenario = Scenario {
         desc: "a steep knee under the first window".into(),
-        n_jobs: 400,
-        base_runtime: 300.0,
-        jitter: 0.2,
+        types: vec![JobType::single(400, 300.0, 0.2)],
         sites: vec![
             site("a", 100),
             site("b", 100),
@@ -1203,9 +1179,7 @@ fn a_healthy_site_three_times_slower_than_the_rest_keeps_its_running_jobs() {
     // must not read as a collapse: hardware differs between sites.
     let scenario = Scenario {
         desc: "a slow healthy site beside fast ones".into(),
-        n_jobs: 400,
-        base_runtime: 300.0,
-        jitter: 0.5,
+        types: vec![JobType::single(400, 300.0, 0.5)],
         sites: vec![
             SiteParams { speed: 1.5, ..site("fast1", 100) },
             SiteParams { speed: 1.5, ..site("fast2", 100) },
@@ -1277,9 +1251,7 @@ fn a_warm_start_past_a_steep_knee_is_cut_to_it_as_the_evidence_grows() {
 fn beside_two_healthy(n_jobs: u64, jitter: f64, third: SiteParams) -> Scenario {
     Scenario {
         desc: "a site beside two healthy ones".into(),
-        n_jobs,
-        base_runtime: 200.0,
-        jitter,
+        types: vec![JobType::single(n_jobs, 200.0, jitter)],
         sites: vec![site("ref1", 150), SiteParams { speed: 1.2, ..site("ref2", 150) }, third],
     }
 }
@@ -1405,9 +1377,7 @@ fn a_warm_start_splits_a_single_wave_by_the_failure_rates_remembered() {
     let flaky = SiteParams { p_fail: 0.3, ..site("flaky", 60) };
     let grid = |n_jobs| Scenario {
         desc: "two sites of 60 slots, one failing 30% of its attempts".into(),
-        n_jobs,
-        base_runtime: 300.0,
-        jitter: 0.3,
+        types: vec![JobType::single(n_jobs, 300.0, 0.3)],
         sites: vec![site("steady", 60), flaky.clone()],
     };
     let config = PolicyConfig::named("adaptive").expect("known policy");
@@ -1492,9 +1462,7 @@ fn issue_56_jobs_queued_ahead_never_run_past_the_window() {
     // are. The second grid declares its 96 slots and has no waits at all.
     let grid = |declared: Option<u32>, wait_mean: f64| Scenario {
         desc: "issue 56: queued jobs that start at once".into(),
-        n_jobs: 240,
-        base_runtime: 24.5,
-        jitter: 0.18,
+        types: vec![JobType::single(240, 24.5, 0.18)],
         sites: vec![
             SiteParams {
                 capacity: Capacity::Finite(24.0),

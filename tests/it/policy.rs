@@ -74,7 +74,7 @@ fn s2_with_operators_window(window: u32, memory: CapacityMemory, seed: u64) -> S
     let policy = cosched::policy::build(&config, &spec, None).expect("adaptive needs no truth");
     let result = sim::run_built(&s2, policy, seed, &SimOptions::default());
     assert!(result.errors.is_empty(), "seed {seed}: {:?}", result.errors);
-    assert_eq!(result.metrics.jobs_done, s2.n_jobs, "seed {seed}");
+    assert_eq!(result.metrics.jobs_done, s2.n_jobs(), "seed {seed}");
     result
 }
 
@@ -138,7 +138,7 @@ fn a_capacity_remembered_without_run_times_is_a_first_window_not_a_pin() {
     // A run too short to learn the baseline there (4 jobs, where a verdict
     // needs 8 ended) still keeps the capacity it was given.
     let mut short = scenario("S2");
-    short.n_jobs = 4;
+    short.set_n_jobs(4);
     let site = short.sites[0].name.clone();
     let config = PolicyConfig::named("adaptive").expect("known policy");
     let r = sim::run(&short, &config, 1, &SimOptions { memory, ..Default::default() });

@@ -3,7 +3,7 @@
 
 use crate::util;
 use cosched::policy::PolicyConfig;
-use cosched::sim::{self, Scenario, SimOptions};
+use cosched::sim::{self, Capacity, JobType, Scenario, SimOptions};
 
 fn scenarios() -> Vec<(String, Scenario)> {
     sim::load_scenarios(&util::shared().join("scenarios/scenarios.toml")).expect("shared scenarios load")
@@ -96,7 +96,7 @@ fn dead_site_runs_hang_within_the_horizon() {
     assert!(r.errors.is_empty(), "{:?}", r.errors);
     let stuck = r.metrics.sites.iter().find(|s| s.name == "X").unwrap();
     assert_eq!((stuck.peak_concurrency, stuck.jobs_done), (0, 0));
-    assert!(r.metrics.jobs_done < sc.n_jobs && r.metrics.jobs_done > 0);
+    assert!(r.metrics.jobs_done < sc.n_jobs() && r.metrics.jobs_done > 0);
     // The oracle knows X is dead and finishes.
     let r = sim::run(&sc, &policy("oracle"), 1, &SimOptions::default());
     assert!(!r.hang && r.errors.is_empty(), "oracle on S6: {:?}", r.errors);
@@ -352,5 +352,175 @@ fn the_late_oracle_runs_the_first_window_until_a_job_ends_and_the_knee_after() {
         assert!((190..=210).contains(&after), "seed {seed}: {after} ran after the first end, knee 200");
         let (l, o) = (late.metrics.makespan.unwrap(), oracle.metrics.makespan.unwrap());
         assert!(l > o && l < o + 1.5 * 500.0, "seed {seed}: late oracle {l:.0} s, oracle {o:.0} s");
+    }
+}
+
+// ------------------------------------------------------------ job types
+
+fn mixed(name: &str) -> Scenario {
+    let all =
+        sim::load_scenarios(&util::shared().join("scenarios/mixed.toml")).expect("mixed scenarios load");
+    all.into_iter().find(|(n, _)| n == name).unwrap_or_else(|| panic!("mixed scenario {name}")).1
+}
+
+fn parsed(text: &str) -> Scenario {
+    sim::parse_scenarios(text).unwrap_or_else(|e| panic!("{e}")).remove(0).1
+}
+
+#[test]
+fn one_type_of_load_1_written_as_types_runs_exactly_as_a_scenario_without_types() {
+    let sites = "sites = [\n  { name = \"a\", slots = 40, capacity = 12, beta = 0.5, wait_mean = 30, p_fail = 0.05 },\n  \
+                 { name = \"b\", slots = 20, capacity = 30, wait_mean = 200, speed = 1.3 },\n]\n";
+    let plain = parsed(&format!("[scenarios.P]\nn_jobs = 300\nbase_runtime = 250\njitter = 0.3\n{sites}"));
+    let typed = parsed(&format!(
+        "[scenarios.T]\ntypes = [{{ name = \"only\", n_jobs = 300, base_runtime = 250, jitter = 0.3, load = 1.0 }}]\n\
+         {sites}"
+    ));
+    assert_eq!(typed.types[0].name, "only");
+    for p in ["bulk", "jobrouter", "oracle", "thesis", "adaptive"] {
+        for seed in 1..=3 {
+            let a = sim::run(&plain, &policy(p), seed, &SimOptions::default());
+            let b = sim::run(&typed, &policy(p), seed, &SimOptions::default());
+            assert!(
+                a.errors.is_empty() && b.errors.is_empty(),
+                "{p} seed {seed}: {:?} {:?}",
+                a.errors,
+                b.errors
+            );
+            assert_eq!(a.metrics, b.metrics, "{p} seed {seed}: metrics differ");
+            assert_eq!(a.jobs, b.jobs, "{p} seed {seed}: jobs differ");
+            assert!(b.metrics.types.is_empty(), "{p} seed {seed}: one type has no per-type figures");
+        }
+    }
+}
+
+#[test]
+fn the_resource_slowdown_and_each_kinds_rate_follow_the_formula() {
+    // C = 2, β = 0.5; two I/O jobs (load 1) and four CPU jobs (load 0.25,
+    // half speed here), all of work 100, all starting at 0.
+    // L = 2·1 + 4·0.25 = 3 > C: D = (3/2)(1 + 0.5·(3 − 2)/2) = 1.5 · 1.25 = 1.875.
+    // I/O: 1/1.875 = 8/15 → they end at 100 · 15/8 = 187.5.
+    // CPU: 0.5 / (0.75 + 0.25 · 1.875) = 0.5 / 1.21875 = 16/39; at 187.5 they
+    // have done 3000/39; then L = 1 ≤ C and they run at 0.5, so the remaining
+    // 900/39 take 1800/39: they end at 187.5 + 1800/39.
+    let site = sim::SiteParams {
+        capacity: Capacity::Finite(2.0),
+        beta: 0.5,
+        type_speed: [("cpu".to_string(), 0.5)].into(),
+        ..sim::SiteParams::healthy("s", 10)
+    };
+    let types = [
+        JobType { name: "io".into(), n_jobs: 2, base_runtime: 100.0, jitter: 0.0, load: 1.0 },
+        JobType { name: "cpu".into(), n_jobs: 4, base_runtime: 100.0, jitter: 0.0, load: 0.25 },
+    ];
+    let truth = site.truth_for(&["io", "cpu"]);
+    assert!((truth.slowdown(3.0, 2.0) - 1.875).abs() < 1e-12);
+    assert_eq!(truth.slowdown(2.0, 2.0), 1.0, "no slowdown at the knee");
+    assert!((truth.type_rate(0, 1.0, 3.0, 2.0) - 8.0 / 15.0).abs() < 1e-12);
+    assert!((truth.type_rate(1, 0.25, 3.0, 2.0) - 16.0 / 39.0).abs() < 1e-12);
+    assert_eq!(truth.type_rate(1, 0.0, 30.0, 2.0), 0.5, "a kind of load 0 never slows");
+
+    let mut sim = sim::SiteSim::with_types(&site, &types, 1);
+    for i in 0..6u64 {
+        sim.submit_kind(0.0, sim::AttemptId(i), 100.0, if i < 2 { 0 } else { 1 });
+    }
+    let ends: Vec<(u64, f64)> = sim
+        .advance(f64::INFINITY)
+        .into_iter()
+        .filter(|e| e.2 == sim::ModelEvent::Finished)
+        .map(|e| (e.1 .0, e.0))
+        .collect();
+    assert_eq!(ends.len(), 6, "{ends:?}");
+    for (attempt, at) in ends {
+        let expected = if attempt < 2 { 187.5 } else { 187.5 + 1800.0 / 39.0 };
+        assert!((at - expected).abs() < 1e-6, "attempt {attempt} ended at {at}, not {expected}");
+    }
+}
+
+#[test]
+fn kinds_are_interleaved_evenly_in_the_pool() {
+    // Keys (i + 0.5)/n: io at 2/4000, 6/4000, …; cpu at 0.5/4000, 1.5/4000, ….
+    let order: Vec<u16> = sim::model::interleave(&[1000, 4000]).iter().take(10).map(|t| t.0).collect();
+    assert_eq!(order, [1, 1, 0, 1, 1, 1, 1, 0, 1, 1]);
+    // Equal counts tie at every key: the kinds' order breaks the tie.
+    let order: Vec<u16> = sim::model::interleave(&[3, 3]).iter().map(|t| t.0).collect();
+    assert_eq!(order, [0, 1, 0, 1, 0, 1]);
+    let one = sim::model::interleave(&[5]);
+    assert!(one.len() == 5 && one.iter().all(|t| t.0 == 0));
+}
+
+#[test]
+fn every_policy_conserves_every_job_of_every_kind_on_a_mixed_scenario() {
+    let sc = mixed("M3");
+    let n = |name: &str| sc.types.iter().find(|t| t.name == name).map(|t| t.n_jobs).expect("kind");
+    for registered in cosched::policy::POLICIES {
+        for blind_types in [false, true] {
+            let seed = 1;
+            let opts = SimOptions { blind_types, ..SimOptions::default() };
+            let r = sim::run(&sc, &policy(registered.name), seed, &opts);
+            let case =
+                format!("M3 {} seed {seed}{}", registered.name, if blind_types { " blind" } else { "" });
+            assert!(r.errors.is_empty(), "{case}: {:?}", r.errors);
+            assert!(!r.hang, "{case}: hangs");
+            assert_eq!(r.metrics.jobs_done, sc.n_jobs(), "{case}");
+            let types = &r.metrics.types;
+            assert_eq!(types.len(), 2, "{case}: per-type figures");
+            assert_eq!((types[0].jobs_done, types[1].jobs_done), (n("io"), n("cpu")), "{case}");
+            let last = types.iter().filter_map(|t| t.makespan).fold(0.0, f64::max);
+            assert_eq!(Some(last), r.metrics.makespan, "{case}: the last kind ends the run");
+            for t in types {
+                assert_eq!(t.done_at.iter().sum::<u64>(), t.jobs_done, "{case}: {} by site", t.name);
+            }
+        }
+    }
+}
+
+#[test]
+fn bulk_gives_every_site_the_same_mix_of_kinds() {
+    // M3: 750 I/O and 1,500 CPU jobs over 300 and 100 slots, split 3:1.
+    let r = sim::run(&mixed("M3"), &policy("bulk"), 2, &SimOptions::default());
+    assert!(r.errors.is_empty(), "{:?}", r.errors);
+    let (io, cpu) = (&r.metrics.types[0].done_at, &r.metrics.types[1].done_at);
+    assert_eq!(io[0] + cpu[0], 1688, "fast's share of 2,250 by slots");
+    // The pool interleaves one I/O job per two CPU jobs, so each share holds
+    // a third of I/O jobs, to one job.
+    for site in 0..2 {
+        let third = (io[site] + cpu[site]) as f64 / 3.0;
+        assert!(
+            (io[site] as f64 - third).abs() <= 1.0,
+            "site {site}: {} I/O of {}",
+            io[site],
+            io[site] + cpu[site]
+        );
+    }
+}
+
+#[test]
+fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
+    let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
+    let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";
+    let cases = [
+        (format!("[scenarios.B]\nn_jobs = 5\nbase_runtime = 10\ntypes = [{io}]\n{sites}"), ["scenario B", "`types` replaces"]),
+        (
+            format!("[scenarios.L]\ntypes = [{{ name = \"x\", n_jobs = 5, base_runtime = 10, load = 1.5 }}]\n{sites}"),
+            ["scenario L", "type x: load = 1.5 is outside [0, 1]"],
+        ),
+        (
+            format!("[scenarios.U]\ntypes = [{io}]\nsites = [{{ name = \"a\", slots = 4, type_speed = {{ cpu = 0.5 }} }}]\n"),
+            ["site a: type_speed names type \"cpu\"", "the scenario's types are io"],
+        ),
+        (
+            "[scenarios.N]\nn_jobs = 5\nbase_runtime = 10\nsites = [{ name = \"a\", slots = 4, type_speed = { cpu = 0.5 } }]\n"
+                .to_string(),
+            ["scenario N", "the scenario has no `types`"],
+        ),
+        (format!("[scenarios.D]\ntypes = [{io}, {io}]\n{sites}"), ["scenario D", "two types have this name"]),
+        (format!("[scenarios.M]\njitter = 0.1\n{sites}"), ["scenario M", "needs `n_jobs`"]),
+    ];
+    for (text, wanted) in cases {
+        let err = sim::parse_scenarios(&text).unwrap_err();
+        for w in wanted {
+            assert!(err.contains(w), "{err:?} does not say {w:?}\n{text}");
+        }
     }
 }

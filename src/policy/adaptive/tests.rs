@@ -4,6 +4,7 @@ use crate::policy::{Outcome, SiteInfo};
 fn spec(n: u64, slots: &[u32]) -> RunSpec {
     RunSpec {
         n_jobs: n,
+        types: crate::policy::JobTypes::single(n),
         sites: slots
             .iter()
             .enumerate()
