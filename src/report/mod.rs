@@ -14,7 +14,8 @@
 //! scripts, nothing fetched), readable with 1 or 500 sites (charts show the
 //! [`metrics::TOP_SITES`] busiest sites and "others"); every number on the page
 //! is also in `report.json`, `jobs.csv` and `sites.csv`. The computations
-//! ([`model`], [`metrics`]) are pure; only this module reads and writes files.
+//! ([`model`], [`metrics`]) are pure; only this module and [`spill`] (the job
+//! records of a report on disk) read and write files.
 
 pub mod html;
 pub mod metrics;
@@ -213,12 +214,27 @@ pub fn write_run_report(
     decisions: &RunDecisions,
     out: &Path,
 ) -> Result<ReportSummary, ReportError> {
-    std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
     let spilled = |e| ReportError::Spill(out.to_path_buf(), e);
-    let mut jobs = spill::Spill::create(out).map_err(spilled)?;
+    let start = || -> Result<spill::Spill, ReportError> {
+        std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
+        spill::Spill::create(out).map_err(spilled)
+    };
+    // Started with the first log's records: read_logs has opened every log
+    // by then, so a log that is not there leaves no directory behind.
+    let mut jobs = None;
     let (names, diagnostics) = read_logs(logs, current_year(), |records| {
-        records.iter().try_for_each(|j| jobs.push(j)).map_err(spilled)
+        if jobs.is_none() {
+            jobs = Some(start()?);
+        }
+        if let Some(spill) = &mut jobs {
+            records.iter().try_for_each(|j| spill.push(j)).map_err(spilled)?;
+        }
+        Ok(())
     })?;
+    let mut jobs = match jobs {
+        Some(spill) => spill,
+        None => start()?,
+    };
     jobs.finish().map_err(spilled)?;
     let mut summary = metrics::summarize(&jobs);
     metrics::add_cut_short_unseen_in_logs(&jobs, &mut summary, decisions);
