@@ -92,8 +92,8 @@
 //!   `run/progress.rs`; and, for the end-to-end tests, the fake schedd's
 //!   writer (`fake_condor/events.rs`, `fake_condor/schedd.rs`).
 //! - **A new report figure**: its number computed from [`stats`] in
-//!   `report/metrics.rs` (`summarize`; every number on the page is also in
-//!   `report.json`), its chart in `report/svg.rs` if no chart there draws it,
+//!   `report/metrics.rs` (`summarize`, in passes over the jobs, which are
+//!   on disk at scale; every number on the page is also in `report.json`), its chart in `report/svg.rs` if no chart there draws it,
 //!   its place and definition in `report/html.rs` (`charts`,
 //!   `DEFINITIONS`), and its value on a fixture log, worked out by hand, in
 //!   `tests/it/report.rs`. A per-job fact the fold does not keep yet is a

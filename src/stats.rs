@@ -28,7 +28,7 @@
 //! removed if aborted (009), else held if held (012) and not released (013)
 //! since, else other.
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The value of rank `ceil(q·n)` of `sorted` (ascending); `None` when empty.
 pub fn nearest_rank(sorted: &[f64], q: f64) -> Option<f64> {
@@ -111,7 +111,7 @@ impl Effect {
 
 /// What one job's events say. Times are naive seconds: differences within
 /// one log are exact.
-#[derive(Default, Debug, Clone, Copy, PartialEq)]
+#[derive(Default, Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct JobTimes {
     /// First 000.
     pub submit: Option<f64>,

@@ -4,7 +4,7 @@
 //! XML entities) so that it can be checked and post-processed with XML tools.
 
 use super::metrics::{Occupancy, SiteSummary, Summary, TOP_SITES};
-use super::model::JobRecord;
+use super::model::{JobRecord, Jobs, Part};
 use super::svg::{self, esc, fmt_num, OTHERS_COLOUR};
 use std::fmt::Write;
 
@@ -315,49 +315,54 @@ fn csv_num(v: Option<f64>) -> String {
     v.map_or_else(String::new, |v| format!("{v:.3}"))
 }
 
-/// One row per job; times in seconds since the report's origin.
-pub fn jobs_csv(jobs: &[JobRecord], logs: &[String], origin: f64) -> String {
-    let mut out = Vec::new();
-    // Writing to a Vec cannot fail.
-    let _ = write_jobs_csv(&mut out, jobs, logs, origin);
-    String::from_utf8(out).unwrap_or_default()
-}
-
-/// [`jobs_csv`] written row by row (a million jobs make a file of 100 MB:
-/// it is not built in memory first).
+/// One row per job; times in seconds since the report's origin. Written
+/// row by row (a million jobs make a file of 100 MB: it is not built in
+/// memory first).
 pub fn write_jobs_csv(
     out: &mut impl std::io::Write,
-    jobs: &[JobRecord],
+    jobs: &dyn Jobs,
     logs: &[String],
     origin: f64,
 ) -> std::io::Result<()> {
     out.write_all(
         b"log,cluster,proc,site,outcome,detail,submitted_s,started_s,ended_s,queue_wait_s,run_time_s,turnaround_s\n",
     )?;
-    for j in jobs {
-        let detail = match &j.end {
-            super::model::JobEnd::Failed { detail } => detail.as_str(),
-            super::model::JobEnd::Held { reason } | super::model::JobEnd::HeldRemoved { reason } => reason,
-            _ => "",
-        };
-        writeln!(
-            out,
-            "{},{},{},{},{},{},{},{},{},{},{},{}",
-            csv_field(logs.get(j.file).map_or("", String::as_str)),
-            j.cluster,
-            j.proc,
-            csv_field(&j.site),
-            j.end.label(),
-            csv_field(detail),
-            csv_num(Some(j.submitted - origin)),
-            csv_num(j.started.map(|t| t - origin)),
-            csv_num(j.ended.map(|t| t - origin)),
-            csv_num(j.queue_wait()),
-            csv_num(j.run_time()),
-            csv_num(j.turnaround()),
-        )?;
-    }
-    Ok(())
+    let mut written = Ok(());
+    jobs.visit(Part::All, &mut |j| {
+        if written.is_ok() {
+            written = write_job_row(out, j, logs, origin);
+        }
+    });
+    written
+}
+
+fn write_job_row(
+    out: &mut impl std::io::Write,
+    j: &JobRecord,
+    logs: &[String],
+    origin: f64,
+) -> std::io::Result<()> {
+    let detail = match &j.end {
+        super::model::JobEnd::Failed { detail } => detail.as_str(),
+        super::model::JobEnd::Held { reason } | super::model::JobEnd::HeldRemoved { reason } => reason,
+        _ => "",
+    };
+    writeln!(
+        out,
+        "{},{},{},{},{},{},{},{},{},{},{},{}",
+        csv_field(logs.get(j.file).map_or("", String::as_str)),
+        j.cluster,
+        j.proc,
+        csv_field(&j.site),
+        j.end.label(),
+        csv_field(detail),
+        csv_num(Some(j.submitted - origin)),
+        csv_num(j.started.map(|t| t - origin)),
+        csv_num(j.ended.map(|t| t - origin)),
+        csv_num(j.queue_wait()),
+        csv_num(j.run_time()),
+        csv_num(j.turnaround()),
+    )
 }
 
 /// `N (slot-time)` of the executions cut short.

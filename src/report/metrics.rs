@@ -14,11 +14,12 @@
 //! - goodput area = sum of turnarounds (the area under the sorted-turnaround
 //!   graph): degraded runs have a larger area.
 
-use super::model::{JobRecord, RunDecisions};
+use super::model::{JobRecord, Jobs, Part, RunDecisions};
 use crate::policy::DecisionKind;
 use crate::stats::{self, JobFigures, Outcome};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::HashMap;
+use std::sync::Arc;
 
 /// How many jobs ended which way ([`crate::stats::Outcome`]; terminated
 /// jobs split by their last 005's return value).
@@ -206,73 +207,72 @@ pub struct OccupancyAxis {
 impl OccupancyAxis {
     /// Exact when all of `jobs` together make no more than
     /// [`MAX_OCCUPANCY_STEPS`] changes to the counts, else in spans.
-    pub fn for_jobs(jobs: &[JobRecord], origin: f64, horizon: f64) -> Self {
+    pub fn for_jobs(jobs: &dyn Jobs, origin: f64, horizon: f64) -> Self {
         let mut n = 0usize;
-        for j in jobs {
-            job_deltas(j, horizon, |_| n += 1);
-        }
+        jobs.visit(Part::All, &mut |j| job_deltas(j, horizon, |_| n += 1));
         let span = (n > MAX_OCCUPANCY_STEPS && horizon > origin)
             .then(|| (horizon - origin) / MAX_OCCUPANCY_STEPS as f64);
         OccupancyAxis { origin, horizon, span }
     }
 }
 
-/// Computes the report's numbers.
-pub fn summarize(jobs: &[JobRecord]) -> Summary {
-    let origin = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
-    let origin = if origin.is_finite() { origin } else { 0.0 };
-    let horizon = jobs
-        .iter()
-        .flat_map(|j| [Some(j.submitted), j.started, j.ended, j.held_at])
-        .flatten()
-        .chain(jobs.iter().flat_map(|j| j.runs.iter().filter_map(|r| r.1)))
-        .fold(origin, f64::max);
-
+/// Computes the report's numbers, in passes over `jobs` (see
+/// [`super::spill`] for what each keeps in memory).
+pub fn summarize(jobs: &dyn Jobs) -> Summary {
+    // One pass for what every job adds to: extremes, counts, and each site's
+    // numbers, sites in order of first appearance.
+    let mut origin = f64::INFINITY;
+    let mut latest = f64::NEG_INFINITY;
+    let mut last_end = f64::NEG_INFINITY;
     let mut counts = Counts::default();
-    for j in jobs {
+    let mut sites: Vec<(Arc<str>, SiteAcc)> = Vec::new();
+    let mut site_at: HashMap<Arc<str>, usize> = HashMap::new();
+    jobs.visit(Part::All, &mut |j| {
+        origin = origin.min(j.submitted);
+        latest = [Some(j.submitted), j.started, j.ended, j.held_at]
+            .into_iter()
+            .flatten()
+            .chain(j.runs.iter().filter_map(|r| r.1))
+            .fold(latest, f64::max);
+        last_end = j.ended.map_or(last_end, |e| last_end.max(e));
         counts.add(j);
-    }
-    let figures = JobFigures::of(|f| jobs.iter().for_each(|j| f(&j.times)));
-    let last_end = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);
+        let at = *site_at.entry(j.site.clone()).or_insert_with(|| {
+            sites.push((j.site.clone(), SiteAcc::default()));
+            sites.len() - 1
+        });
+        sites[at].1.add(j);
+    });
+    let origin = if origin.is_finite() { origin } else { 0.0 };
+    let horizon = origin.max(latest);
+    let figures = JobFigures::of(|f| jobs.visit(Part::All, &mut |j| f(&j.times)));
     let makespan_s = last_end.is_finite().then_some(last_end - origin);
 
-    // Group by site, in order of first appearance, then sort by job count.
-    let mut site_order: Vec<&str> = Vec::new();
-    let mut by_site: BTreeMap<&str, Vec<&JobRecord>> = BTreeMap::new();
-    for j in jobs {
-        let list = by_site.entry(&j.site).or_default();
-        if list.is_empty() {
-            site_order.push(&j.site);
-        }
-        list.push(j);
-    }
     let axis = OccupancyAxis::for_jobs(jobs, origin, horizon);
-    let mut sites = Vec::new();
-    let mut occupancy = Vec::new();
-    for name in site_order {
-        let sj = &by_site[name];
-        let occ = occupancy_of(sj, axis);
-        sites.push(site_summary(name, sj, &occ));
-        occupancy.push(occ);
-    }
+    let occupancy: Vec<Occupancy> =
+        sites.iter().map(|(name, _)| occupancy_of(jobs, &[Part::Site(name)], axis)).collect();
     let mut order: Vec<usize> = (0..sites.len()).collect();
-    order.sort_by(|&a, &b| sites[b].counts.jobs.cmp(&sites[a].counts.jobs).then(a.cmp(&b)));
-    let sites: Vec<SiteSummary> = order.iter().map(|&i| sites[i].clone()).collect();
-    let occupancy: Vec<Occupancy> = order.iter().map(|&i| occupancy[i].clone()).collect();
+    order.sort_by(|&a, &b| sites[b].1.counts.jobs.cmp(&sites[a].1.counts.jobs).then(a.cmp(&b)));
+    let summaries: Vec<SiteSummary> =
+        order.iter().map(|&i| sites[i].1.summary(&sites[i].0, &occupancy[i])).collect();
     let (others, others_occupancy) = if sites.len() > TOP_SITES {
-        let rest: Vec<&JobRecord> =
-            sites[TOP_SITES..].iter().flat_map(|s| by_site[s.name.as_str()].iter().copied()).collect();
-        let occ = occupancy_of(&rest, axis);
-        let name = format!("others ({} sites)", sites.len() - TOP_SITES);
-        let mut summary = site_summary(&name, &rest, &occ);
+        // Added site by site in this order, as before the jobs were kept on
+        // disk: a float sum's bits depend on the order.
+        let rest: Vec<Part> = order[TOP_SITES..].iter().map(|&i| Part::Site(&sites[i].0)).collect();
+        let occ = occupancy_of(jobs, &rest, axis);
+        let mut acc = SiteAcc::default();
+        for &part in &rest {
+            jobs.visit(part, &mut |j| acc.add(j));
+        }
+        let mut summary = acc.summary(&format!("others ({} sites)", sites.len() - TOP_SITES), &occ);
         summary.grid = false;
         (Some(summary), Some(occ))
     } else {
         (None, None)
     };
+    let mut occupancy = occupancy;
+    let occupancy: Vec<Occupancy> = order.iter().map(|&i| std::mem::take(&mut occupancy[i])).collect();
 
-    let all: Vec<&JobRecord> = jobs.iter().collect();
-    let total_occupancy = occupancy_of(&all, axis);
+    let total_occupancy = occupancy_of(jobs, &[Part::All], axis);
     let peak_running = total_occupancy.running.iter().copied().max().unwrap_or(0);
     let mean_run_time_s = figures.run_time.map(|s| s.mean);
     let efficiency_pct = match (makespan_s, figures.run_time) {
@@ -281,7 +281,8 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         }
         _ => None,
     };
-    let mut sorted_turnarounds: Vec<f64> = jobs.iter().filter_map(JobRecord::turnaround).collect();
+    let mut sorted_turnarounds = Vec::with_capacity(figures.turnaround.map_or(0, |t| t.n));
+    jobs.visit(Part::All, &mut |j| sorted_turnarounds.extend(j.turnaround()));
     sorted_turnarounds.sort_unstable_by(f64::total_cmp);
     Summary {
         counts,
@@ -295,7 +296,7 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
         peak_running,
         mean_run_time_s,
         goodput_area_job_hours: sorted_turnarounds.iter().sum::<f64>() / 3600.0,
-        sites,
+        sites: summaries,
         others,
         sorted_turnarounds,
         occupancy,
@@ -312,12 +313,17 @@ pub fn summarize(jobs: &[JobRecord]) -> Summary {
 /// (the run learns of that start from the remote `condor_q`), has no 001 in
 /// the log. So the report agrees with the run's summary and `cosched
 /// status`. A run without a tally changes nothing.
-pub fn add_cut_short_unseen_in_logs(jobs: &[JobRecord], summary: &mut Summary, decisions: &RunDecisions) {
+pub fn add_cut_short_unseen_in_logs(jobs: &dyn Jobs, summary: &mut Summary, decisions: &RunDecisions) {
     for site in &decisions.sites {
         let Some((counted, counted_seconds)) = site.cut_short else { continue };
-        let own = || jobs.iter().filter(|j| j.file == site.log);
-        let (logged, logged_seconds) =
-            own().filter_map(JobRecord::cut_short_seconds).fold((0u64, 0.0), |(n, s), x| (n + 1, s + x));
+        // And the site the log's jobs are shown under (a log holds one site's jobs).
+        let (mut logged, mut logged_seconds, mut shown) = (0u64, 0.0, None);
+        jobs.visit(Part::Log(site.log), &mut |j| {
+            shown.get_or_insert_with(|| j.site.clone());
+            if let Some(x) = j.cut_short_seconds() {
+                (logged, logged_seconds) = (logged + 1, logged_seconds + x);
+            }
+        });
         if counted <= logged {
             continue;
         }
@@ -326,8 +332,6 @@ pub fn add_cut_short_unseen_in_logs(jobs: &[JobRecord], summary: &mut Summary, d
         summary.counts.cut_short += unseen;
         summary.counts.cut_short_seconds += seconds;
         summary.cut_short_unseen_in_logs += unseen;
-        // The site the log's jobs are shown under (a log holds one site's jobs).
-        let shown = own().next().map(|j| j.site.clone());
         let row = summary.sites.iter_mut().find(|s| shown.as_deref() == Some(s.name.as_str()));
         if let Some(row) = row {
             row.counts.cut_short += unseen;
@@ -339,11 +343,7 @@ pub fn add_cut_short_unseen_in_logs(jobs: &[JobRecord], summary: &mut Summary, d
 /// Each site's decisions of `decisions` on the axis of `summary` (made from
 /// `jobs`), in time order, with the running jobs of the site's log. Sites
 /// without decisions are left out.
-pub fn decision_series(
-    jobs: &[JobRecord],
-    summary: &Summary,
-    decisions: &RunDecisions,
-) -> Vec<DecisionSeries> {
+pub fn decision_series(jobs: &dyn Jobs, summary: &Summary, decisions: &RunDecisions) -> Vec<DecisionSeries> {
     let origin = summary.origin;
     let horizon = origin + summary.total_occupancy.t.last().copied().unwrap_or(0.0);
     let axis = OccupancyAxis { origin, horizon, span: summary.occupancy_span };
@@ -367,67 +367,120 @@ pub fn decision_series(
                     }
                 }
             }
-            let own: Vec<&JobRecord> = jobs.iter().filter(|j| j.file == s.log).collect();
-            DecisionSeries { site: s.site.clone(), windows, verdicts, running: occupancy_of(&own, axis) }
+            let running = occupancy_of(jobs, &[Part::Log(s.log)], axis);
+            DecisionSeries { site: s.site.clone(), windows, verdicts, running }
         })
         .collect()
 }
 
-fn mean(values: impl Iterator<Item = f64>) -> Option<f64> {
-    let (n, sum) = values.fold((0usize, 0.0), |(n, s), v| (n + 1, s + v));
-    (n > 0).then(|| sum / n as f64)
+/// A site's numbers, its jobs added in order.
+#[derive(Debug)]
+struct SiteAcc {
+    counts: Counts,
+    /// The first job's.
+    grid: Option<bool>,
+    first_submit: f64,
+    last_end: f64,
+    running_seconds: f64,
+    /// (n, Σ) of each mean.
+    agtime: (usize, f64),
+    queue_wait: (usize, f64),
+    run_time: (usize, f64),
 }
 
-fn site_summary(name: &str, jobs: &[&JobRecord], occ: &Occupancy) -> SiteSummary {
-    let mut counts = Counts::default();
-    for j in jobs {
-        counts.add(j);
-    }
-    let first = jobs.iter().map(|j| j.submitted).fold(f64::INFINITY, f64::min);
-    let last = jobs.iter().filter_map(|j| j.ended).fold(f64::NEG_INFINITY, f64::max);
-    let elapsed_hours = if last > first { (last - first) / 3600.0 } else { 0.0 };
-    let cpu_hours = jobs.iter().map(|j| j.running_seconds).sum::<f64>() / 3600.0;
-    SiteSummary {
-        name: name.to_string(),
-        grid: jobs.first().is_some_and(|j| j.grid),
-        counts,
-        mean_agtime_s: mean(jobs.iter().filter_map(|j| j.agtime())),
-        mean_queue_wait_s: mean(jobs.iter().filter_map(|j| j.queue_wait())),
-        mean_run_time_s: mean(jobs.iter().filter_map(|j| j.run_time())),
-        cpu_hours,
-        elapsed_hours,
-        throughput: (elapsed_hours > 0.0).then(|| cpu_hours / elapsed_hours),
-        peak_running: occ.running.iter().copied().max().unwrap_or(0),
+impl Default for SiteAcc {
+    fn default() -> Self {
+        SiteAcc {
+            counts: Counts::default(),
+            grid: None,
+            first_submit: f64::INFINITY,
+            last_end: f64::NEG_INFINITY,
+            // Where `f64`'s `Sum` starts: a site whose jobs never ran has -0.
+            running_seconds: -0.0,
+            agtime: (0, 0.0),
+            queue_wait: (0, 0.0),
+            run_time: (0, 0.0),
+        }
     }
 }
 
-/// Queued/running step function of `jobs` on `axis`. Held jobs count as
-/// neither. Jobs still queued or running when the logs end stay so until
-/// the horizon.
-fn occupancy_of(jobs: &[&JobRecord], axis: OccupancyAxis) -> Occupancy {
+impl SiteAcc {
+    fn add(&mut self, j: &JobRecord) {
+        self.counts.add(j);
+        self.grid.get_or_insert(j.grid);
+        self.first_submit = self.first_submit.min(j.submitted);
+        self.last_end = j.ended.map_or(self.last_end, |e| self.last_end.max(e));
+        self.running_seconds += j.running_seconds;
+        for (acc, value) in [
+            (&mut self.agtime, j.agtime()),
+            (&mut self.queue_wait, j.queue_wait()),
+            (&mut self.run_time, j.run_time()),
+        ] {
+            if let Some(v) = value {
+                *acc = (acc.0 + 1, acc.1 + v);
+            }
+        }
+    }
+
+    fn summary(&self, name: &str, occ: &Occupancy) -> SiteSummary {
+        let (first, last) = (self.first_submit, self.last_end);
+        let elapsed_hours = if last > first { (last - first) / 3600.0 } else { 0.0 };
+        let cpu_hours = self.running_seconds / 3600.0;
+        let mean = |(n, sum): (usize, f64)| (n > 0).then(|| sum / n as f64);
+        SiteSummary {
+            name: name.to_string(),
+            grid: self.grid.unwrap_or(false),
+            counts: self.counts.clone(),
+            mean_agtime_s: mean(self.agtime),
+            mean_queue_wait_s: mean(self.queue_wait),
+            mean_run_time_s: mean(self.run_time),
+            cpu_hours,
+            elapsed_hours,
+            throughput: (elapsed_hours > 0.0).then(|| cpu_hours / elapsed_hours),
+            peak_running: occ.running.iter().copied().max().unwrap_or(0),
+        }
+    }
+}
+
+/// Queued/running step function of the jobs of `parts` on `axis`. Held
+/// jobs count as neither. Jobs still queued or running when the logs end
+/// stay so until the horizon.
+fn occupancy_of(jobs: &dyn Jobs, parts: &[Part], axis: OccupancyAxis) -> Occupancy {
     let OccupancyAxis { origin, horizon, span } = axis;
-    // (time, Δqueued, Δrunning). Counted first: a million jobs make some
-    // four million deltas, and a doubling vector would hold room for eight.
-    let mut n = 0;
-    for j in jobs {
-        job_deltas(j, horizon, |_| n += 1);
+    // The times at which a job joins the queued, leaves it, starts and
+    // stops running, each list sorted on its own: a million jobs make some
+    // four million, 8 bytes each. Counted first, so that no vector holds
+    // room for twice as many.
+    let kind = |(_, dq, dr): (f64, i32, i32)| match (dq, dr) {
+        (1, _) => 0,
+        (-1, _) => 1,
+        (_, 1) => 2,
+        _ => 3,
+    };
+    const STEP: [(i64, i64); 4] = [(1, 0), (-1, 0), (0, 1), (0, -1)];
+    let mut n = [0usize; 4];
+    for &part in parts {
+        jobs.visit(part, &mut |j| job_deltas(j, horizon, |d| n[kind(d)] += 1));
     }
-    let mut deltas: Vec<(f64, i32, i32)> = Vec::with_capacity(n);
-    for j in jobs {
-        job_deltas(j, horizon, |d| deltas.push(d));
+    let mut times: [Vec<f64>; 4] = n.map(Vec::with_capacity);
+    for &part in parts {
+        jobs.visit(part, &mut |j| job_deltas(j, horizon, |d| times[kind(d)].push(d.0)));
     }
-    // Deltas at one time are summed together: their order does not matter,
-    // and an unstable sort needs no extra memory.
-    deltas.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
-    // (time since origin, queued, running) after each distinct time.
+    for list in &mut times {
+        list.sort_unstable_by(f64::total_cmp);
+    }
+    // (time since origin, queued, running) after each distinct time: the
+    // changes at one time are summed together, whatever their order.
     let (mut q, mut r) = (0i64, 0i64);
-    let mut i = 0;
+    let mut next = [0usize; 4];
     let steps = std::iter::from_fn(|| {
-        let &(t, _, _) = deltas.get(i)?;
-        while i < deltas.len() && deltas[i].0 == t {
-            q += i64::from(deltas[i].1);
-            r += i64::from(deltas[i].2);
-            i += 1;
+        let t = (0..4).filter_map(|k| times[k].get(next[k]).copied()).min_by(f64::total_cmp)?;
+        for k in 0..4 {
+            while times[k].get(next[k]) == Some(&t) {
+                q += STEP[k].0;
+                r += STEP[k].1;
+                next[k] += 1;
+            }
         }
         Some((t - origin, q.max(0) as u32, r.max(0) as u32))
     });
@@ -640,9 +693,9 @@ mod tests {
                 assert_eq!(occ.t, s.total_occupancy.t, "one axis for all");
             }
             // The exact step function, to compare with.
-            let refs: Vec<&JobRecord> = jobs.iter().collect();
             let horizon = s.origin + s.total_occupancy.t.last().unwrap();
-            let exact = occupancy_of(&refs, OccupancyAxis { origin: s.origin, horizon, span: None });
+            let exact =
+                occupancy_of(&jobs, &[Part::All], OccupancyAxis { origin: s.origin, horizon, span: None });
             assert!(exact.t.len() > 4 * MAX_OCCUPANCY_STEPS, "the exact one is long: {}", exact.t.len());
             assert_eq!(s.peak_running, exact.running.iter().copied().max().unwrap(), "peak kept exactly");
             // Each span holds the largest count within it: never below the

@@ -14,11 +14,13 @@
 //! scripts, nothing fetched), readable with 1 or 500 sites (charts show the
 //! [`metrics::TOP_SITES`] busiest sites and "others"); every number on the page
 //! is also in `report.json`, `jobs.csv` and `sites.csv`. The computations
-//! ([`model`], [`metrics`]) are pure; only this module reads and writes files.
+//! ([`model`], [`metrics`]) are pure; only this module and [`spill`] (the job
+//! records of a report on disk) read and write files.
 
 pub mod html;
 pub mod metrics;
 pub mod model;
+pub mod spill;
 pub mod svg;
 
 use crate::{CmdResult, Exit, Failure};
@@ -34,6 +36,8 @@ pub enum ReportError {
     Read(#[from] crate::userlog::ReadError),
     #[error("writing {0}: {1}")]
     Write(PathBuf, std::io::Error),
+    #[error("the report's scratch file of job records in {0}: {1}")]
+    Spill(PathBuf, std::io::Error),
 }
 
 /// What [`write_report`] wrote, and the headline numbers.
@@ -97,20 +101,35 @@ pub fn current_year() -> i32 {
 
 /// Reads the logs into job records. Returns the records, the log names (file
 /// names) and the number of diagnostics. Legacy `MM/DD` stamps get `legacy_year`.
-///
-/// Each log is read once, a chunk at a time, and folded into one record per
-/// job as it is read: memory is O(jobs), never O(file) or O(events). A log
-/// whose jobs have events out of time order is read a second time for those
-/// jobs' events only.
 pub fn read_jobs(
     logs: &[PathBuf],
     legacy_year: i32,
 ) -> Result<(Vec<JobRecord>, Vec<String>, usize), ReportError> {
+    let mut jobs = Vec::new();
+    let (names, diagnostics) = read_logs(logs, legacy_year, |mut records| {
+        jobs.append(&mut records);
+        Ok(())
+    })?;
+    Ok((jobs, names, diagnostics))
+}
+
+/// Reads the logs one after the other and hands `take` each log's job
+/// records. Returns the log names (file names) and the number of
+/// diagnostics.
+///
+/// Each log is read once, a chunk at a time, and folded into one record per
+/// job as it is read: memory is one log's records, never O(file) or
+/// O(events). A log whose jobs have events out of time order is read a
+/// second time for those jobs' events only.
+pub fn read_logs(
+    logs: &[PathBuf],
+    legacy_year: i32,
+    mut take: impl FnMut(Vec<JobRecord>) -> Result<(), ReportError>,
+) -> Result<(Vec<String>, usize), ReportError> {
     let mut readers = Vec::with_capacity(logs.len());
     for path in logs {
         readers.push(crate::userlog::LogReader::open(path, legacy_year)?.outline());
     }
-    let mut jobs = Vec::new();
     let mut names = Vec::with_capacity(logs.len());
     let mut diagnostics = 0;
     let mut events = Vec::new();
@@ -134,14 +153,10 @@ pub fn read_jobs(
         if !log.out_of_order().is_empty() {
             reread_out_of_order(path, legacy_year, reader.bytes_read(), &mut log)?;
         }
-        if jobs.is_empty() {
-            jobs = log.finish();
-        } else {
-            jobs.extend(log.finish());
-        }
+        take(log.finish())?;
         names.push(name);
     }
-    Ok((jobs, names, diagnostics))
+    Ok((names, diagnostics))
 }
 
 /// The second pass over a log for the jobs whose events were out of time
@@ -199,11 +214,34 @@ pub fn write_run_report(
     decisions: &RunDecisions,
     out: &Path,
 ) -> Result<ReportSummary, ReportError> {
-    let (jobs, names, diagnostics) = read_jobs(logs, current_year())?;
+    let spilled = |e| ReportError::Spill(out.to_path_buf(), e);
+    let start = || -> Result<spill::Spill, ReportError> {
+        std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
+        spill::Spill::create(out).map_err(spilled)
+    };
+    // Started with the first log's records: read_logs has opened every log
+    // by then, so a log that is not there leaves no directory behind.
+    let mut jobs = None;
+    let (names, diagnostics) = read_logs(logs, current_year(), |records| {
+        if jobs.is_none() {
+            jobs = Some(start()?);
+        }
+        if let Some(spill) = &mut jobs {
+            records.iter().try_for_each(|j| spill.push(j)).map_err(spilled)?;
+        }
+        Ok(())
+    })?;
+    let mut jobs = match jobs {
+        Some(spill) => spill,
+        None => start()?,
+    };
+    jobs.finish().map_err(spilled)?;
     let mut summary = metrics::summarize(&jobs);
     metrics::add_cut_short_unseen_in_logs(&jobs, &mut summary, decisions);
     summary.decisions = metrics::decision_series(&jobs, &summary, decisions);
-    std::fs::create_dir_all(out).map_err(|e| ReportError::Write(out.to_path_buf(), e))?;
+    if let Some(e) = jobs.take_error() {
+        return Err(spilled(e));
+    }
     let write = |name: &str, text: &str| -> Result<PathBuf, ReportError> {
         let path = out.join(name);
         std::fs::write(&path, text).map_err(|e| ReportError::Write(path.clone(), e))?;
@@ -225,6 +263,9 @@ pub fn write_run_report(
             let mut file = std::io::BufWriter::new(std::fs::File::create(&path).map_err(failed)?);
             html::write_jobs_csv(&mut file, &jobs, &names, summary.origin).map_err(failed)?;
             file.into_inner().map_err(|e| failed(e.into_error()))?;
+            if let Some(e) = jobs.take_error() {
+                return Err(spilled(e));
+            }
             path
         },
         sites_csv: write("sites.csv", &html::sites_csv(&summary))?,
@@ -237,7 +278,9 @@ pub fn write_run_report(
 pub fn command(logs: &[PathBuf], out: &Path) -> CmdResult {
     let report = write_report(logs, out).map_err(|e| match e {
         ReportError::Read(_) => Failure::usage(format!("{e}; check the path of the log")),
-        ReportError::Write(..) => Failure::failed(format!("{e}; check that --out is a writable directory")),
+        ReportError::Write(..) | ReportError::Spill(..) => {
+            Failure::failed(format!("{e}; check that --out is a writable directory with room"))
+        }
     })?;
     print!("{}", report.text());
     if report.summary.counts.jobs == 0 {

@@ -8,6 +8,7 @@
 
 use crate::stats::{Effect, JobTimes};
 use crate::userlog;
+use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -53,7 +54,7 @@ impl LogEvent {
 }
 
 /// How a recorded job ended, as far as the log tells.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum JobEnd {
     /// 005 with return value 0.
     Success,
@@ -87,7 +88,8 @@ impl JobEnd {
 }
 
 /// One recorded job. Times are naive seconds, like [`LogEvent::time`].
-#[derive(Clone, Debug, PartialEq)]
+/// Serialized for [`super::spill`] only, which keeps `site` apart.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct JobRecord {
     /// Index of the log file it came from.
     pub file: usize,
@@ -96,6 +98,7 @@ pub struct JobRecord {
     pub subproc: i64,
     /// The site's name: the GridResource, else the log file's name (shared
     /// by the jobs of a site: a million jobs need not hold a million copies).
+    #[serde(skip)]
     pub site: Arc<str>,
     /// Whether `site` is a GridResource (not a log file name).
     pub grid: bool,
@@ -157,6 +160,41 @@ impl JobRecord {
     }
     pub fn id(&self) -> String {
         format!("{}.{}", self.cluster, self.proc)
+    }
+}
+
+/// Which of a report's jobs to visit.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Part<'a> {
+    All,
+    /// The jobs shown under this site ([`JobRecord::site`]).
+    Site(&'a str),
+    /// The jobs of log number `.0` ([`JobRecord::file`]).
+    Log(usize),
+}
+
+impl Part<'_> {
+    pub fn holds(&self, job: &JobRecord) -> bool {
+        match *self {
+            Part::All => true,
+            Part::Site(name) => *job.site == *name,
+            Part::Log(log) => job.file == log,
+        }
+    }
+}
+
+/// The job records a report is computed from, in their order: log by log,
+/// each log's jobs in order of first appearance. The report computes its
+/// figures in passes over a part at a time, so that the records need not be
+/// in memory ([`super::spill::Spill`] keeps them on disk).
+pub trait Jobs {
+    /// Visits the jobs of `part`, in order.
+    fn visit(&self, part: Part<'_>, f: &mut dyn FnMut(&JobRecord));
+}
+
+impl Jobs for Vec<JobRecord> {
+    fn visit(&self, part: Part<'_>, f: &mut dyn FnMut(&JobRecord)) {
+        self.iter().filter(|j| part.holds(j)).for_each(f);
     }
 }
 
