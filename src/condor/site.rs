@@ -320,14 +320,20 @@ impl CondorSite {
         }
     }
 
-    /// `condor_rm -constraint` for our procs, in chunks; `idle_only` adds
-    /// `JobStatus == 1`, so that a job that started since it was looked at
-    /// is not cut short (the schedd evaluates the constraint atomically).
-    async fn remove_procs(&mut self, procs: &[(i64, i64)], idle_only: bool) -> bool {
+    /// `condor_rm -constraint` for our procs, in chunks; `unstarted_only`
+    /// adds "idle or held", so that a job that started since it was looked
+    /// at is not cut short (the schedd evaluates the constraint
+    /// atomically). Held counts as not started: a Condor-C job whose remote
+    /// copy was taken back can be held by the gridmanager ("job disappeared
+    /// from remote schedd") between the look and the removal, and one left
+    /// held would never run nor be asked back again (a run stuck at 231 of
+    /// 240 on the real pool).
+    async fn remove_procs(&mut self, procs: &[(i64, i64)], unstarted_only: bool) -> bool {
         let mut all = true;
         for chunk in procs.chunks(200) {
             let ids = procs_constraint(chunk);
-            let constraint = if idle_only { format!("({ids}) && JobStatus == 1") } else { ids };
+            let constraint =
+                if unstarted_only { format!("({ids}) && (JobStatus == 1 || JobStatus == 5)") } else { ids };
             all &= self.remove_with_retries(&["-constraint".to_string(), constraint]).await;
         }
         all
@@ -1483,13 +1489,17 @@ mod tests {
     }
 
     /// Withdrawing: condor_q says which jobs started; only idle ones are
-    /// removed, with `JobStatus == 1` in the constraint. Job 5 left the
+    /// removed, with "idle or held" in the constraint (one held since the
+    /// look must go too; one started since must not). Job 5 left the
     /// queue: its log says how.
     #[tokio::test]
     async fn withdraw_asks_condor_q_and_removes_only_idle_jobs() {
         let (out, removed, later) = withdrawn(&[2, 1]).await;
         assert!(matches!(out.as_slice(), [SiteEvent::WithdrawDeclined { job: JobId(3), .. }]), "{out:?}");
-        assert_eq!(removed, ["-constraint", "((ClusterId == 40 && ProcId == 1)) && JobStatus == 1"]);
+        assert_eq!(
+            removed,
+            ["-constraint", "((ClusterId == 40 && ProcId == 1)) && (JobStatus == 1 || JobStatus == 5)"]
+        );
         assert!(later.is_empty(), "{later:?}");
     }
 
