@@ -8,12 +8,15 @@
 //! point on a chart, never a job. So lines are buffered and written after
 //! each batch of inputs, without fsync, and a bad line is skipped on reading.
 //!
-//! Bounded: window changes of one site closer than [`WINDOW_SPACING`] run
-//! seconds to the last one written are coalesced (the latest wins and is
-//! written once the spacing has passed, or at the end), so a site writes at
-//! most two window points per spacing; and past [`MAX_PER_SITE`] points of a
-//! kind a site writes no more of that kind but its last window. A week-long
-//! run of 10^6 jobs thus stays within a few MB per site whatever the policy.
+//! Bounded: a site's first [`EXACT_FIRST`] window changes are written as
+//! they come, so that a run of hours has every window that was in force
+//! (the real-pool suite checks the jobs running against them). Past those,
+//! window changes closer than [`WINDOW_SPACING`] run seconds to the last one
+//! written are coalesced (the latest wins and is written once the spacing
+//! has passed, or at the end), so a site writes at most two window points
+//! per spacing; and past [`MAX_PER_SITE`] points of a kind a site writes no
+//! more of that kind but its last window. A week-long run of 10^6 jobs thus
+//! stays within a few MB per site whatever the policy.
 
 use crate::engine::{Ending, Observer};
 use crate::policy::{Action, Decision, DecisionKind, Policy, SiteEvent, SiteId, Time};
@@ -23,7 +26,11 @@ use std::path::{Path, PathBuf};
 /// The file's name in the run's directory.
 pub const FILE: &str = "decisions.jsonl";
 
-/// Run seconds within which a site's window changes are coalesced.
+/// Window points a site writes as they come, before any is coalesced.
+pub const EXACT_FIRST: usize = 1_000;
+
+/// Run seconds within which a site's window changes are coalesced, past
+/// its first [`EXACT_FIRST`].
 pub const WINDOW_SPACING: f64 = 60.0;
 
 /// Window points, and verdicts, written per site at most.
@@ -103,7 +110,8 @@ impl<'a> Recording<'a> {
             let tally = &mut self.sites[i];
             match d.kind {
                 DecisionKind::Window { .. } => {
-                    let spaced = tally.last_window_at.is_none_or(|t| d.at >= t + WINDOW_SPACING);
+                    let spaced = tally.windows < EXACT_FIRST
+                        || tally.last_window_at.is_none_or(|t| d.at >= t + WINDOW_SPACING);
                     if spaced && tally.windows < MAX_PER_SITE {
                         if let Some(p) = tally.pending.take() {
                             tally.windows += 1;
@@ -192,10 +200,26 @@ mod tests {
     }
 
     #[test]
+    fn a_sites_first_window_changes_are_all_written() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut null = NullObserver;
+        let mut rec = Recording::new(dir.path(), &mut null);
+        rec.record(&[window(0.0, 0, 16.0), window(1.0, 0, 32.0), window(2.0, 0, 8.0)]);
+        rec.finish();
+        let at: Vec<Time> = read(dir.path()).iter().map(|d| d.at).collect();
+        assert_eq!(at, vec![0.0, 1.0, 2.0]);
+    }
+
+    #[test]
     fn close_window_changes_are_coalesced_to_the_latest_and_verdicts_kept() {
         let dir = tempfile::tempdir().unwrap();
         let mut null = NullObserver;
         let mut rec = Recording::new(dir.path(), &mut null);
+        // Past each site's exact points, written before t = 0 here.
+        for k in 0..EXACT_FIRST {
+            let at = -1e6 + k as f64;
+            rec.record(&[window(at, 0, 1.0), window(at, 1, 1.0)]);
+        }
         let verdict = Decision {
             at: 5.0,
             site: SiteId(1),
@@ -210,7 +234,7 @@ mod tests {
         let read = read(dir.path());
         let site0: Vec<(Time, f64)> = read
             .iter()
-            .filter(|d| d.site == SiteId(0))
+            .filter(|d| d.site == SiteId(0) && d.at >= 0.0)
             .filter_map(|d| match d.kind {
                 DecisionKind::Window { window, .. } => Some((d.at, window)),
                 _ => None,

@@ -2,37 +2,67 @@
 //! come of it, counted in the jobs' own ledger and in HTCondor's queue.
 
 use crate::pool::{eventually, summary, text, Case, Pool};
-use crate::CaseFn;
+use crate::{knee, CaseFn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-/// Phases run one after the other; the cases of a phase run side by side.
-pub fn phases() -> Vec<Vec<(&'static str, CaseFn)>> {
+/// Cases that share a pool of `cpus` slots: its phases run one after the
+/// other, the cases of a phase side by side.
+pub struct Lane {
+    pub cpus: u32,
+    pub phases: Vec<Vec<(&'static str, CaseFn)>>,
+}
+
+/// The lanes, run side by side, each on its own pool.
+pub fn lanes() -> Vec<Lane> {
     vec![
-        vec![
-            ("two_sites_every_job_once", two_sites_every_job_once as CaseFn),
-            ("kill_9_then_resume", kill_9_then_resume),
-            ("dead_condor_c_site", dead_condor_c_site),
-            ("held_jobs", held_jobs),
-            ("rejected_submit", rejected_submit),
-            ("daemon_kill_9", daemon_kill_9),
-            ("condor_c_cancelled_mid_forward", condor_c_cancelled_mid_forward),
-        ],
-        // Stopping the schedd disturbs every run on the pool: alone (the
-        // parity check only reads the logs the first phase wrote).
-        vec![("schedd_stopped_two_minutes", schedd_stopped_two_minutes), ("userlog_parity", userlog_parity)],
+        Lane {
+            cpus: 16,
+            phases: vec![
+                vec![
+                    ("two_sites_every_job_once", two_sites_every_job_once as CaseFn),
+                    ("kill_9_then_resume", kill_9_then_resume),
+                    ("dead_condor_c_site", dead_condor_c_site),
+                    ("held_jobs", held_jobs),
+                    ("rejected_submit", rejected_submit),
+                    ("daemon_kill_9", daemon_kill_9),
+                    ("condor_c_cancelled_mid_forward", condor_c_cancelled_mid_forward),
+                ],
+                // Stopping the schedd disturbs every run on the pool: alone
+                // (the parity check only reads the logs the first phase wrote).
+                vec![
+                    ("schedd_stopped_two_minutes", schedd_stopped_two_minutes),
+                    ("userlog_parity", userlog_parity),
+                ],
+            ],
+        },
+        // Makespans are the point of these: one case at a time per pool.
+        Lane {
+            cpus: knee::ABOVE_CPUS,
+            phases: vec![
+                vec![("knee_above_first_window", knee::knee_above_first_window as CaseFn)],
+                vec![("search_pays_for_itself", knee::search_pays_for_itself)],
+            ],
+        },
+        Lane {
+            cpus: knee::BELOW_CPUS,
+            phases: vec![
+                vec![("knee_below_first_window", knee::knee_below_first_window as CaseFn)],
+                vec![("healthy_sites_keep_up", knee::healthy_sites_keep_up)],
+            ],
+        },
     ]
 }
 
-const MINUTES: fn(u64) -> Duration = |m| Duration::from_secs(60 * m);
+pub const MINUTES: fn(u64) -> Duration = |m| Duration::from_secs(60 * m);
 
-fn run_id(summary: &Value) -> String {
+pub fn run_id(summary: &Value) -> String {
     summary["run"].as_str().expect("the summary names its run").to_string()
 }
 
-fn site<'v>(summary: &'v Value, name: &str) -> &'v Value {
+pub fn site<'v>(summary: &'v Value, name: &str) -> &'v Value {
     summary["sites"]
         .as_array()
         .unwrap()

@@ -12,6 +12,8 @@ use std::time::{Duration, Instant};
 pub struct Pool {
     pub dir: PathBuf,
     pub port: u16,
+    /// Slots of the pool's one partitionable slot (`COSCHED_POOL_CPUS`).
+    pub cpus: u32,
     /// `condor personal@HOST 127.0.0.1:PORT`: Condor-C to the pool itself.
     pub grid_resource: String,
     /// A directory owned by the job user; every case works under it.
@@ -40,9 +42,9 @@ fn id_of(user: &str, flag: &str) -> Result<u32, String> {
 }
 
 impl Pool {
-    /// Starts a pool in a fresh directory under /var/tmp (HTCondor holds
-    /// jobs whose directories are under /tmp).
-    pub fn start() -> Result<Pool, String> {
+    /// Starts a pool of `cpus` slots in a fresh directory under /var/tmp
+    /// (HTCondor holds jobs whose directories are under /tmp).
+    pub fn start(cpus: u32) -> Result<Pool, String> {
         // SAFETY: geteuid cannot fail and touches no memory.
         if unsafe { libc::geteuid() } != 0 {
             return Err("not root: pool.sh must create the accounts condor and cosched-test".into());
@@ -58,6 +60,7 @@ impl Pool {
             .arg("start")
             .arg(&dir)
             .arg(port.to_string())
+            .env("COSCHED_POOL_CPUS", cpus.to_string())
             .stdin(Stdio::null())
             .output()
             .map_err(|e| format!("cannot run pool.sh: {e}"))?;
@@ -92,7 +95,7 @@ impl Pool {
         let cosched = home.join("cosched");
         std::fs::copy(env!("CARGO_BIN_EXE_cosched"), &cosched).map_err(|e| format!("copy cosched: {e}"))?;
         std::os::unix::fs::chown(&cosched, Some(uid), Some(gid)).map_err(|e| e.to_string())?;
-        Ok(Pool { dir, port, grid_resource, home, condor_config, path, uid, gid, cosched })
+        Ok(Pool { dir, port, cpus, grid_resource, home, condor_config, path, uid, gid, cosched })
     }
 
     /// A `grid_resource` at a schedd that does not exist.
