@@ -22,7 +22,9 @@
 //!   `site::recheck`, warm-start memory in `site::memory`; the run-time
 //!   distribution and the test's likelihoods in `adaptive::runtime`. `plan`
 //!   turns per-site models into submissions and moves for both `oracle` and
-//!   `adaptive`; `truth` is what the oracle may know.
+//!   `adaptive`; `truth` is what the oracle may know; `jobtype` is each
+//!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types` today,
+//!   submit descriptions later), which no policy reads yet.
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O (for HTCondor it merges the submissions that queued up
@@ -41,7 +43,9 @@
 //!   sites.toml's `[site.simulate]` and the scenario files share.
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
 //!   runs it under tokio's paused clock (`backend`), metrics and conservation
-//!   checks (`metrics`); [`bench`](mod@bench) compares policies on it.
+//!   checks (`metrics`, per kind of job where a scenario has several);
+//!   [`bench`](mod@bench) compares policies on it (`--blind-types`: every job
+//!   one kind).
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub`, its
 //!   validation and the per-batch submit files cosched writes.
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
@@ -64,7 +68,9 @@
 //!   run the site model in scaled real time (the `cosched` binary answers to
 //!   those names, busybox-style); used by `--simulate`, the demo and the
 //!   end-to-end tests.
-//! - [`report`] — HTML/SVG/CSV/JSON reports from user logs; [`replay`] —
+//! - [`report`] — HTML/SVG/CSV/JSON reports from user logs (job records
+//!   spilled to a scratch file as logs are read, `report::spill`, so a
+//!   10^6-job report stays under 50 MiB); [`replay`] —
 //!   recorded logs through a policy in virtual time (trace-driven).
 //! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
 //!   HTCaaS fair share, sd_notify) and its clients; its runs go through
@@ -126,7 +132,7 @@
 //! - A withdrawal (an idle job taken back to go elsewhere) happens only if
 //!   HTCondor says the job has not started (`condor::CondorSite` asks
 //!   `condor_q`, for Condor-C the remote schedd too, and removes with
-//!   `JobStatus == 1` in the constraint), or if it is on hold (it runs
+//!   "idle or held" in the constraint), or if it is on hold (it runs
 //!   nothing, and its hold may have been read already, so nothing else
 //!   would take it out of the queue). A running job is removed only by
 //!   the policy's explicit `Action::Remove`, each with its reason; a
