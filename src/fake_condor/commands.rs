@@ -10,7 +10,7 @@
 
 use super::events;
 use super::expr::{AdValue, Expr};
-use super::pool::{HistoryRecord, HistoryStatus, Job, Pool, Queue, Removal};
+use super::pool::{FileLock, HistoryRecord, HistoryStatus, Job, Pool, Queue, Removal};
 use super::submit_file::{self, Proc};
 use crate::sim::model::{job_work, Rng, Scenario};
 use std::collections::BTreeMap;
@@ -49,6 +49,15 @@ fn out(text: &str) {
 }
 
 /// HTCondor's error form: a blank line, then the message. Returns exit code 1.
+/// The pool locked and its queue read, as `condor_submit` and `condor_rm`
+/// change it; on failure, the exit code after HTCondor's kind of message.
+fn locked_queue(pool: &Pool) -> Result<(FileLock, Queue), u8> {
+    let guard = pool.lock().map_err(|e| fail(&format!("ERROR: Can't lock the fake pool: {e}")))?;
+    let queue =
+        pool.load_queue().map_err(|e| fail(&format!("ERROR: Can't read the fake pool's queue: {e}")))?;
+    Ok((guard, queue))
+}
+
 fn fail(message: &str) -> u8 {
     let _ = io::stderr().lock().write_all(format!("\n{message}\n").as_bytes());
     1
@@ -98,13 +107,9 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
     };
     let submit_file_name = file.filter(|f| *f != "-").unwrap_or("").to_string();
 
-    let guard = match pool.lock() {
-        Ok(g) => g,
-        Err(e) => return fail(&format!("ERROR: Can't lock the fake pool: {e}")),
-    };
-    let mut queue = match pool.load_queue() {
-        Ok(q) => q,
-        Err(e) => return fail(&format!("ERROR: Can't read the fake pool's queue: {e}")),
+    let (guard, mut queue) = match locked_queue(&pool) {
+        Ok(locked) => locked,
+        Err(code) => return code,
     };
     queue.write_unwritten();
     queue.submit_calls += 1;
@@ -445,13 +450,9 @@ pub(crate) fn condor_rm(args: &[String]) -> u8 {
         Ok(p) => p,
         Err(code) => return code,
     };
-    let guard = match pool.lock() {
-        Ok(g) => g,
-        Err(e) => return fail(&format!("ERROR: Can't lock the fake pool: {e}")),
-    };
-    let mut queue = match pool.load_queue() {
-        Ok(q) => q,
-        Err(e) => return fail(&format!("ERROR: Can't read the fake pool's queue: {e}")),
+    let (guard, mut queue) = match locked_queue(&pool) {
+        Ok(locked) => locked,
+        Err(code) => return code,
     };
     queue.write_unwritten();
     let now = pool.sim_now();
