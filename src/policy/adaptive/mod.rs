@@ -397,12 +397,22 @@ impl Adaptive {
     /// Feeds a site event to the site's estimator.
     fn observe(&mut self, i: usize, event: &SiteEvent, change: &Change, now: Time) {
         let at = event.at().unwrap_or(now);
+        let c = self.book.counts(SiteId(i as u32));
         let s = &mut self.sites[i];
         match change {
             Change::Submitted { jobs } => s.submitted(jobs, at),
             Change::Started { job, .. } => s.started(*job, at),
-            Change::Succeeded { job, ended, .. } => s.ended(*job, *ended, End::Success),
-            Change::Failed { job, .. } => s.ended(*job, at, End::Failure),
+            Change::Succeeded { job, ended, .. } => {
+                s.ran_to_end = true;
+                s.ended(*job, *ended, End::Success);
+            }
+            Change::Failed { job, held, barred, .. } => {
+                s.ran_to_end |= !held;
+                s.ended(*job, at, End::Failure);
+                if *barred {
+                    s.held_by_site(now, c.submitting + c.idle + c.running + c.withdrawing > 0);
+                }
+            }
             Change::Removed { job } => s.ended(*job, at, End::Removed),
             Change::Returned { .. } => {}
             Change::None => match event {
@@ -626,6 +636,10 @@ impl Policy for Adaptive {
         }
         for i in touched {
             self.review(i, now, &mut actions);
+        }
+        if self.book.any_barred() {
+            let live: Vec<bool> = self.sites.iter().map(|s| !s.closed(now)).collect();
+            actions.extend(self.book.give_up_stranded(&live));
         }
         let sites = &self.sites;
         actions.extend(self.planner.dispatch(now, &mut self.book, |site, m| {
