@@ -16,6 +16,9 @@
 //! - A job is out at no more than one site at a time; it is only submitted again
 //!   after its previous attempt ended, failed, or was confirmed removed.
 //! - The number of jobs out never exceeds N (the thesis's `sumOfK`).
+//! - A job a site held for a cause of its own is never sent there again,
+//!   and one that every site the policy still uses has held is given up
+//!   (the [`JobBook`] keeps the bars; the policy says which sites are live).
 //! - Actions are deterministic functions of the inputs: iteration over sites and
 //!   jobs is in index order, never hash order.
 //!

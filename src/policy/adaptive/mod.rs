@@ -145,7 +145,11 @@
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
 //! is given up for twice that, then tried with one job, given up the same
-//! way should it not start.
+//! way should it not start. A job held for a cause of the site goes
+//! elsewhere (the book bars it there); a site that ran no job to its end
+//! since it was last given up and holds every job it has is given up the
+//! same way as one that starts nothing. The sites not closed are the live
+//! ones the book gives up a job against once each has held it.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
 //! whether a re-probe only assumed it), healthy run-time quantiles, mean
