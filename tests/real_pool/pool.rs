@@ -362,18 +362,8 @@ impl<'a> Case<'a> {
     /// (`st/state.db`): a batch's cluster and the position of a proc in it
     /// name the job.
     pub fn sent_and_held_at(&self, site: &str) -> (BTreeMap<u64, u32>, BTreeMap<u64, u32>) {
-        let db = rusqlite::Connection::open(self.path("st/state.db")).unwrap();
-        let mut statement = db
-            .prepare("SELECT cluster, jobs FROM submissions WHERE state = 'submitted' AND site = ?1")
-            .unwrap();
-        let batches: BTreeMap<i64, Vec<u64>> = statement
-            .query_map([site], |row| {
-                let jobs: String = row.get(1)?;
-                Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let batches: BTreeMap<i64, Vec<u64>> =
+            submitted_batches(&self.path("st/state.db"), Some(site)).into_iter().collect();
         let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
         for job in batches.values().flatten() {
             *sent.entry(*job).or_default() += 1;
@@ -403,17 +393,7 @@ impl<'a> Case<'a> {
         let ledger = self.ledger();
         let missing: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) == 0).collect();
         assert!(missing.is_empty(), "{}: jobs that never completed: {missing:?}", self.name);
-        let db = rusqlite::Connection::open(state_db).unwrap();
-        let mut statement =
-            db.prepare("SELECT cluster, jobs FROM submissions WHERE state = 'submitted'").unwrap();
-        let batches: Vec<(i64, Vec<u64>)> = statement
-            .query_map([], |row| {
-                let jobs: String = row.get(1)?;
-                Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let batches = submitted_batches(state_db, None);
         let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
         for job in batches.iter().flat_map(|(_, jobs)| jobs) {
             *sent.entry(*job).or_default() += 1;
@@ -506,6 +486,25 @@ impl Ledger {
     pub fn executions(&self) -> u32 {
         self.jobs.values().map(|e| e.0).sum()
     }
+}
+
+/// The submitted batches of a state database (of `site` only, if given):
+/// each one's cluster and its jobs, in the order of its procs.
+fn submitted_batches(state_db: &Path, site: Option<&str>) -> Vec<(i64, Vec<u64>)> {
+    let db = rusqlite::Connection::open(state_db).unwrap();
+    let mut statement = db
+        .prepare(
+            "SELECT cluster, jobs FROM submissions WHERE state = 'submitted' AND (?1 IS NULL OR site = ?1)",
+        )
+        .unwrap();
+    statement
+        .query_map([site], |row| {
+            let jobs: String = row.get(1)?;
+            Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 /// Waits for `child` at most `patience`; kills it and fails the case after.
