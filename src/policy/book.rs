@@ -306,8 +306,9 @@ impl JobBook {
     }
 
     /// Gives up the jobs in the pool that every site `live` calls live has
-    /// barred (none is left that might run them), and returns the actions
-    /// that say so. `live[i]`: the policy may still send jobs to site `i`.
+    /// barred (none is left that might run them; with no site live, every
+    /// barred job), and returns the actions that say so. `live[i]`: the
+    /// policy may still send jobs to site `i`.
     /// Looks only when a barred job came back to the pool or a site stopped
     /// being live since the last call, so it costs nothing on most inputs.
     pub fn give_up_stranded(&mut self, live: &[bool]) -> Vec<Action> {

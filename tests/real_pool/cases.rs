@@ -239,6 +239,8 @@ fn held_jobs(pool: &Pool) {
         "each job held at grid once at most: {held:?}"
     );
     assert!(held.keys().all(|j| sent[j] == 1), "a job held at grid was sent there again: {sent:?}");
+    // It held every job it got and ran none: given up as a dead site is.
+    assert_eq!(grid["class"], "unresponsive", "grid is given up: {s}");
     let ledger = case.assert_each_completed_once(8);
     assert_eq!(ledger.executions(), 8, "one execution per job: {ledger:?}");
     case.assert_nothing_left(&run_id(&s));
