@@ -169,7 +169,12 @@ impl SiteBackend for ReplaySite {
             let at = now + sample.end_after;
             let event = match sample.end {
                 SampleEnd::Ended(outcome) => SiteEvent::Ended { job, at, outcome },
-                SampleEnd::Held { reason } => SiteEvent::Held { job, at, reason },
+                // Samples are dealt to jobs in turn: a recorded hold is a
+                // fact of the site's sample, not of this job there, so it
+                // bars nothing and counts as a failed attempt.
+                SampleEnd::Held { reason } => {
+                    SiteEvent::Held { job, at, reason, cause: crate::policy::HoldCause::Unknown }
+                }
                 SampleEnd::Removed => SiteEvent::Removed { job, at },
             };
             self.schedule(at, event);

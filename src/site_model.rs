@@ -77,6 +77,13 @@ pub struct SiteParams {
     pub speed: f64,
     #[serde(default)]
     pub p_fail: f64,
+    /// Share of the jobs this site holds for a cause of its own (their
+    /// input is missing here): each such job is held here on every attempt,
+    /// as it is submitted (as a Condor-C site's gridmanager holds a job
+    /// whose input it cannot spool), and could run at another site. 1: the
+    /// site holds every job. Default 0.
+    #[serde(default)]
+    pub p_hold: f64,
     /// `[t1, t2, factor]`: capacity × factor while t1 ≤ t < t2.
     #[serde(default)]
     pub cap_windows: Vec<[f64; 3]>,
@@ -117,6 +124,7 @@ impl SiteParams {
             beta: 0.0,
             speed: 1.0,
             p_fail: 0.0,
+            p_hold: 0.0,
             cap_windows: Vec::new(),
             dead: false,
             declared_slots: None,
@@ -151,6 +159,9 @@ impl SiteParams {
         }
         if !(0.0..1.0).contains(&self.p_fail) {
             return Err("p_fail must be in [0, 1)".into());
+        }
+        if !(0.0..=1.0).contains(&self.p_hold) {
+            return Err("p_hold must be in [0, 1] (the share of jobs the site holds; 0: none)".into());
         }
         for w in &self.cap_windows {
             if !(w[0] >= 0.0 && w[0] < w[1] && w[2] >= 0.0 && w[2].is_finite()) {

@@ -16,7 +16,7 @@
 use super::{ClusterRange, Condor, CondorError, ErrorKind};
 use crate::config::SiteConfig;
 use crate::engine::{RunClock, SiteBackend, SiteCursor};
-use crate::policy::{JobId, Outcome, SiteEvent, SiteId, Time};
+use crate::policy::{HoldCause, JobId, Outcome, SiteEvent, SiteId, Time};
 use crate::submit_desc::SubmitDescription;
 use crate::sync::Locked;
 use crate::userlog::{Event, EventBody, Follower};
@@ -693,15 +693,37 @@ pub fn site_event(job: JobId, at: Time, event: &Event) -> Option<SiteEvent> {
             },
         },
         (12, EventBody::Held { reason, code, subcode }) => {
+            let cause = hold_cause(*code);
             let reason = if reason.is_empty() { "reason unspecified" } else { reason.as_str() };
-            SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})") }
+            SiteEvent::Held { job, at, reason: format!("{reason} (code {code}, subcode {subcode})"), cause }
         }
-        (12, other) => SiteEvent::Held { job, at, reason: other_text(other) },
+        (12, other) => SiteEvent::Held { job, at, reason: other_text(other), cause: HoldCause::Unknown },
         (9, _) => SiteEvent::Removed { job, at },
         (25, _) => SiteEvent::ResourceUp { job, at },
         (26, _) => SiteEvent::ResourceDown { job, at },
         _ => return None,
     })
+}
+
+/// Whose a hold is, by HTCondor's hold reason code (the manual's table of
+/// `HoldReasonCode`s). The site's, where another site may run the job: the
+/// gridmanager's own holds (0: it could not hand the job to that site's
+/// resource, e.g. spool its input there), a grid resource's error (2), the
+/// execute side could not start the job or reach its files there (6, 8,
+/// 10, 11, 13, 14, 18), a site's hook, account, shadow, container or
+/// policy refused it (19, 21, 23, 24, 26–31, 35, 45), or the site caps the
+/// input it takes (32). The job's, which would hold it anywhere: its user
+/// or its own policy (1, 3, 5, 15), its credential (4), its timing (20,
+/// 25) or its limits (33, 34, 36, 46, 47). The rest is not known (output
+/// that failed to come back, 7, 9, 12, which the job may not have written;
+/// the submit side's own log, 22; spooling, 16; codes this table lacks)
+/// and counts as a failed attempt, as every hold once did.
+pub fn hold_cause(code: i64) -> HoldCause {
+    match code {
+        0 | 2 | 6 | 8 | 10 | 11 | 13 | 14 | 18 | 19 | 21 | 23 | 24 | 26..=32 | 35 | 45 => HoldCause::Site,
+        1 | 3 | 4 | 5 | 15 | 20 | 25 | 33 | 34 | 36 | 46 | 47 => HoldCause::Job,
+        _ => HoldCause::Unknown,
+    }
 }
 
 impl SiteBackend for CondorSite {
@@ -1280,6 +1302,7 @@ mod tests {
                         attrs["HoldReasonCode"],
                         attrs["HoldReasonSubCode"]
                     ),
+                    cause: hold_cause(attrs["HoldReasonCode"].as_i64().unwrap()),
                 },
                 _ => continue,
             });
@@ -1333,6 +1356,23 @@ mod tests {
             args(&s.bin, "condor_rm"),
             ["-constraint", "(ClusterId == 33 && ProcId == 5) || (ClusterId == 33 && ProcId == 6)"]
         );
+    }
+
+    #[test]
+    fn holds_of_the_site_its_input_or_executable_are_told_from_the_jobs_own() {
+        use crate::policy::HoldCause::{Job, Site, Unknown};
+        // The gridmanager's spooling failure (a Condor-C site without the
+        // input, on the real pool), input transfer, executable missing.
+        for code in [0, 13, 6, 26] {
+            assert_eq!(hold_cause(code), Site, "code {code}");
+        }
+        // periodic_hold, condor_hold, memory past the request.
+        for code in [3, 1, 34] {
+            assert_eq!(hold_cause(code), Job, "code {code}");
+        }
+        for code in [12, 16, 99, -1] {
+            assert_eq!(hold_cause(code), Unknown, "code {code}");
+        }
     }
 
     #[tokio::test]

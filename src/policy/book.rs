@@ -6,9 +6,18 @@
 //! pool can be submitted. Stale events (a start reported for a job that was
 //! already removed, a second end) are recognised and ignored here, so policies
 //! never see an impossible transition.
+//!
+//! A job held for a cause of the site ([`HoldCause::Site`]: its input
+//! missing there) is barred from that site: [`JobBook::take`] never hands it
+//! to it again, and the hold spends none of its attempts (the job did not
+//! fail; the site could not run it). Each site bars a job once, so a job
+//! bounces at most once per site. Which sites are left for it is the
+//! policy's to say (it alone knows which it has given up):
+//! [`JobBook::give_up_stranded`] gives up the jobs every live site has
+//! barred, rather than leave them in the pool for good.
 
-use super::{Action, JobId, Outcome, SiteEvent, SiteId, Time};
-use std::collections::BTreeSet;
+use super::{Action, HoldCause, JobId, Outcome, SiteEvent, SiteId, Time};
+use std::collections::{BTreeMap, BTreeSet};
 
 /// A time as an ordered key: the bits of a non-negative f64 order like the
 /// number (times before 0, which only a clock skew could give, count as 0).
@@ -66,7 +75,8 @@ pub enum JobState {
         started: Option<Time>,
         ended: Time,
     },
-    /// Failed `max_attempts` times; reported, never retried.
+    /// Failed `max_attempts` times, or barred by every live site;
+    /// reported, never retried.
     GivenUp,
 }
 
@@ -107,11 +117,13 @@ pub enum Change {
         ended: Time,
     },
     /// The attempt failed (ended badly or held); `exhausted` means it was the
-    /// last allowed attempt and the job is now given up.
+    /// last allowed attempt and the job is now given up; `barred`, that the
+    /// hold was the site's and the job may not come back to it.
     Failed {
         job: JobId,
         held: bool,
         exhausted: bool,
+        barred: bool,
     },
     Removed {
         job: JobId,
@@ -154,6 +166,16 @@ pub struct JobBook {
     /// Jobs out at any site (the sum of every site's `out()`), kept as they
     /// move so that asking costs nothing.
     out: u64,
+    /// Jobs held for a cause of the site, and the sites that held them:
+    /// where [`Self::take`] does not send them again.
+    barred: BTreeMap<JobId, BTreeSet<SiteId>>,
+    /// Those of them in the pool: where a policy looks for jobs that the
+    /// sites it plans for would not take.
+    barred_pool: BTreeSet<JobId>,
+    /// The sites live at the last [`Self::give_up_stranded`], and whether a
+    /// barred job came back to the pool since: what makes the next one look.
+    live: Vec<bool>,
+    strand_check_due: bool,
 }
 
 impl JobBook {
@@ -169,6 +191,10 @@ impl JobBook {
             done: 0,
             given_up: 0,
             out: 0,
+            barred: BTreeMap::new(),
+            barred_pool: BTreeSet::new(),
+            live: vec![true; n_sites],
+            strand_check_due: false,
         }
     }
 
@@ -228,16 +254,92 @@ impl JobBook {
         self.out.saturating_sub(self.counts.iter().map(|c| u64::from(c.submitting)).sum::<u64>())
     }
 
-    /// Takes up to `k` jobs from the pool (lowest index first) and marks them
-    /// as being submitted to `site`.
+    /// Takes up to `k` jobs from the pool (lowest index first), none that
+    /// `site` has barred, and marks them as being submitted to `site`.
     pub fn take(&mut self, site: SiteId, k: u64) -> Vec<JobId> {
         let mut jobs = Vec::with_capacity(k.min(self.pool.len() as u64) as usize);
-        while (jobs.len() as u64) < k {
-            let Some(job) = self.pool.pop_first() else { break };
+        if self.barred.is_empty() {
+            while (jobs.len() as u64) < k {
+                let Some(job) = self.pool.pop_first() else { break };
+                jobs.push(job);
+            }
+        } else {
+            jobs.extend(self.pool.iter().filter(|&&j| !self.barred_at(j, site)).take(k as usize));
+            for job in &jobs {
+                self.pool.remove(job);
+            }
+        }
+        for &job in &jobs {
             self.set(job, JobState::Submitting { site });
-            jobs.push(job);
         }
         jobs
+    }
+
+    /// Whether `site` held `job` for a cause of its own.
+    pub fn barred_at(&self, job: JobId, site: SiteId) -> bool {
+        self.barred.get(&job).is_some_and(|sites| sites.contains(&site))
+    }
+
+    /// Whether any site has barred any job: while none has, nothing of
+    /// the bars needs looking at.
+    pub fn any_barred(&self) -> bool {
+        !self.barred.is_empty()
+    }
+
+    /// The jobs in the pool that some site has barred, in index order.
+    pub fn barred_in_pool(&self) -> impl Iterator<Item = JobId> + '_ {
+        self.barred_pool.iter().copied()
+    }
+
+    /// Marks these jobs as being submitted to `site`: those in the pool
+    /// that `site` has not barred (others are skipped). Returns them.
+    pub fn take_these(&mut self, site: SiteId, jobs: &[JobId]) -> Vec<JobId> {
+        let mut taken = Vec::with_capacity(jobs.len());
+        for &job in jobs {
+            if *self.state(job) == JobState::Pool && !self.barred_at(job, site) {
+                self.pool.remove(&job);
+                self.set(job, JobState::Submitting { site });
+                taken.push(job);
+            }
+        }
+        taken
+    }
+
+    /// Gives up the jobs in the pool that every site `live` calls live has
+    /// barred (none is left that might run them; with no site live, every
+    /// barred job), and returns the actions that say so. `live[i]`: the
+    /// policy may still send jobs to site `i`.
+    /// Looks only when a barred job came back to the pool or a site stopped
+    /// being live since the last call, so it costs nothing on most inputs.
+    pub fn give_up_stranded(&mut self, live: &[bool]) -> Vec<Action> {
+        let lost = live.iter().zip(&self.live).any(|(&now, &was)| was && !now);
+        if live.len() != self.live.len() || lost {
+            self.strand_check_due = true;
+        }
+        self.live = live.to_vec();
+        if !std::mem::take(&mut self.strand_check_due) {
+            return Vec::new();
+        }
+        let stranded: Vec<JobId> = self
+            .barred_pool
+            .iter()
+            .copied()
+            .filter(|j| (0..live.len()).all(|i| !live[i] || self.barred_at(*j, SiteId(i as u32))))
+            .collect();
+        let mut actions = Vec::with_capacity(stranded.len());
+        for job in stranded {
+            self.pool.remove(&job);
+            self.set(job, JobState::GivenUp);
+            self.given_up += 1;
+            let held_at = self.barred[&job].iter().map(|s| s.0.to_string()).collect::<Vec<_>>().join(", ");
+            actions.push(Action::GiveUp {
+                job,
+                why: format!(
+                    "held for a cause of the site at every live site (site indexes {held_at}); none is left to try"
+                ),
+            });
+        }
+        actions
     }
 
     /// Jobs currently in `state` at `site` matching `pred`, in index order.
@@ -366,20 +468,25 @@ impl JobBook {
                     }
                     Outcome::Failed { .. } => {
                         let exhausted = self.fail_attempt(*job);
-                        Change::Failed { job: *job, held: false, exhausted }
+                        Change::Failed { job: *job, held: false, exhausted, barred: false }
                     }
                 }
             }
-            SiteEvent::Held { job, .. } => match *self.state(*job) {
+            SiteEvent::Held { job, cause, .. } => match *self.state(*job) {
                 JobState::Idle { site: s, submitted }
                 | JobState::Running { site: s, submitted, .. }
                 | JobState::Withdrawing { site: s, submitted }
                     if s == site =>
                 {
-                    self.attempts[job.0 as usize] += 1;
+                    let barred = *cause == HoldCause::Site;
+                    if barred {
+                        self.barred.entry(*job).or_default().insert(site);
+                    } else {
+                        self.attempts[job.0 as usize] += 1;
+                    }
                     let exhausted = self.attempts(*job) >= self.max_attempts;
                     self.set(*job, JobState::Held { site, submitted });
-                    Change::Failed { job: *job, held: true, exhausted }
+                    Change::Failed { job: *job, held: true, exhausted, barred }
                 }
                 _ => Change::None,
             },
@@ -409,11 +516,13 @@ impl JobBook {
     /// given up. Returns the action for `change`, if it calls for one.
     pub fn after_failure(&mut self, site: SiteId, change: &Change) -> Option<Action> {
         match *change {
-            Change::Failed { job, held: true, .. } => {
+            Change::Failed { job, held: true, barred, .. } => {
                 self.mark_removing(site, &[job]);
-                Some(Action::Remove { site, jobs: vec![job], why: "held".into() })
+                let why =
+                    if barred { "held for a cause of the site; the job goes elsewhere" } else { "held" };
+                Some(Action::Remove { site, jobs: vec![job], why: why.into() })
             }
-            Change::Failed { job, held: false, exhausted: true } => {
+            Change::Failed { job, held: false, exhausted: true, .. } => {
                 Some(Action::GiveUp { job, why: "failed on every attempt".into() })
             }
             _ => None,
@@ -436,11 +545,19 @@ impl JobBook {
     fn return_to_pool(&mut self, job: JobId) {
         self.set(job, JobState::Pool);
         self.pool.insert(job);
+        self.strand_check_due |= self.barred.contains_key(&job);
     }
 
     fn set(&mut self, job: JobId, new: JobState) {
         let i = job.0 as usize;
         let old = std::mem::replace(&mut self.states[i], JobState::Pool);
+        if self.barred.contains_key(&job) {
+            if new == JobState::Pool {
+                self.barred_pool.insert(job);
+            } else {
+                self.barred_pool.remove(&job);
+            }
+        }
         self.out = self.out - u64::from(old.site().is_some()) + u64::from(new.site().is_some());
         if let Some(c) = self.site_counter(&old) {
             *c -= 1;
@@ -529,14 +646,14 @@ mod tests {
         book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
         let failed = Outcome::Failed { detail: "exit 1".into() };
         let c = book.apply(S0, &SiteEvent::Ended { job: JobId(0), at: 5.0, outcome: failed.clone() });
-        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: false });
+        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: false, barred: false });
         // Job 0 is back and goes before job 2.
         assert_eq!(book.take(S1, 1), vec![JobId(0)]);
         book.apply(S1, &SiteEvent::Submitted { jobs: vec![JobId(0)], at: 6.0 });
         // An event from the old site about job 0 is stale.
         assert_eq!(book.apply(S0, &SiteEvent::Started { job: JobId(0), at: 7.0 }), Change::None);
         let c = book.apply(S1, &SiteEvent::Ended { job: JobId(0), at: 8.0, outcome: failed });
-        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: true });
+        assert_eq!(c, Change::Failed { job: JobId(0), held: false, exhausted: true, barred: false });
         assert_eq!(*book.state(JobId(0)), JobState::GivenUp);
         assert_eq!(book.given_up(), 1);
     }
@@ -565,14 +682,50 @@ mod tests {
         let mut book = JobBook::new(1, 1, 3);
         let jobs = book.take(S0, 1);
         book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
-        let c = book.apply(S0, &SiteEvent::Held { job: JobId(0), at: 1.0, reason: "x".into() });
-        assert_eq!(c, Change::Failed { job: JobId(0), held: true, exhausted: false });
+        let c = book.apply(
+            S0,
+            &SiteEvent::Held { job: JobId(0), at: 1.0, reason: "x".into(), cause: HoldCause::Unknown },
+        );
+        assert_eq!(c, Change::Failed { job: JobId(0), held: true, exhausted: false, barred: false });
         assert_eq!(book.counts(S0).held, 1);
         assert_eq!(book.mark_removing(S0, &[JobId(0)]), vec![JobId(0)]);
         book.apply(S0, &SiteEvent::Removed { job: JobId(0), at: 2.0 });
         assert_eq!(*book.state(JobId(0)), JobState::Pool);
         assert_eq!(book.counts(S0).out(), 0);
         assert_eq!(book.pool_len(), 1);
+    }
+
+    #[test]
+    fn a_hold_of_the_sites_bars_the_job_there_spends_no_attempt_and_strands_nothing() {
+        let mut book = JobBook::new(3, 2, 1);
+        let jobs = book.take(S0, 2);
+        book.apply(S0, &SiteEvent::Submitted { jobs, at: 0.0 });
+        let held =
+            |job| SiteEvent::Held { job: JobId(job), at: 1.0, reason: "r".into(), cause: HoldCause::Site };
+        let c = book.apply(S0, &held(0));
+        assert_eq!(c, Change::Failed { job: JobId(0), held: true, exhausted: false, barred: true });
+        book.mark_removing(S0, &[JobId(0)]);
+        book.apply(S0, &SiteEvent::Removed { job: JobId(0), at: 2.0 });
+        // One attempt allowed, and none spent: back in the pool, not given up.
+        assert_eq!((book.state(JobId(0)).clone(), book.attempts(JobId(0))), (JobState::Pool, 0));
+        assert_eq!(book.barred_in_pool().collect::<Vec<_>>(), vec![JobId(0)]);
+        // Site 0 takes the next job, site 1 the barred one first.
+        assert_eq!(book.take(S0, 1), vec![JobId(2)]);
+        assert!(book.give_up_stranded(&[true, true]).is_empty());
+        // Site 1 no longer live: nothing is left that would take job 0.
+        let actions = book.give_up_stranded(&[true, false]);
+        assert!(
+            matches!(&actions[..], [Action::GiveUp { job: JobId(0), why }] if why.contains("every live site"))
+        );
+        assert_eq!((book.state(JobId(0)).clone(), book.given_up()), (JobState::GivenUp, 1));
+        assert!(book.give_up_stranded(&[true, false]).is_empty(), "given up once");
+        // A hold of unknown cause is a failed attempt, as before.
+        let c = book.apply(
+            S0,
+            &SiteEvent::Held { job: JobId(1), at: 3.0, reason: "r".into(), cause: HoldCause::Unknown },
+        );
+        assert_eq!(c, Change::Failed { job: JobId(1), held: true, exhausted: true, barred: false });
+        assert!(!book.barred_at(JobId(1), S0));
     }
 
     #[test]

@@ -1,10 +1,11 @@
 //! `bulk`: what plain Condor-G bulk submission does. Every job goes out at
 //! t = 0, split across sites in proportion to their slots; a failed attempt is
-//! resubmitted to the same site. No judgement at all, which is why it is a
+//! resubmitted to the same site (a job that site held for a cause of its own,
+//! to the next site that has not). No judgement at all, which is why it is a
 //! baseline: it shows what throttling is worth.
 
 use super::book::Change;
-use super::{Action, Input, JobBook, Policy, RunSpec, SiteId, SiteView, Time};
+use super::{Action, Input, JobBook, JobId, Policy, RunSpec, SiteId, SiteView, Time};
 
 pub struct Bulk {
     book: JobBook,
@@ -57,6 +58,27 @@ pub fn proportional_shares(n: u64, weights: &[f64]) -> Vec<u64> {
     parts
 }
 
+impl Bulk {
+    /// Jobs `site` held for a cause of its own go to the next site after it
+    /// (in site order, round) that has not held them; those every site has
+    /// held are given up.
+    fn resubmit_barred(&mut self, site: SiteId, actions: &mut Vec<Action>) {
+        let n = self.shares.len();
+        actions.extend(self.book.give_up_stranded(&vec![true; n]));
+        let mut sent: Vec<Vec<JobId>> = vec![Vec::new(); n];
+        for job in self.book.barred_in_pool().collect::<Vec<_>>() {
+            let mut next = (1..=n).map(|k| SiteId(((site.index() + k) % n) as u32));
+            if let Some(to) = next.find(|&to| !self.book.barred_at(job, to)) {
+                sent[to.index()].extend(self.book.take_these(to, &[job]));
+            }
+        }
+        for (i, jobs) in sent.into_iter().enumerate().filter(|(_, jobs)| !jobs.is_empty()) {
+            let why = "held at another site for a cause of that site".into();
+            actions.push(Action::Submit { site: SiteId(i as u32), jobs, why });
+        }
+    }
+}
+
 impl Policy for Bulk {
     fn name(&self) -> &'static str {
         "bulk"
@@ -89,6 +111,9 @@ impl Policy for Bulk {
                         jobs,
                         why: "resubmit to the same site".into(),
                     });
+                }
+                if self.book.any_barred() {
+                    self.resubmit_barred(*site, &mut actions);
                 }
             }
             Input::Tick => {}

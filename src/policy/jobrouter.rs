@@ -120,6 +120,11 @@ impl Policy for JobRouter {
             for s in elsewhere.into_iter().chain([*site]) {
                 self.refile(s);
             }
+            // Every site is live to a static router: a job is stranded
+            // only once each has held it for a cause of its own.
+            if self.book.any_barred() {
+                actions.extend(self.book.give_up_stranded(&vec![true; self.limits.len()]));
+            }
         }
         self.route(&mut actions);
         actions

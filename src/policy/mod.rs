@@ -16,6 +16,9 @@
 //! - A job is out at no more than one site at a time; it is only submitted again
 //!   after its previous attempt ended, failed, or was confirmed removed.
 //! - The number of jobs out never exceeds N (the thesis's `sumOfK`).
+//! - A job a site held for a cause of its own is never sent there again,
+//!   and one that every site the policy still uses has held is given up
+//!   (the [`JobBook`] keeps the bars; the policy says which sites are live).
 //! - Actions are deterministic functions of the inputs: iteration over sites and
 //!   jobs is in index order, never hash order.
 //!
@@ -169,6 +172,23 @@ pub enum Outcome {
     Failed { detail: String },
 }
 
+/// Whose a hold is: what the job may expect of another site. The backend
+/// that reads the hold decides (for HTCondor, `condor::hold_cause` reads its
+/// hold reason code); the policy acts on the answer.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub enum HoldCause {
+    /// Something of the site's: its copy of the input, its executable, its
+    /// own policy. Another site may run the job; this one would hold it again.
+    Site,
+    /// Something of the job's own (the user's hold policy, its memory past
+    /// its request): it would follow the job anywhere, so it is a failed
+    /// attempt.
+    Job,
+    /// Not known: a failed attempt, as a job-caused hold is.
+    #[default]
+    Unknown,
+}
+
 /// One fact about one of our jobs at one site, as HTCondor would report it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub enum SiteEvent {
@@ -181,8 +201,15 @@ pub enum SiteEvent {
     Started { job: JobId, at: Time },
     /// The attempt ended (user log 005).
     Ended { job: JobId, at: Time, outcome: Outcome },
-    /// The job was put on hold (user log 012); it stays at the site until removed.
-    Held { job: JobId, at: Time, reason: String },
+    /// The job was put on hold (user log 012); it stays at the site until
+    /// removed. `cause` says whether it could run elsewhere.
+    Held {
+        job: JobId,
+        at: Time,
+        reason: String,
+        #[serde(default)]
+        cause: HoldCause,
+    },
     /// The job left the queue without finishing (user log 009).
     Removed { job: JobId, at: Time },
     /// A [`Action::Withdraw`] found that the job had already started (or
@@ -242,7 +269,8 @@ pub enum Action {
     /// remote copy runs) and answers [`SiteEvent::WithdrawDeclined`] for a
     /// job it left in place. A started job is never cut short to be moved.
     Withdraw { site: SiteId, jobs: Vec<JobId>, why: String },
-    /// Stop trying this job: it failed `max_attempts` times.
+    /// Stop trying this job: it failed `max_attempts` times, or every site
+    /// still live held it for a cause of its own.
     GiveUp { job: JobId, why: String },
 }
 

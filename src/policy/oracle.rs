@@ -343,6 +343,11 @@ impl Policy for Oracle {
                 }
             }
         }
+        if self.book.any_barred() {
+            let live: Vec<bool> =
+                (0..self.sites.len()).map(|i| self.planner.model(SiteId(i as u32)).open).collect();
+            actions.extend(self.book.give_up_stranded(&live));
+        }
         actions.extend(
             self.planner.dispatch(now, &mut self.book, |_, m| {
                 format!("window {:.0}, {}", m.window, m.waiting_ahead())

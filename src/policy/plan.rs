@@ -64,7 +64,7 @@
 
 use super::book::{SiteCounts, TimeKey};
 use super::{Action, JobBook, JobId, SiteId, Time};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The wait Little's law is given where every job left may wait ahead: a
 /// queue `rate × this` long holds any run's jobs (finite, so that rooms
@@ -502,13 +502,41 @@ impl Planner {
                 bounds[i as usize] -= k as f64;
             }
             let jobs = book.take(site, k);
-            actions.push(Action::Submit { site, jobs, why: why(site, &model) });
+            if !jobs.is_empty() {
+                actions.push(Action::Submit { site, jobs, why: why(site, &model) });
+            }
             self.refresh(site, book);
         }
         for i in passed {
             self.refresh(SiteId(i), book);
         }
+        if book.any_barred() {
+            self.place_barred(book, &mut why, &mut actions);
+        }
         actions
+    }
+
+    /// Jobs left in the pool that a site held for a cause of its own go to
+    /// the soonest site with room that has not held them, whatever the
+    /// horizon: the sites the horizon counts on will not take them, and
+    /// left in the pool they would wait there for good.
+    fn place_barred(
+        &mut self,
+        book: &mut JobBook,
+        why: &mut impl FnMut(SiteId, &SiteModel) -> String,
+        actions: &mut Vec<Action>,
+    ) {
+        let mut sent: BTreeMap<SiteId, Vec<JobId>> = BTreeMap::new();
+        for job in book.barred_in_pool().collect::<Vec<_>>() {
+            let taker =
+                self.candidates.iter().map(|&(_, i)| SiteId(i)).find(|&site| !book.barred_at(job, site));
+            let Some(site) = taker else { continue };
+            sent.entry(site).or_default().extend(book.take_these(site, &[job]));
+            self.refresh(site, book);
+        }
+        for (site, jobs) in sent {
+            actions.push(Action::Submit { site, jobs, why: why(site, &self.models[site.index()]) });
+        }
     }
 
     /// The sites with room, as (the latency a job sent there now would

@@ -408,7 +408,7 @@ impl Thesis {
                 let jobs = self.book.mark_removing(site, &[job]);
                 actions.push(Action::Remove { site, jobs, why: "thesis: held".into() });
             }
-            Change::Failed { job, held: false, exhausted } => {
+            Change::Failed { job, held: false, exhausted, .. } => {
                 state.batch.remove(&job);
                 if exhausted {
                     actions.push(Action::GiveUp { job, why: "failed on every attempt".into() });
@@ -468,6 +468,10 @@ impl Policy for Thesis {
                 }
             }
             Input::Tick => self.fire_timeouts(now, &mut actions),
+        }
+        if self.book.any_barred() {
+            let live: Vec<bool> = self.sites.iter().map(|s| !s.unresponsive).collect();
+            actions.extend(self.book.give_up_stranded(&live));
         }
         self.advance(now, &mut actions);
         self.tell(now);

@@ -36,7 +36,10 @@ use std::sync::Arc;
 /// 5: `adaptive`'s draining phase carries the likeliest slowdown with what
 /// its verdict proved, and a recheck what it suspects (the floor, or
 /// memory's run times with memory's ceiling) as one enum.
-const FORMAT: u32 = 5;
+/// 6: the job book keeps the sites that held each job for a cause of their
+/// own (and which sites were live), `adaptive`'s site whether a job ran to
+/// its end there since it was last given up.
+const FORMAT: u32 = 6;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

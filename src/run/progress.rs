@@ -747,6 +747,7 @@ fn one_line(s: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::HoldCause;
 
     #[test]
     fn stats_follow_successful_attempts_and_count_retries() {
@@ -755,7 +756,10 @@ mod tests {
         p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1)], at: 0.0 });
         p.record(a, &SiteEvent::Started { job: JobId(0), at: 10.0 });
         p.record(a, &SiteEvent::Ended { job: JobId(0), at: 110.0, outcome: Outcome::Success });
-        p.record(a, &SiteEvent::Held { job: JobId(1), at: 5.0, reason: "no\nslot".into() });
+        p.record(
+            a,
+            &SiteEvent::Held { job: JobId(1), at: 5.0, reason: "no\nslot".into(), cause: HoldCause::Unknown },
+        );
         p.record(a, &SiteEvent::Removed { job: JobId(1), at: 6.0 });
         // A stale end for job 1 at the old site counts for nothing.
         p.record(a, &SiteEvent::Ended { job: JobId(1), at: 7.0, outcome: Outcome::Success });
@@ -840,7 +844,15 @@ mod tests {
         // A held job stops running without being cut short later.
         p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 30.0 });
         p.record(a, &SiteEvent::Started { job: JobId(2), at: 31.0 });
-        p.record(a, &SiteEvent::Held { job: JobId(2), at: 33.0, reason: "input\nmissing".into() });
+        p.record(
+            a,
+            &SiteEvent::Held {
+                job: JobId(2),
+                at: 33.0,
+                reason: "input\nmissing".into(),
+                cause: HoldCause::Site,
+            },
+        );
         p.record(a, &SiteEvent::Removed { job: JobId(2), at: 34.0 });
         assert_eq!(p.tally.sites[0].cut_short, 1);
         assert_eq!(p.tally.sites[0].last_hold_reason.as_deref(), Some("input missing"));

@@ -9,7 +9,7 @@
 
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
 use crate::engine::{RunClock, SiteBackend};
-use crate::policy::{JobId, JobTypeId, Outcome, SiteEvent};
+use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
@@ -20,6 +20,8 @@ pub enum AttemptEnd {
     Success,
     Failed,
     Removed,
+    /// Held for a cause of the site (`p_hold`); `ended` is its removal.
+    Held,
     /// Still at the site when the run stopped (a hang).
     Pending,
 }
@@ -43,7 +45,7 @@ pub struct SiteLog {
     pub attempts: Vec<AttemptRecord>,
     /// Most of our jobs running at once, as the model counts them.
     pub peak_running: u32,
-    /// Events the site reported (submissions, starts, ends, removals).
+    /// Events the site reported (submissions, starts, ends, holds, removals).
     pub events: u64,
 }
 
@@ -58,6 +60,8 @@ pub struct SimSite {
     /// Attempt of each job out here. An attempt's number is the index of
     /// its record in the site's log, which also names its job.
     out: BTreeMap<JobId, AttemptId>,
+    /// Jobs on hold here (never given to the model), until removed.
+    held: BTreeMap<JobId, AttemptId>,
     log: Arc<Mutex<SiteLog>>,
     /// Starts and ends the site made that the submit side has not heard of
     /// yet, in time order: when the gridmanager's next poll tells of each,
@@ -80,6 +84,7 @@ impl SimSite {
             work,
             kinds: Arc::new(Vec::new()),
             out: BTreeMap::new(),
+            held: BTreeMap::new(),
             log,
             unheard: VecDeque::new(),
         }
@@ -154,23 +159,36 @@ impl SiteBackend for SimSite {
     async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         let (now, mut events) = self.catch_up();
         let mut log = self.log.lock().expect("site log lock");
+        let mut held = Vec::new();
         for &job in &jobs {
             let attempt = AttemptId(log.attempts.len() as u64);
-            let work = self.work.get(job.0 as usize).copied().unwrap_or(0.0);
-            let kind = self.kinds.get(job.0 as usize).map_or(0, |k| k.index());
-            self.sim.submit_kind(now, attempt, work, kind);
-            self.out.insert(job, attempt);
+            let holds = self.sim.holds(job.0);
             log.attempts.push(AttemptRecord {
                 job: job.0,
                 site: self.site,
                 submitted: now,
                 started: None,
                 ended: None,
-                end: AttemptEnd::Pending,
+                end: if holds { AttemptEnd::Held } else { AttemptEnd::Pending },
             });
+            if holds {
+                self.held.insert(job, attempt);
+                held.push(job);
+                continue;
+            }
+            let work = self.work.get(job.0 as usize).copied().unwrap_or(0.0);
+            let kind = self.kinds.get(job.0 as usize).map_or(0, |k| k.index());
+            self.sim.submit_kind(now, attempt, work, kind);
+            self.out.insert(job, attempt);
         }
-        log.events += 1;
+        log.events += 1 + held.len() as u64;
         events.push(SiteEvent::Submitted { jobs, at: now });
+        events.extend(held.into_iter().map(|job| SiteEvent::Held {
+            job,
+            at: now,
+            reason: "input missing at the site (simulated)".into(),
+            cause: HoldCause::Site,
+        }));
         events
     }
 
@@ -178,6 +196,12 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut log = self.log.lock().expect("site log lock");
         for job in jobs {
+            if let Some(attempt) = self.held.remove(&job) {
+                log.attempts[attempt.0 as usize].ended = Some(now);
+                log.events += 1;
+                events.push(SiteEvent::Removed { job, at: now });
+                continue;
+            }
             let Some(&attempt) = self.out.get(&job) else { continue };
             if self.sim.remove(now, attempt) {
                 self.out.remove(&job);
@@ -197,6 +221,11 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut idle = Vec::with_capacity(jobs.len());
         for job in jobs {
+            if self.held.contains_key(&job) {
+                // On hold it runs nothing: taken back as an idle job is.
+                idle.push(job);
+                continue;
+            }
             let Some(&attempt) = self.out.get(&job) else { continue };
             // Started, or ended and not yet heard of: no longer idle there.
             if self.sim.has_started(now, attempt) || self.unheard.iter().any(|u| u.1 == attempt) {

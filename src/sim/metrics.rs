@@ -3,7 +3,7 @@
 
 use super::backend::{AttemptEnd, AttemptRecord};
 use super::model::Scenario;
-use crate::policy::{JobBook, JobTypeId};
+use crate::policy::{JobBook, JobId, JobState, JobTypeId};
 use serde::Serialize;
 
 /// The successful attempt of one job.
@@ -166,10 +166,13 @@ pub fn measure(
                     attempts: list.len() as u32,
                 });
             }
-            0 if hang => {}
+            0 if hang || *book.state(JobId(job)) == JobState::GivenUp => {}
             k => errors.push(format!("job {job} succeeded {k} times")),
         }
-        for a in list.iter().filter(|a| matches!(a.end, AttemptEnd::Failed | AttemptEnd::Removed)) {
+        for a in list
+            .iter()
+            .filter(|a| matches!(a.end, AttemptEnd::Failed | AttemptEnd::Removed | AttemptEnd::Held))
+        {
             wasted += a.ended.unwrap_or(a.submitted) - a.submitted;
         }
     }

@@ -202,6 +202,7 @@ impl Rng {
 const STREAM_JOB_WORK: u64 = 1;
 const STREAM_WAITS: u64 = 2;
 const STREAM_FAILURES: u64 = 3;
+const STREAM_HOLDS: u64 = 4;
 const STREAM_SITE_BASE: u64 = 1000;
 
 /// The seed of site number `index` of a run seeded with `seed` (what
@@ -369,6 +370,10 @@ pub struct SiteSim {
     /// Seconds between the gridmanager's polls, for the backend that reports
     /// this site's events (the model itself runs on the site's own time).
     poll_period: f64,
+    /// Share of jobs held here for a cause of the site, and the seed that
+    /// picks them (by job, so a job held here is held on every attempt).
+    p_hold: f64,
+    hold_seed: u64,
 }
 
 impl SiteSim {
@@ -387,6 +392,7 @@ impl SiteSim {
         boundaries.dedup();
         let names: Vec<&str> = types.iter().map(|t| t.name.as_str()).collect();
         let (negotiation_period, poll_period) = (params.negotiation_period, params.poll_period);
+        let p_hold = params.p_hold;
         let params = params.truth_for(&names);
         let kinds = types
             .iter()
@@ -414,7 +420,15 @@ impl SiteSim {
             fill_due: None,
             negotiation_period,
             poll_period,
+            p_hold,
+            hold_seed: Rng::stream(seed, STREAM_HOLDS).next_u64(),
         }
+    }
+
+    /// Whether the site holds job `job` for a cause of its own (its input
+    /// is missing here): the same answer for every attempt of the job.
+    pub fn holds(&self, job: u64) -> bool {
+        self.p_hold > 0.0 && (self.p_hold >= 1.0 || Rng::stream(self.hold_seed, job).uniform() < self.p_hold)
     }
 
     /// Seconds between the gridmanager's polls of this site (0: its events

@@ -357,6 +357,29 @@ impl<'a> Case<'a> {
         }
     }
 
+    /// How many times each job was sent to `site`, and held there (user-log
+    /// 012 events), by the submitted batches of the case's state database
+    /// (`st/state.db`): a batch's cluster and the position of a proc in it
+    /// name the job.
+    pub fn sent_and_held_at(&self, site: &str) -> (BTreeMap<u64, u32>, BTreeMap<u64, u32>) {
+        let batches: BTreeMap<i64, Vec<u64>> =
+            submitted_batches(&self.path("st/state.db"), Some(site)).into_iter().collect();
+        let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
+        for job in batches.values().flatten() {
+            *sent.entry(*job).or_default() += 1;
+        }
+        let mut held: BTreeMap<u64, u32> = BTreeMap::new();
+        for log in self.user_log_paths() {
+            let (events, _) = cosched::userlog::parse_bytes(&std::fs::read(&log).unwrap_or_default());
+            for e in events.iter().filter(|e| e.code == 12) {
+                if let Some(&job) = batches.get(&e.cluster).and_then(|jobs| jobs.get(e.proc as usize)) {
+                    *held.entry(job).or_default() += 1;
+                }
+            }
+        }
+        (sent, held)
+    }
+
     /// For a case that stops the schedd: every job 0..n completed, and
     /// cosched sent each exactly once. A stopped schedd that never recorded
     /// a job's end runs that job again when it is back (HTCondor's
@@ -370,17 +393,7 @@ impl<'a> Case<'a> {
         let ledger = self.ledger();
         let missing: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) == 0).collect();
         assert!(missing.is_empty(), "{}: jobs that never completed: {missing:?}", self.name);
-        let db = rusqlite::Connection::open(state_db).unwrap();
-        let mut statement =
-            db.prepare("SELECT cluster, jobs FROM submissions WHERE state = 'submitted'").unwrap();
-        let batches: Vec<(i64, Vec<u64>)> = statement
-            .query_map([], |row| {
-                let jobs: String = row.get(1)?;
-                Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
-            })
-            .unwrap()
-            .collect::<Result<_, _>>()
-            .unwrap();
+        let batches = submitted_batches(state_db, None);
         let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
         for job in batches.iter().flat_map(|(_, jobs)| jobs) {
             *sent.entry(*job).or_default() += 1;
@@ -473,6 +486,25 @@ impl Ledger {
     pub fn executions(&self) -> u32 {
         self.jobs.values().map(|e| e.0).sum()
     }
+}
+
+/// The submitted batches of a state database (of `site` only, if given):
+/// each one's cluster and its jobs, in the order of its procs.
+fn submitted_batches(state_db: &Path, site: Option<&str>) -> Vec<(i64, Vec<u64>)> {
+    let db = rusqlite::Connection::open(state_db).unwrap();
+    let mut statement = db
+        .prepare(
+            "SELECT cluster, jobs FROM submissions WHERE state = 'submitted' AND (?1 IS NULL OR site = ?1)",
+        )
+        .unwrap();
+    statement
+        .query_map([site], |row| {
+            let jobs: String = row.get(1)?;
+            Ok((row.get(0)?, serde_json::from_str(&jobs).expect("a batch's jobs are a JSON list")))
+        })
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap()
 }
 
 /// Waits for `child` at most `patience`; kills it and fails the case after.

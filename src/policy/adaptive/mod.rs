@@ -145,7 +145,11 @@
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
 //! is given up for twice that, then tried with one job, given up the same
-//! way should it not start.
+//! way should it not start. A job held for a cause of the site goes
+//! elsewhere (the book bars it there); a site that ran no job to its end
+//! since it was last given up and holds every job it has is given up the
+//! same way as one that starts nothing. The sites not closed are the live
+//! ones the book gives up a job against once each has held it.
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
 //! whether a re-probe only assumed it), healthy run-time quantiles, mean
@@ -397,12 +401,22 @@ impl Adaptive {
     /// Feeds a site event to the site's estimator.
     fn observe(&mut self, i: usize, event: &SiteEvent, change: &Change, now: Time) {
         let at = event.at().unwrap_or(now);
+        let c = self.book.counts(SiteId(i as u32));
         let s = &mut self.sites[i];
         match change {
             Change::Submitted { jobs } => s.submitted(jobs, at),
             Change::Started { job, .. } => s.started(*job, at),
-            Change::Succeeded { job, ended, .. } => s.ended(*job, *ended, End::Success),
-            Change::Failed { job, .. } => s.ended(*job, at, End::Failure),
+            Change::Succeeded { job, ended, .. } => {
+                s.ran_to_end = true;
+                s.ended(*job, *ended, End::Success);
+            }
+            Change::Failed { job, held, barred, .. } => {
+                s.ran_to_end |= !held;
+                s.ended(*job, at, End::Failure);
+                if *barred {
+                    s.held_by_site(now, c.submitting + c.idle + c.running + c.withdrawing > 0);
+                }
+            }
             Change::Removed { job } => s.ended(*job, at, End::Removed),
             Change::Returned { .. } => {}
             Change::None => match event {
@@ -626,6 +640,10 @@ impl Policy for Adaptive {
         }
         for i in touched {
             self.review(i, now, &mut actions);
+        }
+        if self.book.any_barred() {
+            let live: Vec<bool> = self.sites.iter().map(|s| !s.closed(now)).collect();
+            actions.extend(self.book.give_up_stranded(&live));
         }
         let sites = &self.sites;
         actions.extend(self.planner.dispatch(now, &mut self.book, |site, m| {

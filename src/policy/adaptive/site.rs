@@ -169,6 +169,10 @@ pub struct Site {
     /// Given up as unresponsive until then (then one probe job); an
     /// overlay as `down` is, and either may hold without the other.
     pub closed_until: Option<Time>,
+    /// A job ran to its end here (succeeded, or failed on its own) since
+    /// the site was last given up: a site that holds jobs for a cause of
+    /// its own is given up only while this is false.
+    pub ran_to_end: bool,
     /// The test is evaluated no more often than every `EVALS` of a run time.
     next_eval: Time,
     /// The verdicts not told yet (`Adaptive::tell` takes them): when, what,
@@ -254,6 +258,7 @@ impl Site {
             any_started: false,
             down: false,
             closed_until: None,
+            ran_to_end: false,
             next_eval: 0.0,
             verdicts: Vec::new(),
             tail_memory: None,

@@ -596,10 +596,29 @@ impl Site {
             && self.closed_until.is_none_or(|t| now >= t)
             && self.first_submit.is_some_and(|f| now >= f + self.idle_timeout);
         if timed_out {
-            self.closed_until = Some(now + 2.0 * self.idle_timeout);
-            self.first_submit = None;
-            self.window = 1.0;
+            self.give_up(now);
         }
         timed_out
+    }
+
+    /// A job was held here for a cause of the site (it goes elsewhere). A
+    /// site that ran no job to its end since it was last given up (or the
+    /// run began) and holds every job it has (`others_out` false: none is
+    /// idle or running there) runs nothing, as one that starts nothing
+    /// does: it is given up the same way, for twice the idle timeout, then
+    /// tried with one job. Returns whether that happened now.
+    pub fn held_by_site(&mut self, now: Time, others_out: bool) -> bool {
+        let holds_all = !self.ran_to_end && !others_out;
+        if holds_all {
+            self.give_up(now);
+        }
+        holds_all
+    }
+
+    fn give_up(&mut self, now: Time) {
+        self.closed_until = Some(now + 2.0 * self.idle_timeout);
+        self.first_submit = None;
+        self.window = 1.0;
+        self.ran_to_end = false;
     }
 }
