@@ -158,10 +158,15 @@ const FORWARD_PATIENCE: f64 = 120.0;
 /// How soon deferred removals are looked at again (real seconds).
 const LATER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
 /// How long (run seconds) a removal may go unconfirmed by the log (no 009
-/// or 005) before the queue is asked whether it took. A removal that took
-/// is logged within a gridmanager poll or two; one that did not leaves a
-/// job that runs nothing and that the run waits for forever.
-const REMOVAL_PATIENCE: f64 = 60.0;
+/// or 005) before the queue is asked whether it took; the queue is asked at
+/// most this often. A job being removed shows `JobStatus` 3 until its 009,
+/// however long the gridmanager takes, and is left alone; one that is not
+/// (held, or still idle or running) is removed again. On HTCondor 25 the
+/// gridmanager holds ("Job disappeared from remote schedd") a Condor-C job
+/// removed after its remote copy was taken back, and a second `condor_rm`
+/// takes only once it has dropped the job's remote id, seconds later: so
+/// the first check comes soon, and the next ones as soon.
+const REMOVAL_PATIENCE: f64 = 15.0;
 
 impl CondorSite {
     #[allow(clippy::too_many_arguments)]
