@@ -102,6 +102,15 @@ pub struct CondorSite {
     /// gridmanager writes for them afterwards is about an execution that no
     /// longer belongs to the run's view of the job.
     gone: std::collections::BTreeSet<(i64, i64)>,
+    /// Jobs whose removal was asked for and not yet confirmed by their log
+    /// (009, or 005 for one that ended first), with when it was first asked
+    /// (run time). The policy counts such a job as leaving and waits for its
+    /// 009; should the removal not take, whatever the cause (a hold the
+    /// gridmanager put on a copy whose remote copy went, a `condor_rm` that
+    /// raced it), [`Self::audit`] finds the job still queued and asks again.
+    unconfirmed: BTreeMap<JobId, Time>,
+    /// When [`Self::audit`] may next ask the queue (run time).
+    audit_next: Time,
 }
 
 /// Of some Condor-C jobs: (finished remotely, running remotely unknown to
@@ -148,6 +157,16 @@ impl Reachability {
 const FORWARD_PATIENCE: f64 = 120.0;
 /// How soon deferred removals are looked at again (real seconds).
 const LATER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
+/// How long (run seconds) a removal may go unconfirmed by the log (no 009
+/// or 005) before the queue is asked whether it took; the queue is asked at
+/// most this often. A job being removed shows `JobStatus` 3 until its 009,
+/// however long the gridmanager takes, and is left alone; one that is not
+/// (held, or still idle or running) is removed again. On HTCondor 25 the
+/// gridmanager holds ("Job disappeared from remote schedd") a Condor-C job
+/// removed after its remote copy was taken back, and a second `condor_rm`
+/// takes only once it has dropped the job's remote id, seconds later: so
+/// the first check comes soon, and the next ones as soon.
+const REMOVAL_PATIENCE: f64 = 15.0;
 
 impl CondorSite {
     #[allow(clippy::too_many_arguments)]
@@ -196,6 +215,8 @@ impl CondorSite {
             resource_down: false,
             taken_back: Default::default(),
             gone: Default::default(),
+            unconfirmed: BTreeMap::new(),
+            audit_next: f64::NEG_INFINITY,
         }
     }
 
@@ -500,6 +521,7 @@ impl CondorSite {
         // Their remote copies are gone, or they are held: nothing can run
         // for them any more.
         let stopped: Vec<(i64, i64)> = taken_back.into_iter().chain(held).collect();
+        self.expect_removal(&stopped);
         let mut all = self.remove_procs(&stopped, false).await;
         all &= self.remove_procs(&idle, true).await;
         if !all {
@@ -610,7 +632,76 @@ impl CondorSite {
             self.later.iter().filter(|(_, l)| l.0 == Later::Withdraw).map(|(j, _)| *j).collect();
         let mut events = self.remove_now(&removals).await;
         events.extend(self.withdraw_now(&withdrawals).await);
+        events.extend(self.audit().await);
         events
+    }
+
+    /// Records that `procs` are being removed whatever they do, so that
+    /// [`Self::audit`] follows them to their 009.
+    fn expect_removal(&mut self, procs: &[(i64, i64)]) {
+        let now = self.now();
+        for proc in procs {
+            if let Some(&job) = self.procs.get(proc) {
+                self.unconfirmed.entry(job).or_insert(now);
+            }
+        }
+    }
+
+    /// Asks the queue about the removals the log has not confirmed within
+    /// [`REMOVAL_PATIENCE`], and removes again those still queued and not
+    /// being removed (`JobStatus` other than 3). Those gone from the queue
+    /// are left to their log. A removal deferred on purpose (in `later`)
+    /// is not this audit's business, and a removal that finds the remote
+    /// copy finished leaves it to end, as always.
+    async fn audit(&mut self) -> Vec<SiteEvent> {
+        let now = self.now();
+        if now < self.audit_next {
+            return Vec::new();
+        }
+        let due: Vec<(JobId, (i64, i64))> = self
+            .unconfirmed
+            .iter()
+            .filter(|&(job, &asked)| now - asked >= REMOVAL_PATIENCE && !self.later.contains_key(job))
+            .filter_map(|(job, _)| self.out.get(job).map(|&proc| (*job, proc)))
+            .collect();
+        if due.is_empty() {
+            return Vec::new();
+        }
+        self.audit_next = now + REMOVAL_PATIENCE;
+        let procs: Vec<(i64, i64)> = due.iter().map(|d| d.1).collect();
+        let ads = match self
+            .condor
+            .query(&procs_constraint(&procs), &["ClusterId", "ProcId", "JobStatus"])
+            .await
+        {
+            Ok(ads) => ads,
+            Err(e) => {
+                tracing::debug!(site = %self.config.name, "cannot look for removals that did not take: {e}");
+                return Vec::new();
+            }
+        };
+        let statuses = job_statuses(&ads);
+        let stale: Vec<JobId> = due
+            .iter()
+            .filter(|(_, proc)| statuses.get(proc).is_some_and(|&status| status != 3))
+            .map(|(job, _)| *job)
+            .collect();
+        for (job, proc) in &due {
+            if let Some(status) = statuses.get(proc).filter(|&&s| s != 3) {
+                tracing::warn!(
+                    site = %self.config.name,
+                    "job {} ({}.{}): still queued with JobStatus {status} {:.0} s after its removal was asked; removing it again",
+                    job.0,
+                    proc.0,
+                    proc.1,
+                    now - self.unconfirmed[job]
+                );
+            }
+        }
+        if stale.is_empty() {
+            return Vec::new();
+        }
+        self.remove_now(&stale).await
     }
 
     fn translate(&mut self, events: Vec<Event>) -> Vec<SiteEvent> {
@@ -631,15 +722,26 @@ impl CondorSite {
                 );
                 continue;
             }
+            let current = self.out.get(&job) == Some(&proc);
             if event.code == 12 && self.taken_back.contains(&proc) {
                 // Held because its remote copy, which cosched removed, is
                 // gone: finish the removal.
                 let now = self.now();
                 self.later.insert(job, (Later::Remove, now));
+                self.unconfirmed.entry(job).or_insert(now);
                 continue;
+            }
+            if event.code == 12 && current && self.unconfirmed.contains_key(&job) {
+                // Held while its removal was under way: that removal did not
+                // take (a held job never leaves by itself), so ask again.
+                let now = self.now();
+                self.later.entry(job).or_insert((Later::Remove, now));
             }
             if matches!(event.code, 5 | 9) {
                 self.gone.insert(proc);
+                if current {
+                    self.unconfirmed.remove(&job);
+                }
             }
             let Some(translated) = site_event(job, event_run_time(&event, self.epoch_unix), &event) else {
                 continue;
@@ -783,8 +885,12 @@ impl SiteBackend for CondorSite {
     }
 
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let now = self.now();
         for job in &jobs {
             self.later.remove(job);
+            if self.out.contains_key(job) {
+                self.unconfirmed.entry(*job).or_insert(now);
+            }
         }
         // The removals themselves are reported by the log (009), like
         // everything else.
@@ -797,7 +903,7 @@ impl SiteBackend for CondorSite {
 
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
-            if self.later.is_empty() {
+            if self.later.is_empty() && self.unconfirmed.is_empty() {
                 self.later_due = None;
             } else if self.later_due.is_none() {
                 self.later_due = Some(tokio::time::Instant::now() + LATER_EVERY);
@@ -1602,6 +1708,46 @@ esac"#,
             ]
         );
         assert!(site.later.is_empty());
+    }
+
+    /// A removal that did not take (here a `condor_rm` that answers but
+    /// leaves the job held, as the gridmanager's hold of a Condor-C copy
+    /// whose remote copy went can) is asked again once the log has not
+    /// confirmed it within the patience; one the schedd is carrying out
+    /// (`JobStatus` 3) is not, and one whose 009 was read is forgotten.
+    #[tokio::test]
+    async fn a_removal_that_did_not_take_is_asked_again() {
+        let s = setup();
+        script(
+            &s.bin,
+            "condor_q",
+            r#"echo '[{"ClusterId": 40, "ProcId": 0, "JobStatus": 5}, {"ClusterId": 40, "ProcId": 1, "JobStatus": 3}]'"#,
+        );
+        script(&s.bin, "condor_rm", "echo ok");
+        let mut site = backend(&s, 30.0, 0.0, vec![(40, jobs(3..6))]);
+        site.remove(jobs(3..6)).await;
+        let first = args(&s.bin, "condor_rm");
+        assert_eq!(first.len(), 2, "one condor_rm: {first:?}");
+        // Not yet due: nothing is asked.
+        assert!(site.audit().await.is_empty());
+        assert_eq!(args(&s.bin, "condor_rm"), first);
+        // Job 5's 009 confirms its removal.
+        let log = "009 (040.002.000) 2026-11-21 05:00:10 Job was aborted.\n\tvia condor_rm\n...\n";
+        site.translate(crate::userlog::parse_bytes(log.as_bytes()).0);
+        assert!(!site.unconfirmed.contains_key(&JobId(5)));
+        for asked in site.unconfirmed.values_mut() {
+            *asked -= REMOVAL_PATIENCE + 1.0;
+        }
+        site.audit().await;
+        let all = args(&s.bin, "condor_rm");
+        assert_eq!(
+            &all[2..],
+            ["-constraint", "(ClusterId == 40 && ProcId == 0)"],
+            "only the held one: {all:?}"
+        );
+        // Asked at most once per patience.
+        site.audit().await;
+        assert_eq!(args(&s.bin, "condor_rm").len(), 4);
     }
 
     /// 026 and 025 in a site's log become ResourceDown and ResourceUp.
