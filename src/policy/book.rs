@@ -240,6 +240,20 @@ impl JobBook {
         jobs
     }
 
+    /// Takes these jobs from the pool and marks them as being submitted to
+    /// `site` (for a policy that chooses which jobs, not only how many).
+    /// Returns those that were in the pool; others are skipped.
+    pub fn take_these(&mut self, site: SiteId, jobs: &[JobId]) -> Vec<JobId> {
+        let mut taken = Vec::with_capacity(jobs.len());
+        for &job in jobs {
+            if self.pool.remove(&job) {
+                self.set(job, JobState::Submitting { site });
+                taken.push(job);
+            }
+        }
+        taken
+    }
+
     /// Jobs currently in `state` at `site` matching `pred`, in index order.
     pub fn jobs_at(&self, site: SiteId, pred: impl Fn(&JobState) -> bool) -> Vec<JobId> {
         self.states
