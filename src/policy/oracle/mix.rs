@@ -8,18 +8,24 @@
 //! any kind than one at C: the plan keeps `Σ ℓ_t x_t ≤ C` and
 //! `Σ x_t ≤ slots`. A running job of kind `t` then succeeds at
 //! `μ_t = v_t (1 − p) / (w_t (1 − p/2))` per second (a failed attempt runs
-//! half its work on average). The `m_t` jobs of each kind left end together
-//! soonest, at `T = 1/θ`, with the mix that solves the linear programme
+//! half its work on average). A slot of kind `t` at a site of mean queue
+//! wait `W` has ended `e_t(T) = ⌊μ_t (T − W)⌋⁺` jobs by `T` from now: its
+//! first starts after the wait (Little's law's queue ahead keeps the wait
+//! out of every later one), and only whole jobs count, which is what a run
+//! of one or two waves turns on. The `m_t` jobs of each kind left end by
+//! the least `T` for which the linear programme
 //!
 //! > maximise θ subject to, at every live site, `Σ_t x_t ≤ slots` and
-//! > `Σ_t ℓ_t x_t ≤ C`, and for every kind `Σ_sites μ_t x_t ≥ θ m_t`.
+//! > `Σ_t ℓ_t x_t ≤ C`, and for every kind `Σ_sites e_t(T) x_t ≥ θ m_t`
 //!
-//! A fixed mix is enough: the constraints are linear, so any schedule that
-//! changes the mix over time does no better than its average, which is a
-//! mix. The programme sends each kind where it runs best relative to what
-//! it costs there: a site whose file server is strong takes the I/O-bound
-//! jobs, one with many slots and a weak server fills with CPU-bound ones,
-//! a kind that is slow at a site (a cloud's vCPUs) goes elsewhere if it can.
+//! reaches θ ≥ 1 (feasibility grows with `T`: it is found by doubling,
+//! then bisection), and its solution there is the mix. A fixed mix is
+//! enough: the constraints are linear, so a schedule that changes the mix
+//! over time does no better than its average, which is a mix. The
+//! programme sends each kind where it ends soonest for what it costs there:
+//! a site whose file server is strong takes the I/O-bound jobs, one with
+//! many slots and a weak server fills with CPU-bound ones, a kind that is
+//! slow at a site (a cloud's vCPUs) or a site of long waits gets less.
 //! With one kind of load 1 its answer is `min(slots, C)`, today's knee.
 //!
 //! **Whole jobs.** The planner keeps `x_t` running as a real number (it
@@ -30,8 +36,11 @@
 //! that would finish last.
 //!
 //! Cost: a dense simplex over `sites × kinds + 1` variables and
-//! `2 sites + kinds` constraints, solved again only when a kind's jobs
-//! left fell by a fraction or a capacity changed.
+//! `2 sites + kinds` constraints, some twenty times per mix, solved again
+//! only when a kind's jobs left fell by a fraction or a capacity changed.
+//! What it does not do: stay near the last mix. The programme's optimum is
+//! often not unique, and two solutions in a row may trade a site's kinds,
+//! whose planners then withdraw the jobs waiting past the new shares.
 
 /// One live site as the programme sees it.
 #[derive(Clone, Debug)]
@@ -43,7 +52,18 @@ pub struct MixSite {
     /// Per kind, successes per second of one running job (0: the kind does
     /// not run there).
     pub rate: Vec<f64>,
+    /// Mean queue wait of a job sent there, seconds.
+    pub wait: f64,
 }
+
+/// Slack for whole numbers computed in floating point.
+const ROUNDING: f64 = 1e-6;
+
+/// How many times the horizon may double before the mix takes what it has.
+const MAX_DOUBLINGS: u32 = 60;
+
+/// Halvings of the horizon's bracket: a part in 2^16 of it.
+const BISECTIONS: u32 = 16;
 
 /// The mix: `x[site][kind]`, jobs of each kind to keep running at each
 /// site, for kinds of load `loads` with `left` jobs each not done yet.
@@ -81,26 +101,64 @@ pub fn solve(sites: &[MixSite], loads: &[f64], left: &[f64]) -> Vec<Vec<f64>> {
             }
         }
     }
-    // Demand rows, `θ' − Σ μ x T/m ≤ 0` with `θ' = θ T`: `T` scales θ to
-    // the size of the other variables.
-    let scale = vars.iter().map(|&(i, t)| sites[i].rate[t] / left[t]).fold(0.0, f64::max);
-    for (t, &m) in left.iter().enumerate() {
-        if m <= 0.0 {
-            continue;
-        }
-        let mut row = vec![0.0; n];
-        for (v, &(i, s)) in vars.iter().enumerate() {
-            if s == t {
-                row[v] = -sites[i].rate[t] / m / scale;
+    // Jobs one slot of kind `t` at site `i` ends by `T` from now: its
+    // first job starts after the wait, the next as one ends.
+    let ends_by = |horizon: f64, i: usize, t: usize| {
+        (sites[i].rate[t] * (horizon - sites[i].wait).max(0.0) + ROUNDING).floor()
+    };
+    // How far the kinds' jobs left can be ended by `T`: `θ ≥ 1` where the
+    // mix ends them all.
+    let programme = |horizon: f64| -> Vec<f64> {
+        let mut rows = rows.clone();
+        let mut rhs = rhs.clone();
+        for (t, &m) in left.iter().enumerate() {
+            if m <= 0.0 {
+                continue;
             }
+            let mut row = vec![0.0; n];
+            for (v, &(i, s)) in vars.iter().enumerate() {
+                if s == t {
+                    row[v] = -ends_by(horizon, i, t) / m;
+                }
+            }
+            row[theta] = 1.0;
+            rows.push(row);
+            rhs.push(0.0);
         }
-        row[theta] = 1.0;
-        rows.push(row);
-        rhs.push(0.0);
+        let mut objective = vec![0.0; n];
+        objective[theta] = 1.0;
+        simplex(&rows, &rhs, &objective)
+    };
+    // The soonest `T`: from the first run of every kind at its best site,
+    // doubled until the jobs fit, then halved down to a part in 2^BISECTIONS.
+    let first = (0..kinds)
+        .filter(|&t| left[t] > 0.0)
+        .map(|t| {
+            vars.iter()
+                .filter(|v| v.1 == t)
+                .map(|&(i, _)| sites[i].wait + 1.0 / sites[i].rate[t])
+                .fold(f64::INFINITY, f64::min)
+        })
+        .fold(0.0, f64::max);
+    let mut hi = first.max(1.0);
+    let mut solution = programme(hi);
+    let mut doublings = 0;
+    while solution[theta] < 1.0 && doublings < MAX_DOUBLINGS {
+        hi *= 2.0;
+        solution = programme(hi);
+        doublings += 1;
     }
-    let mut objective = vec![0.0; n];
-    objective[theta] = 1.0;
-    let solution = simplex(&rows, &rhs, &objective);
+    let mut lo = if doublings == 0 { 0.0 } else { hi / 2.0 };
+    for _ in 0..BISECTIONS {
+        let mid = 0.5 * (lo + hi);
+        let at_mid = programme(mid);
+        if at_mid[theta] >= 1.0 {
+            hi = mid;
+            solution = at_mid;
+        } else {
+            lo = mid;
+        }
+    }
     for (v, &(i, t)) in vars.iter().enumerate() {
         x[i][t] = solution[v].max(0.0);
     }
@@ -111,7 +169,6 @@ pub fn solve(sites: &[MixSite], loads: &[f64], left: &[f64]) -> Vec<Vec<f64>> {
 /// Rounds the mix to whole jobs within each site's slots and load, then
 /// gives what is left unused to the kind that would finish last.
 fn whole_jobs(sites: &[MixSite], loads: &[f64], left: &[f64], x: &mut [Vec<f64>]) {
-    const ROUNDING: f64 = 1e-6;
     let fits = |site: &MixSite, row: &[f64], t: usize, k: f64| {
         let used: f64 = row.iter().sum();
         let load: f64 = row.iter().zip(loads).map(|(a, l)| a * l).sum();
@@ -248,7 +305,7 @@ mod tests {
         // 1) and 4000 CPU jobs of 1200 s (load 0.03). Both end together at
         // T with x_io = 400,000/T and x_cpu = 4,800,000/T; the load
         // 544,000/T ≤ 50 binds first: T = 10,880 s, x_io ≈ 36.8, x_cpu ≈ 441.
-        let site = MixSite { slots: 500.0, capacity: 50.0, rate: vec![1.0 / 400.0, 1.0 / 1200.0] };
+        let site = MixSite { slots: 500.0, capacity: 50.0, rate: vec![1.0 / 400.0, 1.0 / 1200.0], wait: 0.0 };
         let x = solve(&[site], &[1.0, 0.03], &[1000.0, 4000.0]);
         let (io, cpu) = (x[0][0], x[0][1]);
         assert!((36.0..=37.0).contains(&io), "{io} I/O jobs");
@@ -261,14 +318,15 @@ mod tests {
         // Two sites of 100 slots: one with a strong server (C = 100), one
         // with a weak one (C = 5). Equal numbers of I/O and CPU jobs of the
         // same work: the weak site can run only CPU jobs at full speed.
-        let strong = MixSite { slots: 100.0, capacity: 100.0, rate: vec![0.01, 0.01] };
-        let weak = MixSite { slots: 100.0, capacity: 5.0, rate: vec![0.01, 0.01] };
+        let strong = MixSite { slots: 100.0, capacity: 100.0, rate: vec![0.01, 0.01], wait: 0.0 };
+        let weak = MixSite { slots: 100.0, capacity: 5.0, rate: vec![0.01, 0.01], wait: 0.0 };
         let x = solve(&[strong, weak], &[1.0, 0.01], &[1000.0, 1000.0]);
         assert!(x[1][0] <= 4.0, "the weak server takes {} I/O jobs", x[1][0]);
         assert!(x[1][1] >= 95.0, "the weak server's slots hold {} CPU jobs", x[1][1]);
         assert!(x[0][0] >= 95.0, "the strong server takes {} I/O jobs", x[0][0]);
         // One kind of load 1: the knee, min(slots, C).
-        let one = solve(&[MixSite { slots: 40.0, capacity: 12.5, rate: vec![0.01] }], &[1.0], &[100.0]);
+        let one =
+            solve(&[MixSite { slots: 40.0, capacity: 12.5, rate: vec![0.01], wait: 0.0 }], &[1.0], &[100.0]);
         assert_eq!(one, vec![vec![12.0]]);
     }
 }

@@ -73,8 +73,9 @@
 //! load. The oracle keeps one planner per kind (each kind's jobs in a book
 //! of their own, the run's book beside them) and gives kind `t` the window
 //! `x_t` at each site that the [`mix`] finds: the jobs of every kind left
-//! end together soonest with `Σ ℓ_t x_t ≤ C` and `Σ x_t ≤ slots` at every
-//! site (past C no mix finishes more of any kind). Each kind's planner then
+//! end soonest, counted in whole runs after each site's wait, with
+//! `Σ ℓ_t x_t ≤ C` and `Σ x_t ≤ slots` at every site (past C no mix
+//! finishes more of any kind). Each kind's planner then
 //! does what the planner does for one: Little's law's queue ahead (its
 //! gain `g = 1 + β ℓ_t W / R_t`, a job past the window loading the
 //! resource by its own share), the water-filling by finish time, the
@@ -341,7 +342,7 @@ impl Oracle {
                         }
                     })
                     .collect();
-                MixSite { slots: f64::from(slots), capacity: p.capacity_at(now), rate }
+                MixSite { slots: f64::from(slots), capacity: p.capacity_at(now), rate, wait: p.wait_mean }
             })
             .collect();
         let loads: Vec<f64> = kinds.truth.iter().map(|t| t.load).collect();
