@@ -291,8 +291,10 @@ impl JobBook {
         self.barred_pool.iter().copied()
     }
 
-    /// Marks these jobs as being submitted to `site`: those in the pool
-    /// that `site` has not barred (others are skipped). Returns them.
+    /// Takes these jobs from the pool and marks them as being submitted to
+    /// `site` (for a policy that chooses which jobs, not only how many):
+    /// those in the pool that `site` has not barred; others are skipped.
+    /// Returns those taken.
     pub fn take_these(&mut self, site: SiteId, jobs: &[JobId]) -> Vec<JobId> {
         let mut taken = Vec::with_capacity(jobs.len());
         for &job in jobs {

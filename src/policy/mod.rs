@@ -23,12 +23,14 @@
 //!   jobs is in index order, never hash order.
 //!
 //! Policies: [`bulk`], [`jobrouter`], [`oracle`] (the baselines that judge the
-//! others), [`thesis`] (Algorithms 1–3 of the 2013 thesis, read literally) and
+//! others), [`thesis`] (Algorithms 1–3 of the 2013 thesis, read literally),
+//! [`htcaas`] (seed 003's dispatch ratios per kind of job) and
 //! [`adaptive`] (the default).
 
 pub mod adaptive;
 pub mod book;
 pub mod bulk;
+pub mod htcaas;
 pub mod jobrouter;
 pub mod jobtype;
 pub mod oracle;
@@ -415,6 +417,13 @@ pub static POLICIES: &[Registered] = &[
         build: Build::Plain(|spec, p| Box::new(thesis::Thesis::new(spec, p.get()))),
     },
     Registered {
+        name: "htcaas",
+        about: "seed 003's dispatch ratio per kind of job, moved by the sites' queues (simulation only: baseline)",
+        params: ParamTable::none(),
+        ignores: &[("max_jobs", HTCAAS_WHY), ("max_idle", HTCAAS_WHY), ("initial_window", HTCAAS_WHY)],
+        build: Build::WithTruth(|spec, _, truth| Box::new(htcaas::Htcaas::new(spec, truth))),
+    },
+    Registered {
         name: "adaptive",
         about: "finds each site's knee by a sequential test and feeds the fastest sites (the default)",
         params: ParamTable::of::<adaptive::Params>(),
@@ -424,6 +433,7 @@ pub static POLICIES: &[Registered] = &[
 ];
 
 const BULK_WHY: &str = "bulk submits every job at once, as plain condor_submit does";
+const HTCAAS_WHY: &str = "htcaas hands every task to its site's queue at once, by its kind's ratio";
 
 /// The policy of a sites.toml without a `[policy]` table, and of one whose
 /// table names none.

@@ -5,6 +5,7 @@ mod util;
 mod adaptive_model;
 mod bench;
 mod daemon;
+mod htcaas;
 mod policy;
 mod replay;
 mod report;

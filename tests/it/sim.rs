@@ -496,6 +496,56 @@ fn bulk_gives_every_site_the_same_mix_of_kinds() {
 }
 
 #[test]
+fn the_type_aware_oracle_keeps_one_sites_io_jobs_at_its_server_and_fills_the_slots_with_cpu_jobs() {
+    // M2: one site of 500 slots, C = 50; 1000 I/O jobs of 400 s (load 1),
+    // 4000 CPU jobs of 1200 s (load 0.03). Worked by hand: with every job at
+    // full speed both kinds end together at T with 400,000/T I/O jobs and
+    // 4,800,000/T CPU jobs running; the load 544,000/T ≤ 50 binds before
+    // the slots (5,200,000/T ≤ 500): T = 10,880 s. Blind to kinds, the
+    // oracle holds the site to 50 jobs of any kind: 104,000 s of work.
+    let sc = mixed("M2");
+    for seed in 1..=3 {
+        let typed = sim::run(&sc, &policy("oracle"), seed, &SimOptions::default());
+        let blind = SimOptions { blind_types: true, ..SimOptions::default() };
+        let blind = sim::run(&sc, &policy("oracle"), seed, &blind);
+        assert!(typed.errors.is_empty() && blind.errors.is_empty(), "seed {seed}");
+        let (t, b) = (typed.metrics.makespan.expect("ends"), blind.metrics.makespan.expect("ends"));
+        assert!(
+            (0.95 * 10_880.0..=1.15 * 10_880.0).contains(&t),
+            "seed {seed}: {t:.0} s against the bound 10,880"
+        );
+        assert!(b >= 5.0 * t, "seed {seed}: blind {b:.0} s, typed {t:.0} s");
+    }
+}
+
+#[test]
+fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
+    // Two sites of 100 slots: `disk` has a server for 100 I/O jobs, `cloud`
+    // one for 5. 1000 I/O and 1000 CPU jobs of 300 s. By hand: `cloud` can
+    // run CPU jobs (load 0.01) on all its slots but at most 5 I/O jobs, so
+    // the mix ends both kinds together at 3,000 s with (nearly) every I/O
+    // job at `disk` and every CPU job at `cloud`; bulk's split by slots
+    // runs 50 I/O jobs on a server for 5 at `cloud`.
+    let sc = parsed(
+        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
+         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
+         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r = sim::run(&sc, &policy("oracle"), seed, &SimOptions::default());
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let (io, cpu) = (&r.metrics.types[0].done_at, &r.metrics.types[1].done_at);
+        assert!(io[0] >= 900, "seed {seed}: {} of 1000 I/O jobs at disk", io[0]);
+        assert!(cpu[1] >= 850, "seed {seed}: {} of 1000 CPU jobs at cloud", cpu[1]);
+        let t = r.metrics.makespan.expect("ends");
+        assert!(t <= 1.15 * 3000.0, "seed {seed}: {t:.0} s against 3,000 by hand");
+        let bulk = sim::run(&sc, &policy("bulk"), seed, &SimOptions::default());
+        assert!(t < bulk.metrics.makespan.expect("ends"), "seed {seed}: no faster than bulk");
+    }
+}
+
+#[test]
 fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
     let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
     let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";
