@@ -4,9 +4,9 @@
 use super::backend::{AttemptEnd, AttemptRecord};
 use super::model::{AttemptId, Scenario};
 use super::waste::WasteSum;
-use std::collections::{BTreeMap, BTreeSet};
 use crate::policy::{JobBook, JobTypeId};
 use serde::Serialize;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// The successful attempt of one job.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -254,7 +254,8 @@ impl Ledger {
             end,
         };
         if !(live.submitted <= at && live.started.is_none_or(|s| s <= at)) {
-            self.errors.push(format!("job {} at site {site}: submit ≤ start ≤ end violated: {record:?}", live.job));
+            self.errors
+                .push(format!("job {} at site {site}: submit ≤ start ≤ end violated: {record:?}", live.job));
         }
         let Some(j) = self.jobs.get_mut(live.job as usize) else { return };
         let overlap = if j.out >= 2 && at - j.doubled_at > SAME_INSTANT {
@@ -329,8 +330,9 @@ impl Ledger {
             for l in live.values() {
                 let Some(j) = so_far.get(l.job as usize).filter(|j| !j.overlapped) else { continue };
                 let pair = if j.out >= 2 { Some(j.pair) } else { None };
-                let pair = pair.or((l.ended_after.0 - l.submitted > SAME_INSTANT)
-                    .then_some((l.ended_after.1, site as u32)));
+                let pair = pair
+                    .or((l.ended_after.0 - l.submitted > SAME_INSTANT)
+                        .then_some((l.ended_after.1, site as u32)));
                 if let Some((a, b)) = pair.filter(|_| reported.insert(l.job)) {
                     errors.push(format!("job {} was out at two sites at once (sites {a}, {b})", l.job));
                 }
@@ -370,7 +372,8 @@ impl Ledger {
         for (i, params) in scenario.sites.iter().enumerate() {
             let peak = peaks.get(i).copied().unwrap_or(0);
             if peak > params.slots {
-                errors.push(format!("site {}: {peak} jobs ran at once on {} slots", params.name, params.slots));
+                errors
+                    .push(format!("site {}: {peak} jobs ran at once on {} slots", params.name, params.slots));
             }
             sites.push(SiteMetrics {
                 name: params.name.clone(),

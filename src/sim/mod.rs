@@ -13,8 +13,8 @@
 
 pub mod backend;
 pub mod metrics;
-pub mod waste;
 pub mod model;
+pub mod waste;
 
 pub use metrics::TypeMetrics;
 pub use metrics::{JobRecord, Metrics, SiteMetrics};
@@ -197,7 +197,8 @@ pub async fn run_policy(
     let (kinds, work) = jobs(scenario, seed);
     let (kinds, work) = (Arc::new(kinds), Arc::new(work));
     let clock = RunClock::starting_at(0.0);
-    let ledger = Arc::new(Mutex::new(Ledger::new(scenario.n_jobs(), scenario.sites.len(), opts.keep_attempts)));
+    let ledger =
+        Arc::new(Mutex::new(Ledger::new(scenario.n_jobs(), scenario.sites.len(), opts.keep_attempts)));
     let backends: Vec<SimSite> = scenario
         .sites
         .iter()
@@ -225,10 +226,7 @@ pub async fn run_policy(
 
     let capacities: Vec<Option<f64>> =
         (0..scenario.sites.len()).map(|i| policy.site_view(SiteId(i as u32)).capacity).collect();
-    let ledger = std::mem::replace(
-        &mut *ledger.lock().expect("ledger lock"),
-        Ledger::new(0, 0, false),
-    );
+    let ledger = std::mem::replace(&mut *ledger.lock().expect("ledger lock"), Ledger::new(0, 0, false));
     let Measured { metrics, jobs, attempts, mut errors, events } =
         ledger.finish(scenario, &kinds, &capacities, policy.book(), hang, report.stopped_at);
     if livelock {

@@ -91,7 +91,11 @@ impl WasteSum {
     fn spill(&mut self) -> io::Result<()> {
         if self.spilled.is_none() {
             static FILES: AtomicU64 = AtomicU64::new(0);
-            let name = format!(".cosched-waste-{}-{}.tmp", std::process::id(), FILES.fetch_add(1, Ordering::Relaxed));
+            let name = format!(
+                ".cosched-waste-{}-{}.tmp",
+                std::process::id(),
+                FILES.fetch_add(1, Ordering::Relaxed)
+            );
             let path = std::env::temp_dir().join(name);
             let file = File::options().read(true).write(true).create_new(true).open(&path)?;
             // Unlinked at once: the file lives while it is open, also if
