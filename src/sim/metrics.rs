@@ -94,24 +94,27 @@ pub struct Ledger {
     kept: Option<Vec<Vec<AttemptRecord>>>,
 }
 
-/// One job's attempts so far.
+/// One job's attempts so far (40 bytes: a run of 10^6 jobs holds 10^6).
 #[derive(Clone, Copy, Debug)]
 struct SoFar {
     attempts: u32,
-    successes: u32,
+    successes: u16,
     /// Attempts out now.
-    out: u32,
+    out: u8,
+    /// An overlap was reported (once per job is enough).
+    overlapped: bool,
+    /// The site of the attempt that went out last, and of the one out or
+    /// ended before it when the last went out (for the report of an
+    /// overlap).
+    last_site: u32,
+    other_site: u32,
     /// When an attempt went out while another one was: their overlap
     /// starts there.
     doubled_at: f64,
     /// The latest end of an attempt that ended (−∞: none yet).
     last_end: f64,
-    /// The site of the attempt that went out last.
-    last_site: u32,
-    /// The sites of the two attempts out at once since `doubled_at`.
-    pair: (u32, u32),
-    /// An overlap was reported (once per job is enough).
-    overlapped: bool,
+    /// That end, if it came after the last attempt went out (−∞: no).
+    ended_after: f64,
 }
 
 /// An attempt out at a site.
@@ -119,10 +122,8 @@ struct SoFar {
 struct Live {
     job: u64,
     submitted: f64,
-    started: Option<f64>,
-    /// The end of an earlier attempt of the job that ended after this one
-    /// went out (−∞: none), and that attempt's site.
-    ended_after: (f64, u32),
+    /// NaN until it starts.
+    started: f64,
 }
 
 /// What a run's [`Ledger`] comes to.
@@ -154,8 +155,9 @@ impl Ledger {
             doubled_at: f64::NAN,
             last_end: f64::NEG_INFINITY,
             last_site: 0,
-            pair: (0, 0),
+            other_site: 0,
             overlapped: false,
+            ended_after: f64::NEG_INFINITY,
         };
         let unset = JobRecord { job: 0, site: 0, submitted: 0.0, started: 0.0, ended: 0.0, attempts: 0 };
         Ledger {
@@ -173,24 +175,21 @@ impl Ledger {
     /// `attempt` (numbered by its site in submission order) of `job` went
     /// to `site` at `at`.
     pub fn submitted(&mut self, site: u32, attempt: AttemptId, job: u64, at: f64) {
-        let mut ended_after = (f64::NEG_INFINITY, 0);
         match self.jobs.get_mut(job as usize) {
             None => self.errors.push(format!("attempt of unknown job {job}")),
             Some(j) => {
                 j.attempts += 1;
                 if j.out > 0 {
                     j.doubled_at = at;
-                    j.pair = (j.last_site, site);
                 }
-                if j.last_end - at > SAME_INSTANT {
-                    ended_after = (j.last_end, j.last_site);
-                }
-                j.out += 1;
+                j.ended_after = if j.last_end - at > SAME_INSTANT { j.last_end } else { f64::NEG_INFINITY };
+                j.out = j.out.saturating_add(1);
+                j.other_site = j.last_site;
                 j.last_site = site;
             }
         }
         if let Some(live) = self.live.get_mut(site as usize) {
-            live.insert(attempt, Live { job, submitted: at, started: None, ended_after });
+            live.insert(attempt, Live { job, submitted: at, started: f64::NAN });
         }
         if let Some(kept) = self.kept.as_mut().and_then(|k| k.get_mut(site as usize)) {
             debug_assert_eq!(kept.len() as u64, attempt.0, "a site numbers its attempts from 0");
@@ -215,7 +214,7 @@ impl Ledger {
         let Some(live) = self.live.get_mut(site as usize).and_then(|l| l.get_mut(&attempt)) else {
             return;
         };
-        live.started = Some(at);
+        live.started = at;
         let record = |end| AttemptRecord {
             job: live.job,
             site,
@@ -245,35 +244,26 @@ impl Ledger {
         let Some(live) = self.live.get_mut(site as usize).and_then(|l| l.remove(&attempt)) else {
             return;
         };
-        let record = AttemptRecord {
-            job: live.job,
-            site,
-            submitted: live.submitted,
-            started: live.started,
-            ended: Some(at),
-            end,
-        };
-        if !(live.submitted <= at && live.started.is_none_or(|s| s <= at)) {
+        let started = (!live.started.is_nan()).then_some(live.started);
+        let record =
+            AttemptRecord { job: live.job, site, submitted: live.submitted, started, ended: Some(at), end };
+        if !(live.submitted <= at && started.is_none_or(|s| s <= at)) {
             self.errors
                 .push(format!("job {} at site {site}: submit ≤ start ≤ end violated: {record:?}", live.job));
         }
         let Some(j) = self.jobs.get_mut(live.job as usize) else { return };
-        let overlap = if j.out >= 2 && at - j.doubled_at > SAME_INSTANT {
-            Some(j.pair)
-        } else if at.min(live.ended_after.0) - live.submitted > SAME_INSTANT {
-            Some((live.ended_after.1, site))
-        } else {
-            None
-        };
-        if let Some((a, b)) = overlap.filter(|_| !j.overlapped) {
+        let overlap = (j.out >= 2 && at - j.doubled_at > SAME_INSTANT)
+            || at.min(j.ended_after) - live.submitted > SAME_INSTANT;
+        if overlap && !j.overlapped {
             j.overlapped = true;
+            let (a, b) = (j.other_site, j.last_site);
             self.errors.push(format!("job {} was out at two sites at once (sites {a}, {b})", live.job));
         }
-        j.out -= 1;
+        j.out = j.out.saturating_sub(1);
         j.last_end = j.last_end.max(at);
         match end {
             AttemptEnd::Success => {
-                if live.started.is_none() {
+                if started.is_none() {
                     self.errors.push(format!("job {} succeeded without starting", live.job));
                 }
                 j.successes += 1;
@@ -281,7 +271,7 @@ impl Ledger {
                     job: live.job,
                     site,
                     submitted: live.submitted,
-                    started: live.started.unwrap_or(live.submitted),
+                    started: started.unwrap_or(live.submitted),
                     ended: at,
                     attempts: 0,
                 };
@@ -326,16 +316,12 @@ impl Ledger {
         let Ledger { jobs: so_far, done, live, wasted, mut errors, peaks, events, kept } = self;
         // Attempts still out when the run stopped never end.
         let mut reported = BTreeSet::new();
-        for (site, live) in live.iter().enumerate() {
-            for l in live.values() {
-                let Some(j) = so_far.get(l.job as usize).filter(|j| !j.overlapped) else { continue };
-                let pair = if j.out >= 2 { Some(j.pair) } else { None };
-                let pair = pair
-                    .or((l.ended_after.0 - l.submitted > SAME_INSTANT)
-                        .then_some((l.ended_after.1, site as u32)));
-                if let Some((a, b)) = pair.filter(|_| reported.insert(l.job)) {
-                    errors.push(format!("job {} was out at two sites at once (sites {a}, {b})", l.job));
-                }
+        for l in live.iter().flat_map(|l| l.values()) {
+            let Some(j) = so_far.get(l.job as usize).filter(|j| !j.overlapped) else { continue };
+            let overlap = j.out >= 2 || j.ended_after - l.submitted > SAME_INSTANT;
+            if overlap && reported.insert(l.job) {
+                let (a, b) = (j.other_site, j.last_site);
+                errors.push(format!("job {} was out at two sites at once (sites {a}, {b})", l.job));
             }
         }
         let mut jobs = done;
