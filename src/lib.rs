@@ -43,7 +43,9 @@
 //!   sites.toml's `[site.simulate]` and the scenario files share.
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
 //!   runs it under tokio's paused clock (`backend`), metrics and conservation
-//!   checks (`metrics`, per kind of job where a scenario has several);
+//!   checks made as each attempt ends (`metrics`, per kind of job where a
+//!   scenario has several; `waste`, the wasted area's ordered sum, put aside
+//!   on disk past a million terms);
 //!   [`bench`](mod@bench) compares policies on it (`--blind-types`: every job
 //!   one kind).
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub`, its

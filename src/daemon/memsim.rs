@@ -13,7 +13,8 @@ use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::engine::{self, Ending, EngineOptions, RunClock};
 use crate::policy::{self, PolicyConfig};
-use crate::sim::backend::{SimSite, SiteLog};
+use crate::sim::backend::SimSite;
+use crate::sim::metrics::Ledger;
 use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
 use crate::sync::Locked;
 use std::collections::BTreeMap;
@@ -103,12 +104,13 @@ impl Machinery for MemorySim {
             let seed = sites.simulate.seed.wrapping_add(id);
             let work = Arc::new(job_work(&scenario, seed));
             let clock = RunClock::scaled(0.0, speedup);
+            let ledger = Arc::new(Mutex::new(Ledger::new(n_jobs, params.len(), false)));
             let backends: Vec<SimSite> = params
                 .iter()
                 .enumerate()
                 .map(|(i, p)| {
                     let sim = SiteSim::new(p, site_seed(seed, i));
-                    SimSite::new(i as u32, sim, clock, work.clone(), Arc::new(Mutex::new(SiteLog::default())))
+                    SimSite::new(i as u32, sim, clock, work.clone(), ledger.clone())
                 })
                 .collect();
             let report = engine::run(

@@ -14,6 +14,14 @@
 //! - **T2** is the mean turnaround (submit → end, i.e. queue wait + run time)
 //!   of the batch's successful jobs; the same number is the site's **AgTime**
 //!   for Algorithm 3 ("averaged over the batch"). The first batch only sets T1.
+//! - **Kinds of job**: the thesis ran one kind, so T1 and T2 are turnarounds
+//!   of the same work. In a run of several kinds each kind keeps its own T1,
+//!   and a batch is degraded when its mean turnaround exceeds C2 times the
+//!   mean T1 of its jobs (each its own kind's); a kind's first batch only
+//!   sets its T1, and a fine batch averages each kind's T1 with its T2. With
+//!   one kind this is `T2 > C2·T1` as written. One T1 for a mix reads the
+//!   mix, not contention: it sinks to the shortest kind's, and batches
+//!   holding a longer job then read degraded (`--blind-types` runs it so).
 //! - **Algorithm 1**: if `T2 ≤ C2·T1` the batch was fine: `T1 ← (T1 + T2)/2`
 //!   and k grows to `C1·k` (figure 4.1). The pseudo-code leaves `T2 = C2·T1`
 //!   in neither branch (an endless loop); it is counted as fine. If
@@ -51,6 +59,7 @@
 //!   count in T2. The thesis keeps nothing between runs.
 
 use super::book::Change;
+use super::jobtype::{JobTypeId, JobTypes};
 use super::{
     Action, Decision, DecisionKind, Input, JobBook, JobId, JobState, Policy, RunSpec, SiteClass, SiteId,
     SiteView, Time,
@@ -108,8 +117,9 @@ pub struct CapacitySearch {
     /// Size of the next batch.
     pub k: u64,
     pub phase: Phase,
-    /// T1: the running reference turnaround; `None` before the first batch.
-    pub t1: Option<f64>,
+    /// T1, the running reference turnaround, of each kind of job by its
+    /// index; `None` before the kind's first batch.
+    t1: Vec<Option<f64>>,
     /// The capacity the last search ended at.
     pub capacity: Option<u64>,
     c2: f64,
@@ -124,7 +134,7 @@ impl CapacitySearch {
         CapacitySearch {
             k: initial_k.clamp(1, k_max),
             phase: Phase::Grow,
-            t1: None,
+            t1: Vec::new(),
             capacity: None,
             c2,
             hold_iterations,
@@ -133,17 +143,44 @@ impl CapacitySearch {
     }
 
     /// Takes the mean turnaround `t2` of the batch of size `self.k` that just
-    /// came back, and the propagation factor `c1` for this round; sets the
-    /// next batch size. Returns whether the batch counted as degraded.
+    /// came back, all of one kind of job, and the propagation factor `c1`
+    /// for this round; sets the next batch size. Returns whether the batch
+    /// counted as degraded.
     pub fn observe(&mut self, t2: f64, c1: f64) -> bool {
-        let Some(t1) = self.t1 else {
-            self.t1 = Some(t2);
+        self.observe_kinds(&[(JobTypeId::default(), t2, 1)], c1)
+    }
+
+    /// [`CapacitySearch::observe`] for a batch of several kinds: each
+    /// kind's mean turnaround in the batch and its count of jobs. Each kind
+    /// is compared with its own T1 (a kind seen for the first time only
+    /// sets it): the batch is degraded if its mean turnaround exceeds C2
+    /// times the mean T1 of its jobs.
+    pub fn observe_kinds(&mut self, batch: &[(JobTypeId, f64, u32)], c1: f64) -> bool {
+        // (kind, its T1, its T2, its jobs) of the kinds seen before.
+        let known: Vec<(JobTypeId, f64, f64, u32)> =
+            batch.iter().filter_map(|&(kind, t2, n)| self.t1_of(kind).map(|t1| (kind, t1, t2, n))).collect();
+        for &(kind, t2, _) in batch {
+            self.t1_mut(kind).get_or_insert(t2);
+        }
+        if known.is_empty() {
             self.grow(c1);
             return false;
+        }
+        let (t1, t2) = match known[..] {
+            // One kind: T2 against T1 as the thesis writes it.
+            [(_, t1, t2, _)] => (t1, t2),
+            _ => {
+                let n: f64 = known.iter().map(|k| f64::from(k.3)).sum();
+                let t1 = known.iter().map(|k| k.1 * f64::from(k.3)).sum::<f64>() / n;
+                let t2 = known.iter().map(|k| k.2 * f64::from(k.3)).sum::<f64>() / n;
+                (t1, t2)
+            }
         };
         let degraded = t2 > self.c2 * t1;
         if !degraded {
-            self.t1 = Some((t1 + t2) / 2.0);
+            for &(kind, t1, t2, _) in &known {
+                *self.t1_mut(kind) = Some((t1 + t2) / 2.0);
+            }
         }
         match self.phase {
             Phase::Grow if degraded => self.search(self.k / 2, self.k),
@@ -169,6 +206,23 @@ impl CapacitySearch {
             Phase::Hold { left } => self.phase = Phase::Hold { left: left - 1 },
         }
         degraded
+    }
+
+    /// T1 of the first kind of job (the only one of a run of one kind).
+    pub fn t1(&self) -> Option<f64> {
+        self.t1_of(JobTypeId::default())
+    }
+
+    fn t1_of(&self, kind: JobTypeId) -> Option<f64> {
+        self.t1.get(kind.index()).copied().flatten()
+    }
+
+    fn t1_mut(&mut self, kind: JobTypeId) -> &mut Option<f64> {
+        let i = kind.index();
+        if self.t1.len() <= i {
+            self.t1.resize(i + 1, None);
+        }
+        &mut self.t1[i]
     }
 
     fn grow(&mut self, c1: f64) {
@@ -222,9 +276,11 @@ struct SiteState {
     search: CapacitySearch,
     /// Jobs of this round's batch not yet back.
     batch: BTreeSet<JobId>,
-    /// Sum and count of the turnarounds of the batch's successful jobs.
+    /// Sum and count of the turnarounds of the batch's successful jobs,
+    /// of all kinds (the site's AgTime) and of each kind by its index.
     turnaround_sum: f64,
     successes: u32,
+    by_kind: Vec<(f64, u32)>,
     /// Some job of this round's batch started.
     any_started: bool,
     /// This round's timeout has fired for the site.
@@ -240,6 +296,7 @@ struct SiteState {
 pub struct Thesis {
     params: Params,
     book: JobBook,
+    types: JobTypes,
     sites: Vec<SiteState>,
     /// When the current round started; `None` between rounds.
     round_start: Option<Time>,
@@ -261,6 +318,7 @@ impl Thesis {
                     batch: BTreeSet::new(),
                     turnaround_sum: 0.0,
                     successes: 0,
+                    by_kind: vec![(0.0, 0); spec.types.len()],
                     any_started: false,
                     timed_out: false,
                     unresponsive: false,
@@ -273,6 +331,7 @@ impl Thesis {
         Thesis {
             params: params.clone(),
             book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
+            types: spec.types.clone(),
             sites,
             round_start: None,
             decided: Vec::new(),
@@ -297,6 +356,7 @@ impl Thesis {
         for (i, site) in self.sites.iter_mut().enumerate() {
             site.turnaround_sum = 0.0;
             site.successes = 0;
+            site.by_kind.iter_mut().for_each(|k| *k = (0.0, 0));
             site.any_started = false;
             site.timed_out = false;
             if site.unresponsive {
@@ -339,7 +399,11 @@ impl Thesis {
             if reported.len() >= 2 {
                 site.class = if agtime < average { SiteClass::Fast } else { SiteClass::Slow };
             }
-            site.search.observe(agtime, c1);
+            let batch: Vec<(JobTypeId, f64, u32)> = (self.types.ids().zip(&site.by_kind))
+                .filter(|(_, &(_, n))| n > 0)
+                .map(|(kind, &(sum, n))| (kind, sum / f64::from(n), n))
+                .collect();
+            site.search.observe_kinds(&batch, c1);
         }
     }
 
@@ -401,6 +465,10 @@ impl Thesis {
                 if state.batch.remove(&job) {
                     state.turnaround_sum += ended - submitted;
                     state.successes += 1;
+                    if let Some(kind) = state.by_kind.get_mut(self.types.of(job).index()) {
+                        kind.0 += ended - submitted;
+                        kind.1 += 1;
+                    }
                 }
             }
             Change::Failed { job, held: true, .. } => {
@@ -580,16 +648,16 @@ mod tests {
     fn t1_is_averaged_only_over_good_batches() {
         let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
         s.observe(100.0, 2.0);
-        assert_eq!(s.t1, Some(100.0));
+        assert_eq!(s.t1(), Some(100.0));
         // 124 ≤ 125: fine, T1 = (100 + 124) / 2 = 112.
         assert!(!s.observe(124.0, 2.0));
-        assert_eq!(s.t1, Some(112.0));
+        assert_eq!(s.t1(), Some(112.0));
         // Exactly C2·T1 = 140 counts as fine (the text has no branch for it).
         assert!(!s.observe(140.0, 2.0));
-        assert_eq!(s.t1, Some(126.0));
+        assert_eq!(s.t1(), Some(126.0));
         // 158 > 157.5: degraded, T1 kept.
         assert!(s.observe(158.0, 2.0));
-        assert_eq!(s.t1, Some(126.0));
+        assert_eq!(s.t1(), Some(126.0));
         assert_eq!((s.k, s.phase), (6, Phase::Search { low: 4, high: 8 }));
     }
 
@@ -619,6 +687,24 @@ mod tests {
         let ks = sizes(&mut s, &[BAD, GOOD, BAD, BAD, GOOD, BAD, GOOD, BAD, BAD, GOOD]);
         assert_eq!(ks, vec![1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2]);
         assert_eq!(s.phase, Phase::Grow);
+    }
+
+    #[test]
+    fn each_kind_of_job_is_compared_with_its_own_t1() {
+        let (short, long) = (JobTypeId(0), JobTypeId(1));
+        let mut s = CapacitySearch::new(1, 1.25, 10, 1000);
+        // A short job, then a long one: a kind seen first only sets its T1.
+        assert!(!s.observe_kinds(&[(short, 100.0, 1)], 2.0));
+        assert!(!s.observe_kinds(&[(long, 300.0, 2)], 2.0));
+        assert_eq!(s.k, 4, "two batches that were not degraded");
+        // Both kinds at their own T1: not degraded, however far apart they are.
+        assert!(!s.observe_kinds(&[(short, 100.0, 1), (long, 300.0, 3)], 2.0));
+        // Mean T1 of the batch's jobs (100 + 3·300)/4 = 250; 330 > 1.25 × 250.
+        assert!(s.observe_kinds(&[(short, 120.0, 1), (long, 400.0, 3)], 2.0));
+        // One T1 for both would have read the long job as degraded.
+        let mut blind = CapacitySearch::new(1, 1.25, 10, 1000);
+        blind.observe(100.0, 2.0);
+        assert!(blind.observe(300.0, 2.0));
     }
 
     #[test]

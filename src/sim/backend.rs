@@ -4,9 +4,10 @@
 //! The engine cannot tell it from HTCondor: it reports only what HTCondor
 //! would (submitted, started, ended, removed) and learns nothing from the
 //! policy but submit and remove. What the bench needs beyond that (every
-//! attempt, the model's own peak concurrency) goes into a [`SiteLog`] shared
-//! with the caller.
+//! attempt, the model's own peak concurrency) goes into the run's
+//! [`Ledger`], shared with the caller.
 
+use super::metrics::Ledger;
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
 use crate::engine::{RunClock, SiteBackend};
 use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent};
@@ -38,17 +39,6 @@ pub struct AttemptRecord {
     pub end: AttemptEnd,
 }
 
-/// What one site saw during a run.
-#[derive(Debug, Default)]
-pub struct SiteLog {
-    /// Every attempt, in submission order.
-    pub attempts: Vec<AttemptRecord>,
-    /// Most of our jobs running at once, as the model counts them.
-    pub peak_running: u32,
-    /// Events the site reported (submissions, starts, ends, holds, removals).
-    pub events: u64,
-}
-
 pub struct SimSite {
     site: u32,
     sim: SiteSim,
@@ -57,12 +47,14 @@ pub struct SimSite {
     work: Arc<Vec<f64>>,
     /// Kind of every job, by job index (empty: every job of the first kind).
     kinds: Arc<Vec<JobTypeId>>,
-    /// Attempt of each job out here. An attempt's number is the index of
-    /// its record in the site's log, which also names its job.
+    /// Attempt of each job out here.
     out: BTreeMap<JobId, AttemptId>,
     /// Jobs on hold here (never given to the model), until removed.
     held: BTreeMap<JobId, AttemptId>,
-    log: Arc<Mutex<SiteLog>>,
+    /// The next attempt's number: attempts are numbered in submission
+    /// order, which is how the model orders simultaneous ones.
+    next_attempt: u64,
+    ledger: Arc<Mutex<Ledger>>,
     /// Starts and ends the site made that the submit side has not heard of
     /// yet, in time order: when the gridmanager's next poll tells of each,
     /// and what it tells. Empty where the site's poll period is 0.
@@ -75,7 +67,7 @@ impl SimSite {
         sim: SiteSim,
         clock: RunClock,
         work: Arc<Vec<f64>>,
-        log: Arc<Mutex<SiteLog>>,
+        ledger: Arc<Mutex<Ledger>>,
     ) -> Self {
         SimSite {
             site,
@@ -85,7 +77,8 @@ impl SimSite {
             kinds: Arc::new(Vec::new()),
             out: BTreeMap::new(),
             held: BTreeMap::new(),
-            log,
+            next_attempt: 0,
+            ledger,
             unheard: VecDeque::new(),
         }
     }
@@ -110,20 +103,17 @@ impl SimSite {
                 happened.extend(self.unheard.pop_front());
             }
         }
-        let mut log = self.log.lock().expect("site log lock");
+        let mut ledger = self.ledger.lock().expect("ledger lock");
         let mut events = Vec::with_capacity(happened.len());
         for (at, attempt, what) in happened {
-            let record = attempt.0 as usize;
             // The model reports only attempts it still holds, so never a
-            // removed one; an ended record would be a second end.
-            let Some(job) =
-                log.attempts.get(record).filter(|r| r.end == AttemptEnd::Pending).map(|r| JobId(r.job))
-            else {
+            // removed one; one no longer out would end twice.
+            let Some(job) = ledger.out(self.site, attempt).map(JobId) else {
                 continue;
             };
             match what {
                 ModelEvent::Started => {
-                    log.attempts[record].started = Some(at);
+                    ledger.started(self.site, attempt, at);
                     events.push(SiteEvent::Started { job, at });
                 }
                 ModelEvent::Finished | ModelEvent::Failed => {
@@ -136,14 +126,13 @@ impl SimSite {
                             Outcome::Failed { detail: "failed at the site (simulated)".into() },
                         )
                     };
-                    log.attempts[record].ended = Some(at);
-                    log.attempts[record].end = end;
+                    ledger.ended(self.site, attempt, at, end);
                     events.push(SiteEvent::Ended { job, at, outcome });
                 }
             }
         }
-        log.peak_running = log.peak_running.max(self.sim.running());
-        log.events += events.len() as u64;
+        ledger.saw_running(self.site, self.sim.running());
+        ledger.count_events(events.len() as u64);
         events
     }
 
@@ -158,20 +147,13 @@ impl SimSite {
 impl SiteBackend for SimSite {
     async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         let (now, mut events) = self.catch_up();
-        let mut log = self.log.lock().expect("site log lock");
+        let mut ledger = self.ledger.lock().expect("ledger lock");
         let mut held = Vec::new();
         for &job in &jobs {
-            let attempt = AttemptId(log.attempts.len() as u64);
-            let holds = self.sim.holds(job.0);
-            log.attempts.push(AttemptRecord {
-                job: job.0,
-                site: self.site,
-                submitted: now,
-                started: None,
-                ended: None,
-                end: if holds { AttemptEnd::Held } else { AttemptEnd::Pending },
-            });
-            if holds {
+            let attempt = AttemptId(self.next_attempt);
+            self.next_attempt += 1;
+            if self.sim.holds(job.0) {
+                ledger.submitted(self.site, attempt, job.0, now);
                 self.held.insert(job, attempt);
                 held.push(job);
                 continue;
@@ -180,8 +162,9 @@ impl SiteBackend for SimSite {
             let kind = self.kinds.get(job.0 as usize).map_or(0, |k| k.index());
             self.sim.submit_kind(now, attempt, work, kind);
             self.out.insert(job, attempt);
+            ledger.submitted(self.site, attempt, job.0, now);
         }
-        log.events += 1 + held.len() as u64;
+        ledger.count_events(1 + held.len() as u64);
         events.push(SiteEvent::Submitted { jobs, at: now });
         events.extend(held.into_iter().map(|job| SiteEvent::Held {
             job,
@@ -194,21 +177,19 @@ impl SiteBackend for SimSite {
 
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         let (now, mut events) = self.catch_up();
-        let mut log = self.log.lock().expect("site log lock");
+        let mut ledger = self.ledger.lock().expect("ledger lock");
         for job in jobs {
             if let Some(attempt) = self.held.remove(&job) {
-                log.attempts[attempt.0 as usize].ended = Some(now);
-                log.events += 1;
+                ledger.ended(self.site, attempt, now, AttemptEnd::Held);
+                ledger.count_events(1);
                 events.push(SiteEvent::Removed { job, at: now });
                 continue;
             }
             let Some(&attempt) = self.out.get(&job) else { continue };
             if self.sim.remove(now, attempt) {
                 self.out.remove(&job);
-                let record = attempt.0 as usize;
-                log.attempts[record].ended = Some(now);
-                log.attempts[record].end = AttemptEnd::Removed;
-                log.events += 1;
+                ledger.ended(self.site, attempt, now, AttemptEnd::Removed);
+                ledger.count_events(1);
                 events.push(SiteEvent::Removed { job, at: now });
             }
         }
@@ -221,11 +202,6 @@ impl SiteBackend for SimSite {
         let (now, mut events) = self.catch_up();
         let mut idle = Vec::with_capacity(jobs.len());
         for job in jobs {
-            if self.held.contains_key(&job) {
-                // On hold it runs nothing: taken back as an idle job is.
-                idle.push(job);
-                continue;
-            }
             let Some(&attempt) = self.out.get(&job) else { continue };
             // Started, or ended and not yet heard of: no longer idle there.
             if self.sim.has_started(now, attempt) || self.unheard.iter().any(|u| u.1 == attempt) {

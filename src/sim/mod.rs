@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod metrics;
 pub mod model;
+pub mod waste;
 
 pub use metrics::TypeMetrics;
 pub use metrics::{JobRecord, Metrics, SiteMetrics};
@@ -28,7 +29,8 @@ use crate::policy::{
     self, CapacityMemory, Decision, JobTypes, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth,
     TypeTruth,
 };
-use backend::{AttemptRecord, SimSite, SiteLog};
+use backend::{AttemptRecord, SimSite};
+use metrics::{Ledger, Measured};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -50,6 +52,11 @@ pub struct SimOptions {
     /// sites still run each job as its kind. A policy built by the caller
     /// ([`run_built`]) is told what the caller told it.
     pub blind_types: bool,
+    /// Keep every attempt's record in [`SimResult::attempts`], for tests
+    /// that look at them: memory in proportion to the attempts, which a
+    /// policy that takes back unstarted jobs multiplies. The metrics and
+    /// the conservation checks never need them.
+    pub keep_attempts: bool,
 }
 
 impl Default for SimOptions {
@@ -59,6 +66,7 @@ impl Default for SimOptions {
             memory: CapacityMemory::new(),
             horizon: 30.0 * 86400.0,
             blind_types: false,
+            keep_attempts: true,
         }
     }
 }
@@ -69,7 +77,8 @@ pub struct SimResult {
     pub metrics: Metrics,
     /// The successful attempt of every job that finished, in job order.
     pub jobs: Vec<JobRecord>,
-    /// Every attempt at every site, site by site in submission order.
+    /// Every attempt at every site, site by site in submission order, if
+    /// [`SimOptions::keep_attempts`].
     pub attempts: Vec<AttemptRecord>,
     /// The actions, when [`SimOptions::trace`] was set.
     pub trace: Vec<TraceEntry>,
@@ -188,15 +197,15 @@ pub async fn run_policy(
     let (kinds, work) = jobs(scenario, seed);
     let (kinds, work) = (Arc::new(kinds), Arc::new(work));
     let clock = RunClock::starting_at(0.0);
-    let logs: Vec<Arc<Mutex<SiteLog>>> =
-        scenario.sites.iter().map(|_| Arc::new(Mutex::new(SiteLog::default()))).collect();
+    let ledger =
+        Arc::new(Mutex::new(Ledger::new(scenario.n_jobs(), scenario.sites.len(), opts.keep_attempts)));
     let backends: Vec<SimSite> = scenario
         .sites
         .iter()
         .enumerate()
         .map(|(i, params)| {
             let sim = SiteSim::with_types(params, &scenario.types, site_seed(seed, i));
-            SimSite::new(i as u32, sim, clock, work.clone(), logs[i].clone()).with_kinds(kinds.clone())
+            SimSite::new(i as u32, sim, clock, work.clone(), ledger.clone()).with_kinds(kinds.clone())
         })
         .collect();
     let engine_opts = EngineOptions { horizon: opts.horizon, history: Vec::new(), restored: false };
@@ -215,30 +224,11 @@ pub async fn run_policy(
     let (livelock, wakeups, went_back) = (watchdog.tripped, watchdog.wakeups, watchdog.went_back);
     let hang = report.ending != Ending::Settled;
 
-    // Reserved exactly: a million attempts grown by doubling would briefly
-    // need twice their size.
-    let total: usize = logs.iter().map(|log| log.lock().expect("site log lock").attempts.len()).sum();
-    let mut attempts = Vec::with_capacity(total);
-    let mut peaks = Vec::new();
-    let mut events = 0;
-    for log in &logs {
-        let log = std::mem::take(&mut *log.lock().expect("site log lock"));
-        attempts.extend(log.attempts);
-        peaks.push(log.peak_running);
-        events += log.events;
-    }
     let capacities: Vec<Option<f64>> =
         (0..scenario.sites.len()).map(|i| policy.site_view(SiteId(i as u32)).capacity).collect();
-    let (metrics, jobs, mut errors) = metrics::measure(
-        scenario,
-        &kinds,
-        &attempts,
-        &peaks,
-        &capacities,
-        policy.book(),
-        hang,
-        report.stopped_at,
-    );
+    let ledger = std::mem::replace(&mut *ledger.lock().expect("ledger lock"), Ledger::new(0, 0, false));
+    let Measured { metrics, jobs, attempts, mut errors, events } =
+        ledger.finish(scenario, &kinds, &capacities, policy.book(), hang, report.stopped_at);
     if livelock {
         errors.push(format!(
             "stopped at t = {:.1} s: the policy was woken {LIVELOCK_WAKEUPS} times without virtual time \
