@@ -139,6 +139,11 @@
 //!   would take it out of the queue). A running job is removed only by
 //!   the policy's explicit `Action::Remove`, each with its reason; a
 //!   Condor-C job whose remote copy finished is never removed.
+//! - A removal is done when the log says so (009, or 005 for a job that
+//!   ended first), not when `condor_rm` answers: one still queued and not
+//!   being removed after 15 s (a Condor-C copy the gridmanager held after
+//!   its removal) is asked again (`CondorSite::audit`), so a run never waits
+//!   on a job nothing will take out of the queue.
 //! - The time the engine hands a policy never goes back (every simulated
 //!   run reports it as an error if it does), and a policy is woken by
 //!   events and by deadlines that stand for something due, never polled
