@@ -681,22 +681,18 @@ impl CondorSite {
             }
         };
         let statuses = job_statuses(&ads);
-        let stale: Vec<JobId> = due
-            .iter()
-            .filter(|(_, proc)| statuses.get(proc).is_some_and(|&status| status != 3))
-            .map(|(job, _)| *job)
-            .collect();
+        let mut stale = Vec::new();
         for (job, proc) in &due {
-            if let Some(status) = statuses.get(proc).filter(|&&s| s != 3) {
-                tracing::warn!(
-                    site = %self.config.name,
-                    "job {} ({}.{}): still queued with JobStatus {status} {:.0} s after its removal was asked; removing it again",
-                    job.0,
-                    proc.0,
-                    proc.1,
-                    now - self.unconfirmed[job]
-                );
-            }
+            let Some(status) = statuses.get(proc).filter(|&&s| s != 3) else { continue };
+            tracing::warn!(
+                site = %self.config.name,
+                "job {} ({}.{}): still queued with JobStatus {status} {:.0} s after its removal was asked; removing it again",
+                job.0,
+                proc.0,
+                proc.1,
+                now - self.unconfirmed[job]
+            );
+            stale.push(*job);
         }
         if stale.is_empty() {
             return Vec::new();
