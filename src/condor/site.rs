@@ -12,12 +12,21 @@
 //!
 //! Procs map to jobs by position: `queue CoschedJob from (i1 i2 …)` gives proc
 //! k to the k-th listed job.
+//!
+//! A batch holds jobs of one kind: what the engine hands over in one
+//! submission is split by kind, in the order the kinds' first jobs come,
+//! and each part is a batch of its own (its own intent, submit file,
+//! `condor_submit` and cluster), carried out one after the other as any
+//! batches are. One description per file keeps each kind's commands its
+//! own (commands set before one `queue` statement stay in force for the
+//! next), and one cluster per intent keeps a resume's question of an
+//! unknown batch the same as ever.
 
 use super::{ClusterRange, Condor, CondorError, ErrorKind};
 use crate::config::SiteConfig;
 use crate::engine::{RunClock, SiteBackend, SiteCursor};
-use crate::policy::{HoldCause, JobId, Outcome, SiteEvent, SiteId, Time};
-use crate::submit_desc::SubmitDescription;
+use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent, SiteId, Time};
+use crate::submit_desc::JobKinds;
 use crate::sync::Locked;
 use crate::userlog::{Event, EventBody, Follower};
 use std::collections::BTreeMap;
@@ -61,7 +70,8 @@ enum Now {
 pub struct CondorSite {
     site: SiteId,
     config: SiteConfig,
-    desc: Arc<SubmitDescription>,
+    /// Each job's kind and each kind's submit description.
+    kinds: Arc<JobKinds>,
     condor: Arc<Condor>,
     /// The run's id, written into every job as `CoschedRun`.
     run_id: String,
@@ -173,7 +183,7 @@ impl CondorSite {
     pub fn new(
         site: SiteId,
         config: SiteConfig,
-        desc: Arc<SubmitDescription>,
+        kinds: Arc<JobKinds>,
         condor: Arc<Condor>,
         run_id: String,
         dir: PathBuf,
@@ -196,7 +206,7 @@ impl CondorSite {
         CondorSite {
             site,
             config,
-            desc,
+            kinds,
             condor,
             run_id,
             dir,
@@ -824,18 +834,11 @@ pub fn hold_cause(code: i64) -> HoldCause {
     }
 }
 
-impl SiteBackend for CondorSite {
-    /// Each batch costs a `condor_submit` process (a fork of cosched and an
-    /// exec): under load, merging what queued up is what keeps up.
-    fn merges_submits(&self) -> bool {
-        true
-    }
-
-    fn cursor(&self) -> Option<SiteCursor> {
-        Some(SiteCursor { log_offset: self.follower.offset(), batches: self.next_batch })
-    }
-
-    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+impl CondorSite {
+    /// Submits `jobs`, all of kind `kind`, as one batch: intent, submit
+    /// file, `condor_submit` (retried while the schedd does not answer),
+    /// outcome.
+    async fn submit_batch(&mut self, kind: JobTypeId, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -843,7 +846,8 @@ impl SiteBackend for CondorSite {
         self.next_batch += 1;
         let file = Self::submit_file_path(&self.dir, &batch);
         let log = Self::log_path(&self.dir, &self.config.name);
-        let text = self.desc.render_batch(&self.config, &self.run_id, &batch, &jobs, &log);
+        let name = self.kinds.types().name(kind);
+        let text = self.kinds.desc(kind).render_batch(&self.config, &self.run_id, &batch, name, &jobs, &log);
         let written = async {
             tokio::fs::create_dir_all(&self.dir).await?;
             tokio::fs::write(&file, text).await
@@ -878,6 +882,49 @@ impl SiteBackend for CondorSite {
                 }]
             }
         }
+    }
+}
+
+/// `jobs` split by kind, each kind's jobs in their order, the kinds in the
+/// order of their first job.
+fn by_kind(kinds: &JobKinds, jobs: Vec<JobId>) -> Vec<(JobTypeId, Vec<JobId>)> {
+    let types = kinds.types();
+    if !types.several() {
+        return vec![(JobTypeId(0), jobs)];
+    }
+    let mut parts: Vec<(JobTypeId, Vec<JobId>)> = Vec::new();
+    for job in jobs {
+        let kind = types.of(job);
+        match parts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, part)) => part.push(job),
+            None => parts.push((kind, vec![job])),
+        }
+    }
+    parts
+}
+
+impl SiteBackend for CondorSite {
+    /// Each batch costs a `condor_submit` process (a fork of cosched and an
+    /// exec): under load, merging what queued up is what keeps up.
+    fn merges_submits(&self) -> bool {
+        true
+    }
+
+    fn cursor(&self) -> Option<SiteCursor> {
+        Some(SiteCursor { log_offset: self.follower.offset(), batches: self.next_batch })
+    }
+
+    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let mut events = Vec::new();
+        for (kind, jobs) in by_kind(&self.kinds, jobs) {
+            events.extend(self.submit_batch(kind, jobs).await);
+            if self.stop.is_cancelled() {
+                // The run is stopping: the kinds not sent yet stay unsent,
+                // as a submission the engine never got to would.
+                break;
+            }
+        }
+        events
     }
 
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
@@ -1321,7 +1368,7 @@ mod tests {
         CondorSite::new(
             SiteId(1),
             site_config(),
-            Arc::new(desc),
+            Arc::new(crate::submit_desc::JobKinds::single(desc, 100)),
             Arc::new(condor),
             "run1".into(),
             s.state.clone(),
