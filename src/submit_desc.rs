@@ -1256,6 +1256,64 @@ queue 10
     }
 
     #[test]
+    fn a_batch_carries_its_kind_as_a_macro_and_an_attribute() {
+        let d = parse_str("executable = run\narguments = $(CoschedType) $(CoschedJob)\nqueue\n").unwrap();
+        let out = d.render_batch(&grid_site(), "r", "b", "io", &[JobId(4)], Path::new("/s/ce.log"));
+        let r = parse(Path::new("/s/b.sub"), &out).unwrap();
+        assert_eq!(r.get("+CoschedType"), Some("\"io\""));
+        let first = r.commands.first().map(|c| (c.key.as_str(), c.value.as_str()));
+        assert_eq!(first, Some(("CoschedType", "io")), "defined before the user's commands use it");
+        let lookup = |name: &str| match name {
+            "coschedtype" => r.get("CoschedType").map(str::to_string),
+            "coschedjob" => Some("4".to_string()),
+            _ => None,
+        };
+        assert_eq!(expand_macros(r.get("arguments").unwrap(), &lookup), "io 4");
+        let odd = d.render_batch(&grid_site(), "r", "b", "a\nqueue 9", &[JobId(4)], Path::new("/s/ce.log"));
+        assert_eq!(parse(Path::new("/s/b.sub"), &odd).unwrap().queue.unwrap().count, Some(1));
+    }
+
+    #[test]
+    fn jobs_arguments_name_a_count_and_a_file() {
+        let k = KindSpec::parse("io=400:dir/io.sub").unwrap();
+        assert_eq!((k.name.as_str(), k.count, k.path.as_path()), ("io", Some(400), Path::new("dir/io.sub")));
+        let k = KindSpec::parse("25:jobs/cpu-heavy.v2.sub").unwrap();
+        assert_eq!((k.name.as_str(), k.count), ("cpu-heavy.v2", Some(25)), "named after the file's stem");
+        let k = KindSpec::parse("x=1:a:b.sub").unwrap();
+        assert_eq!(k.path, Path::new("a:b.sub"), "only the first `:` separates");
+        for (bad, why) in [
+            ("io.sub", "expected [NAME=]COUNT:FILE"),
+            ("io=:io.sub", "not a whole number"),
+            ("io=ten:io.sub", "not a whole number"),
+            ("io=-2:io.sub", "at least 1"),
+            ("io=3:", "no submit description"),
+            ("=3:io.sub", "needs a name"),
+            ("9io=3:io.sub", "cannot name"),
+            ("3:.hidden", "cannot name"),
+            ("3:my job.sub", "NAME=3:my job.sub"),
+        ] {
+            let err = KindSpec::parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let dup = [KindSpec::parse("a=1:x.sub").unwrap(), KindSpec::parse("2:a.sub").unwrap()];
+        assert!(duplicate_kind(&dup).is_some_and(|e| e.contains("`a`")));
+        assert_eq!(duplicate_kind(&dup[..1]), None);
+    }
+
+    #[test]
+    fn kinds_are_interleaved_and_each_has_its_description() {
+        let io = parse_str("executable = io\nqueue\n").unwrap();
+        let cpu = parse_str("executable = cpu\nqueue\n").unwrap();
+        let kinds = JobKinds::new(vec![("io".into(), 1, io.clone()), ("cpu".into(), 3, cpu)]).unwrap();
+        let exes: Vec<&str> =
+            (0..4).map(|j| kinds.desc(kinds.types().of(JobId(j))).executable().unwrap()).collect();
+        assert_eq!(exes, ["cpu", "io", "cpu", "cpu"]);
+        assert_eq!(kinds.n_jobs(), 4);
+        let err = JobKinds::new(vec![("io".into(), 1, io.clone()), ("io".into(), 2, io)]).unwrap_err();
+        assert!(err.contains("two kinds"), "{err}");
+    }
+
+    #[test]
     fn expand_macros_defaults_and_unknowns() {
         let lookup = |name: &str| (name == "a").then(|| "1".to_string());
         assert_eq!(expand_macros("x$(A)y$(B:2)z$(C)$(", &lookup), "x1y2z$(C)$(");
