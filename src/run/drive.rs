@@ -101,6 +101,7 @@ use crate::state::{Db, DbJournal, RunRecord, RunStatus};
 use crate::submit_desc::{self, JobKinds};
 use crate::sync::Locked;
 use crate::Failure;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -228,7 +229,7 @@ pub async fn run(
     let mut policy = wrap(policy, rate);
     let cursors = restored.as_ref().map(|c| c.cursors.clone());
     let Engaged { history, reconciled, backends, clock, reachability } =
-        engage(&db, &record, &dir, &sites, kinds, rate, resumed, cursors, shutdown.clone()).await?;
+        engage(&db, &record, &dir, &sites, kinds.clone(), rate, resumed, cursors, shutdown.clone()).await?;
     lock(&db).set_status(&record.id, RunStatus::Running).map_err(state_failure)?;
     watcher.tally().replay(&history);
     watcher.starting(&Starting {
@@ -261,7 +262,9 @@ pub async fn run(
     // Reading every log takes a while for a big run: off the runtime's
     // workers, which the daemon's other runs share.
     let epoch_unix = record.epoch_unix;
-    let written = tokio::task::spawn_blocking(move || run_report(&dir, &names, epoch_unix, Some(cut_short)));
+    let kinds = cluster_kinds(&lock(&db), &record.id, &kinds, names.len());
+    let written =
+        tokio::task::spawn_blocking(move || run_report(&dir, &names, epoch_unix, Some(cut_short), kinds));
     let report = written.await.unwrap_or_else(|e| Some(Err(format!("the report writer failed: {e}"))));
     Ok(Driven { ending, given_up: policy.book().given_up(), report })
 }
@@ -450,14 +453,36 @@ fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Endin
     db.set_status(run, status).map_err(state_failure)
 }
 
+/// The kind of each cluster the run submitted, per site in site order
+/// (a batch holds one kind); empty maps in a run of one kind, or when the
+/// record cannot be read (the report then shows no kinds).
+fn cluster_kinds(db: &Db, run: &str, kinds: &JobKinds, n_sites: usize) -> Vec<BTreeMap<i64, String>> {
+    let mut out = vec![BTreeMap::new(); n_sites];
+    if !kinds.types().several() {
+        return out;
+    }
+    for sub in db.submissions(run).unwrap_or_default() {
+        let (crate::state::SubmissionState::Submitted { cluster }, Some(job)) =
+            (&sub.state, sub.jobs.first())
+        else {
+            continue;
+        };
+        if let Some(site) = out.get_mut(sub.site_index as usize) {
+            site.insert(*cluster, kinds.types().name(kinds.types().of(*job)).to_string());
+        }
+    }
+    out
+}
+
 /// Writes `run_dir/report` from the run's user logs and recorded decisions,
-/// with what the run counted cut short per site where it kept a tally;
-/// `None` without logs.
+/// with what the run counted cut short per site where it kept a tally and
+/// the kind of each cluster per site; `None` without logs.
 fn run_report(
     run_dir: &Path,
     site_names: &[String],
     epoch_unix: f64,
     cut_short: Option<Vec<(u64, f64)>>,
+    mut kinds: Vec<BTreeMap<i64, String>>,
 ) -> Option<Result<PathBuf, String>> {
     let mut logs = Vec::new();
     let mut sites = Vec::new();
@@ -473,6 +498,7 @@ fn run_report(
                 log: logs.len(),
                 decisions: theirs,
                 cut_short: counted,
+                kinds: kinds.get_mut(i).map(std::mem::take).unwrap_or_default(),
             });
             logs.push(log);
         }

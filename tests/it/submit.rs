@@ -762,6 +762,20 @@ mod e2e {
                 assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
             }
         }
+        // The report, from the logs and the clusters' kinds: every job
+        // succeeded once, under its kind.
+        let (html, json) = run_report(&out);
+        assert!(html.contains("<h2>Kinds of job</h2>"), "{html}");
+        if let Err(e) = crate::report::xml::check(&html) {
+            panic!("report.html with kinds is not well-formed: {e}");
+        }
+        let rows = json["summary"]["kinds"].as_array().unwrap_or_else(|| panic!("{}", json["summary"]));
+        for (kind, n) in [("io", 12), ("cpu", 18)] {
+            let succeeded: u64 =
+                rows.iter().filter(|r| r["kind"] == kind).map(|r| r["succeeded"].as_u64().unwrap()).sum();
+            assert_eq!(succeeded, n, "{kind}: {rows:?}");
+        }
+        assert!(rows.iter().all(|r| r["kind"] != "?"), "every cluster's kind is known: {rows:?}");
     }
 
     /// A stopped run of two kinds resumes with its kinds from its record;
