@@ -1360,6 +1360,16 @@ mod tests {
     fn backend(s: &Setup, timeout: f64, epoch_unix: f64, known: Vec<(i64, Vec<JobId>)>) -> CondorSite {
         let desc =
             crate::submit_desc::parse(Path::new("/jobs/job.sub"), "executable = /bin/true\nqueue\n").unwrap();
+        backend_of(s, JobKinds::single(desc, 100), timeout, epoch_unix, known)
+    }
+
+    fn backend_of(
+        s: &Setup,
+        kinds: JobKinds,
+        timeout: f64,
+        epoch_unix: f64,
+        known: Vec<(i64, Vec<JobId>)>,
+    ) -> CondorSite {
         let condor = Condor::new(&CondorSettings {
             bin_dir: Some(s.bin.clone()),
             submit_timeout: timeout,
@@ -1368,7 +1378,7 @@ mod tests {
         CondorSite::new(
             SiteId(1),
             site_config(),
-            Arc::new(crate::submit_desc::JobKinds::single(desc, 100)),
+            Arc::new(kinds),
             Arc::new(condor),
             "run1".into(),
             s.state.clone(),
@@ -1457,6 +1467,54 @@ mod tests {
             });
         }
         out
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_two_kinds_is_one_condor_submit_per_kind_each_recorded_before_it_runs() {
+        let s = setup();
+        // Each call queues the next cluster of two procs: 40, then 41.
+        let next = s.bin.join("next");
+        script(
+            &s.bin,
+            "condor_submit",
+            &format!(
+                "n=$(cat '{c}' 2>/dev/null || echo 40); echo $((n + 1)) > '{c}'; echo \"$n.0 - $n.1\"",
+                c = next.display()
+            ),
+        );
+        let desc = |exe: &str| {
+            crate::submit_desc::parse(Path::new("/jobs/k.sub"), &format!("executable = {exe}\nqueue\n"))
+                .unwrap()
+        };
+        // Two of each, interleaved: 0 and 2 are io, 1 and 3 cpu.
+        let kinds =
+            JobKinds::new(vec![("io".into(), 2, desc("/bin/io")), ("cpu".into(), 2, desc("/bin/cpu"))])
+                .unwrap();
+        let mut site = backend_of(&s, kinds, 30.0, 0.0, vec![]);
+        let out = site.submit(jobs(0..4)).await;
+        let submitted: Vec<Vec<u64>> = out
+            .iter()
+            .map(|e| match e {
+                SiteEvent::Submitted { jobs, .. } => jobs.iter().map(|j| j.0).collect(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(submitted, [vec![0, 2], vec![1, 3]]);
+        assert_eq!(
+            s.journal.lines(),
+            [
+                "intent 1 ce-b00000 [0, 2]",
+                "submitted ce-b00000 40",
+                "intent 1 ce-b00001 [1, 3]",
+                "submitted ce-b00001 41"
+            ]
+        );
+        for (batch, kind) in [("ce-b00000", "io"), ("ce-b00001", "cpu")] {
+            let text = std::fs::read_to_string(CondorSite::submit_file_path(&s.state, batch)).unwrap();
+            assert!(text.contains(&format!("executable = /bin/{kind}\n")), "{batch}: {text}");
+            assert!(text.contains(&format!("+CoschedType = \"{kind}\"\n")), "{batch}: {text}");
+        }
+        assert_eq!(site.out.get(&JobId(3)), Some(&(41, 1)), "procs map to each cluster's jobs in order");
     }
 
     #[tokio::test]

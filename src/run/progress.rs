@@ -1039,6 +1039,36 @@ mod tests {
     }
 
     #[test]
+    fn each_kind_is_counted_at_each_site_and_a_tally_of_other_kinds_is_refused() {
+        let types =
+            JobTypes::new(vec!["io".into(), "cpu".into()], vec![JobTypeId(0), JobTypeId(1), JobTypeId(1)])
+                .unwrap();
+        let mut p = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet).with_kinds(types.clone());
+        let a = SiteId(0);
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 });
+        for job in 0..3 {
+            p.record(a, &SiteEvent::Started { job: JobId(job), at: 10.0 });
+        }
+        assert_eq!(p.kind_counts(a), " [io 1r/0d cpu 2r/0d]");
+        p.record(a, &SiteEvent::Ended { job: JobId(0), at: 110.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Ended { job: JobId(1), at: 310.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 20.0 });
+        assert_eq!(p.kind_counts(a), " [io 0r/1d cpu 0r/1d]");
+        let rows = p.kind_site_summaries(a);
+        let got: Vec<(&str, u64, u32, Option<f64>)> =
+            rows.iter().map(|k| (k.name.as_str(), k.done, k.running, k.mean_run_time)).collect();
+        assert_eq!(got, [("io", 1, 0, Some(100.0)), ("cpu", 1, 0, Some(300.0))]);
+        assert!(p.kind_lines(a)[1].contains("run time 300 s"), "{:?}", p.kind_lines(a));
+        // A checkpoint's tally restores into a run of the same kinds only.
+        let saved = p.checkpoint().unwrap();
+        let mut same = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet).with_kinds(types);
+        assert_eq!(same.restore(&saved), Ok(()));
+        let mut one = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet);
+        assert!(one.restore(&saved).is_err());
+        assert_eq!(one.kind_counts(a), "", "a run of one kind shows no kinds");
+    }
+
+    #[test]
     fn durations_read_naturally() {
         assert_eq!(format_duration(12.4), "12s");
         assert_eq!(format_duration(245.0), "4m05s");
