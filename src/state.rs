@@ -749,6 +749,40 @@ mod tests {
     }
 
     #[test]
+    fn a_runs_kinds_are_kept_and_a_run_recorded_without_them_has_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("state.db")).unwrap();
+        let kind = |name: &str, count: u64| RecordedKind {
+            name: name.into(),
+            count,
+            job_path: format!("/x/{name}.sub").into(),
+            job_text: format!("executable = {name}\nqueue\n"),
+        };
+        let two = RunRecord { kinds: vec![kind("io", 4), kind("cpu", 6)], ..run_record("r2") };
+        db.create_run(&two).unwrap();
+        // As a cosched of schema 2 recorded it: the runs row alone.
+        db.conn
+            .execute(
+                "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text, policy,
+                                   epoch_unix, simulate, speedup, status)
+                 VALUES ('old', 'x', 7, '/x/s.toml', '', '/x/old.sub', 'queue', 'bulk', 0, 0, 1, 'interrupted')",
+                [],
+            )
+            .unwrap();
+        let runs = db.runs().unwrap();
+        assert_eq!(runs[0], two);
+        let old = &runs[1].kinds;
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (old[0].name.as_str(), old[0].count, old[0].job_path.as_path()),
+            ("job", 7, Path::new("/x/old.sub"))
+        );
+        let none = RunRecord { kinds: Vec::new(), ..run_record("r3") };
+        assert!(db.create_run(&none).is_err(), "a run has a kind");
+        assert!(db.run("r3").unwrap().is_none(), "and nothing of it is recorded");
+    }
+
+    #[test]
     fn submissions_go_from_intent_to_outcome_and_survive_reopening() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("state.db");
