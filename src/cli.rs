@@ -25,7 +25,8 @@ Exit codes:
     name = "cosched",
     version = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COSCHED_COMMIT"), ")"),
     about = "Adaptive co-scheduler for HTCondor grids",
-    long_about = "cosched runs N jobs of one HTCondor submit description over several grid sites, \
+    long_about = "cosched runs N jobs of one HTCondor submit description (or of several, one per kind of \
+job) over several grid sites, \
 finds how many concurrent jobs each site takes before its turnaround degrades, \
 and sends more work to the sites that turn jobs around fastest.",
     after_help = EXIT_CODES,
@@ -40,14 +41,20 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 pub enum Command {
-    /// Run N jobs of a submit description across the sites of sites.toml.
+    /// Run N jobs of a submit description (or several kinds of job, with
+    /// --jobs) across the sites of sites.toml.
     #[command(after_help = with_policies("Examples:
   cosched submit 375 sites.example.toml condor/io_job.sub --simulate
   cosched submit 10000 sites.toml job.sub --state-dir run1
-  cosched submit --resume run1"))]
+  cosched submit --resume run1
+  cosched submit sites.toml --jobs io=400:io.sub --jobs cpu=1000:cpu.sub
+    (one run of two kinds: 1400 jobs, $(CoschedJob) 0..1399 over both,
+    each job's kind in $(CoschedType); a kind's name defaults to its
+    file's stem: --jobs 400:io.sub is the kind `io`)"))]
     Submit(SubmitArgs),
-    /// Validate sites.toml and a submit description without submitting anything.
-    #[command(after_help = "Example:\n  cosched check sites.toml job.sub")]
+    /// Validate sites.toml and submit descriptions without submitting anything.
+    #[command(after_help = "Examples:\n  cosched check sites.toml job.sub\n  \
+                            cosched check sites.toml --jobs io=400:io.sub --jobs cpu=1000:cpu.sub")]
     Check(CheckArgs),
     /// Read HTCondor user (job event) logs.
     #[command(subcommand)]

@@ -23,8 +23,9 @@
 //!   distribution and the test's likelihoods in `adaptive::runtime`. `plan`
 //!   turns per-site models into submissions and moves for both `oracle` and
 //!   `adaptive`; `truth` is what the oracle may know; `jobtype` is each
-//!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types` today,
-//!   submit descriptions later), which no policy reads yet.
+//!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types`, or
+//!   a real run's submit descriptions, `submit --jobs`), which no policy
+//!   reads yet.
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O (for HTCondor it merges the submissions that queued up
@@ -48,8 +49,9 @@
 //!   on disk past a million terms);
 //!   [`bench`](mod@bench) compares policies on it (`--blind-types`: every job
 //!   one kind).
-//! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub`, its
-//!   validation and the per-batch submit files cosched writes.
+//! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub` (or
+//!   one per kind of job, `submit_desc::JobKinds`), its validation and the
+//!   per-batch submit files cosched writes (one kind per batch).
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
 //!   `condor_q` processes, and `CondorSite`, the HTCondor site backend that
 //!   follows each site's user log.

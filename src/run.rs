@@ -26,7 +26,7 @@ pub mod simulate;
 use crate::engine::Ending;
 use crate::fake_condor;
 use crate::state::Db;
-use crate::submit_desc;
+use crate::submit_desc::{self, KindSpec, JOBS_FORM};
 use crate::sync::Locked;
 use crate::{CmdResult, Exit, Failure};
 use clap::Args;
@@ -39,23 +39,33 @@ use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args, Debug)]
+#[command(override_usage = "cosched submit [OPTIONS] N SITES JOB\n       \
+                  cosched submit [OPTIONS] SITES --jobs [NAME=]COUNT:FILE...\n       \
+                  cosched submit --resume STATE_DIR")]
 pub struct SubmitArgs {
     /// Number of jobs to run (each gets a stable index 0..N-1, $(CoschedJob)).
-    #[arg(required_unless_present = "resume", allow_negative_numbers = true)]
-    pub n_jobs: Option<i64>,
+    /// With --jobs, give SITES alone instead.
+    #[arg(value_name = "N", required_unless_present_any = ["resume", "jobs"], allow_negative_numbers = true)]
+    pub n_jobs: Option<String>,
     /// The sites file (see sites.example.toml).
-    #[arg(required_unless_present = "resume")]
+    #[arg(required_unless_present_any = ["resume", "jobs"])]
     pub sites: Option<PathBuf>,
     /// The HTCondor submit description of one job.
-    #[arg(required_unless_present = "resume")]
+    #[arg(required_unless_present_any = ["resume", "jobs"])]
     pub job: Option<PathBuf>,
+    /// One kind of job of the run: COUNT jobs of the submit description
+    /// FILE, named NAME ($(CoschedType); default: FILE's stem). Repeat for
+    /// each kind; $(CoschedJob) numbers the jobs of all kinds 0..N-1.
+    #[arg(long = "jobs", value_name = JOBS_FORM, value_parser = KindSpec::parse, allow_hyphen_values = true)]
+    pub jobs: Vec<KindSpec>,
     /// Scheduling policy; overrides [policy] name in sites.toml.
     #[arg(long)]
     pub policy: Option<String>,
     /// Where submit files, logs and the state database go.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
-    /// Continue an interrupted run from its state directory.
+    /// Continue an interrupted run from its state directory (its kinds are
+    /// recorded there; --jobs, if given, must be the same).
     #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
     pub resume: Option<PathBuf>,
     /// Run on the built-in simulated grid: the fake HTCondor commands shipped
@@ -76,24 +86,104 @@ pub struct SubmitArgs {
     pub socket: Option<PathBuf>,
 }
 
+/// The two forms of `cosched submit`, for messages.
+const FORMS: &str = "`cosched submit N SITES JOB` for one submit description, or \
+                     `cosched submit SITES --jobs [NAME=]COUNT:FILE --jobs …` for several";
+
+impl SubmitArgs {
+    /// The sites file and the kinds of job, from either form (never with
+    /// `--resume`). Mixing the forms is refused, saying which to use.
+    pub fn inputs(&self) -> Result<(PathBuf, Vec<KindSpec>), Failure> {
+        if self.jobs.is_empty() {
+            let (Some(n), Some(sites), Some(job)) = (&self.n_jobs, &self.sites, &self.job) else {
+                return Err(Failure::usage(format!("give the jobs to run: {FORMS}")));
+            };
+            let n: i64 = n.parse().map_err(|_| {
+                Failure::usage(format!("N, the number of jobs, must be a whole number, got `{n}`; {FORMS}"))
+            })?;
+            return Ok((sites.clone(), vec![KindSpec::single(Some(n), job)]));
+        }
+        // With --jobs the one positional, in N's place, is the sites file.
+        let sites = match (&self.n_jobs, &self.sites, &self.job) {
+            (Some(sites), None, None) => PathBuf::from(sites),
+            (None, _, _) => {
+                return Err(Failure::usage(format!(
+                    "--jobs needs the sites file before it: cosched submit SITES {}",
+                    jobs_line(&self.jobs)
+                )))
+            }
+            _ => {
+                return Err(Failure::usage(format!(
+                    "N SITES JOB and --jobs do not go together: --jobs gives each kind's count and submit \
+                     description, so give the sites file alone (cosched submit SITES {}), or drop --jobs \
+                     for a run of one description (cosched submit N SITES JOB)",
+                    jobs_line(&self.jobs)
+                )))
+            }
+        };
+        kinds_without_repeats(&self.jobs)?;
+        Ok((sites, self.jobs.clone()))
+    }
+}
+
+/// `--jobs A --jobs B` as typed (normalised), for messages.
+fn jobs_line(jobs: &[KindSpec]) -> String {
+    jobs.iter().map(|k| format!("--jobs {}", k.display())).collect::<Vec<_>>().join(" ")
+}
+
+fn kinds_without_repeats(kinds: &[KindSpec]) -> Result<(), Failure> {
+    match submit_desc::duplicate_kind(kinds) {
+        Some(message) => Err(Failure::usage(message)),
+        None => Ok(()),
+    }
+}
+
 #[derive(Args, Debug)]
+#[command(override_usage = "cosched check [OPTIONS] SITES JOB\n       \
+                  cosched check [OPTIONS] SITES --jobs [NAME=]COUNT:FILE...")]
 pub struct CheckArgs {
     pub sites: PathBuf,
-    pub job: PathBuf,
+    /// The submit description (or --jobs, as `cosched submit` takes them).
+    #[arg(required_unless_present = "jobs")]
+    pub job: Option<PathBuf>,
     /// Also check N (as `cosched submit N …` would).
     #[arg(long, allow_negative_numbers = true)]
     pub n_jobs: Option<i64>,
+    /// One kind of job, as `cosched submit SITES --jobs …` takes it; every
+    /// description is checked.
+    #[arg(long = "jobs", value_name = JOBS_FORM, value_parser = KindSpec::parse, allow_hyphen_values = true)]
+    pub jobs: Vec<KindSpec>,
 }
 
-/// `cosched check SITES JOB [--n-jobs N]`.
+/// `cosched check SITES JOB [--n-jobs N]`, or `cosched check SITES --jobs …`.
 pub fn check_command(args: CheckArgs) -> CmdResult {
-    submit_desc::check(&args.sites, &args.job, args.n_jobs)
+    let kinds = match (&args.job, args.n_jobs, args.jobs.is_empty()) {
+        (Some(job), n, true) => vec![KindSpec::single(n, job)],
+        (None, None, false) => {
+            kinds_without_repeats(&args.jobs)?;
+            args.jobs
+        }
+        (job, n, _) => {
+            let given = match (job, n) {
+                (Some(_), Some(_)) => "JOB and --n-jobs",
+                (Some(_), None) => "JOB",
+                _ => "--n-jobs",
+            };
+            return Err(Failure::usage(format!(
+                "{given} and --jobs do not go together: --jobs gives each kind's count and submit \
+                 description (cosched check SITES {}); or drop --jobs to check one (cosched check SITES JOB \
+                 --n-jobs N)",
+                jobs_line(&args.jobs)
+            )));
+        }
+    };
+    submit_desc::check(&args.sites, &kinds)
 }
 
 /// `cosched submit …`.
 pub fn command(args: SubmitArgs) -> CmdResult {
     let plan = match &args.resume {
-        Some(dir) => Plan::resume(dir)?,
+        Some(dir) => Plan::resume(dir, &args.jobs)?,
         None => Plan::fresh(&args)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
@@ -140,7 +230,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
         Display::Lines
     };
     let mut watch = Watch::new(
-        Progress::new(&id, names, run.record.n_jobs, run.rate, display),
+        Progress::new(&id, names, run.record.n_jobs, run.rate, display).with_kinds(run.kinds.types().clone()),
         shutdown.clone(),
         condor.unreachable_timeout,
         json,

@@ -16,11 +16,15 @@
 //! # Tables (inspect with `sqlite3 DIR/state.db`)
 //! - `runs` — one row per `cosched submit`: `id`, `created` (RFC 3339),
 //!   `n_jobs`, `sites_path`/`sites_text` (the sites file as it was),
-//!   `job_path`/`job_text` (the submit description as it was), `policy`,
+//!   `job_path`/`job_text` (the first kind's submit description as it was), `policy`,
 //!   `epoch_unix` (the instant that is t = 0 of the run; log timestamps are
 //!   mapped onto run time from it), `simulate`/`speedup` (a `--simulate` run and
 //!   its clock rate), `status` (`running`, `interrupted`, `done`, `failed`,
 //!   `hung`), `finished`.
+//! - `run_kinds` — per (`run`, `kind`, its index in the run): the kind's
+//!   `name`, its `count` of jobs, and its submit description as it was
+//!   (`job_path`/`job_text`). A run recorded before this table (schema < 3)
+//!   has none: it is of one kind, the `runs` row's description.
 //! - `submissions` — one row per batch handed to `condor_submit`, keyed by
 //!   (`run`, `batch`; the batch id is also in the jobs as `CoschedBatch`), `site`,
 //!   `site_index`, `jobs` (JSON array of job indexes, in proc order),
@@ -59,7 +63,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes; `MIGRATIONS[i]` takes version i to i + 1.
-pub const SCHEMA_VERSION: u32 = 2;
+pub const SCHEMA_VERSION: u32 = 3;
 
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 0 → 1: the first schema.
@@ -114,6 +118,16 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         state TEXT NOT NULL
             CHECK (state IN ('queued', 'running', 'cancelling', 'done', 'cancelled', 'failed')),
         message TEXT
+     );",
+    // 2 → 3: runs of several kinds of job (`cosched submit SITES --jobs …`).
+    "CREATE TABLE run_kinds (
+        run TEXT NOT NULL REFERENCES runs(id),
+        kind INTEGER NOT NULL,
+        name TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        job_path TEXT NOT NULL,
+        job_text TEXT NOT NULL,
+        PRIMARY KEY (run, kind)
      );",
 ];
 
@@ -288,13 +302,24 @@ pub struct RunRecord {
     pub n_jobs: u64,
     pub sites_path: PathBuf,
     pub sites_text: String,
-    pub job_path: PathBuf,
-    pub job_text: String,
+    /// Its kinds of job, in kind order (one for `cosched submit N SITES
+    /// JOB`); their counts add up to `n_jobs`.
+    pub kinds: Vec<RecordedKind>,
     pub policy: String,
     pub epoch_unix: f64,
     pub simulate: bool,
     pub speedup: f64,
     pub status: RunStatus,
+}
+
+/// One kind of job of a run (a row of `run_kinds`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct RecordedKind {
+    pub name: String,
+    pub count: u64,
+    /// Its submit description, where it was and as it was.
+    pub job_path: PathBuf,
+    pub job_text: String,
 }
 
 /// Where a submission stands.
@@ -383,30 +408,48 @@ impl Db {
         StateError::Corrupt { path: self.path.clone(), message }
     }
 
-    /// Records a new run (status `running`).
+    /// Records a new run (status `running`) and its kinds, in one transaction.
     pub fn create_run(&self, run: &RunRecord) -> Result<(), StateError> {
-        self.conn
-            .execute(
-                "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text,
-                                   policy, epoch_unix, simulate, speedup, status)
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+        let Some(first) = run.kinds.first() else {
+            return Err(self.corrupt(format!("run {} has no kind of job", run.id)));
+        };
+        let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
+        tx.execute(
+            "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text,
+                               policy, epoch_unix, simulate, speedup, status)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+            params![
+                run.id,
+                run.created,
+                run.n_jobs as i64,
+                run.sites_path.to_string_lossy(),
+                run.sites_text,
+                first.job_path.to_string_lossy(),
+                first.job_text,
+                run.policy,
+                run.epoch_unix,
+                run.simulate,
+                run.speedup,
+                run.status.as_str(),
+            ],
+        )
+        .map_err(|e| self.sql(e))?;
+        for (i, kind) in run.kinds.iter().enumerate() {
+            tx.execute(
+                "INSERT INTO run_kinds (run, kind, name, count, job_path, job_text)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
                 params![
                     run.id,
-                    run.created,
-                    run.n_jobs as i64,
-                    run.sites_path.to_string_lossy(),
-                    run.sites_text,
-                    run.job_path.to_string_lossy(),
-                    run.job_text,
-                    run.policy,
-                    run.epoch_unix,
-                    run.simulate,
-                    run.speedup,
-                    run.status.as_str(),
+                    i as i64,
+                    kind.name,
+                    kind.count as i64,
+                    kind.job_path.to_string_lossy(),
+                    kind.job_text
                 ],
             )
             .map_err(|e| self.sql(e))?;
-        Ok(())
+        }
+        tx.commit().map_err(|e| self.sql(e))
     }
 
     fn run_from_row(&self, row: &rusqlite::Row<'_>) -> rusqlite::Result<Result<RunRecord, String>> {
@@ -421,8 +464,13 @@ impl Db {
             n_jobs: n_jobs.max(0) as u64,
             sites_path: PathBuf::from(row.get::<_, String>(3)?),
             sites_text: row.get(4)?,
-            job_path: PathBuf::from(row.get::<_, String>(5)?),
-            job_text: row.get(6)?,
+            // A run recorded before `run_kinds` has one kind, this one.
+            kinds: vec![RecordedKind {
+                name: crate::policy::jobtype::SINGLE_TYPE.to_string(),
+                count: n_jobs.max(0) as u64,
+                job_path: PathBuf::from(row.get::<_, String>(5)?),
+                job_text: row.get(6)?,
+            }],
             policy: row.get(7)?,
             epoch_unix: row.get(8)?,
             simulate: row.get(9)?,
@@ -444,6 +492,34 @@ impl Db {
         let mut runs = Vec::new();
         for row in rows {
             runs.push(row.map_err(|e| self.sql(e))?.map_err(|m| self.corrupt(m))?);
+        }
+        let mut kinds: std::collections::BTreeMap<String, Vec<RecordedKind>> = Default::default();
+        let mut stmt = self
+            .conn
+            .prepare("SELECT run, name, count, job_path, job_text FROM run_kinds ORDER BY run, kind")
+            .map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map([], |row| {
+                let count: i64 = row.get(2)?;
+                Ok((
+                    row.get::<_, String>(0)?,
+                    RecordedKind {
+                        name: row.get(1)?,
+                        count: count.max(0) as u64,
+                        job_path: PathBuf::from(row.get::<_, String>(3)?),
+                        job_text: row.get(4)?,
+                    },
+                ))
+            })
+            .map_err(|e| self.sql(e))?;
+        for row in rows {
+            let (run, kind) = row.map_err(|e| self.sql(e))?;
+            kinds.entry(run).or_default().push(kind);
+        }
+        for run in &mut runs {
+            if let Some(recorded) = kinds.remove(&run.id) {
+                run.kinds = recorded;
+            }
         }
         Ok(runs)
     }
@@ -658,14 +734,52 @@ mod tests {
             n_jobs: 10,
             sites_path: "/x/sites.toml".into(),
             sites_text: "[[site]]".into(),
-            job_path: "/x/job.sub".into(),
-            job_text: "queue".into(),
+            kinds: vec![RecordedKind {
+                name: "job".into(),
+                count: 10,
+                job_path: "/x/job.sub".into(),
+                job_text: "queue".into(),
+            }],
             policy: "adaptive".into(),
             epoch_unix: 1.7e9,
             simulate: true,
             speedup: 100.0,
             status: RunStatus::Running,
         }
+    }
+
+    #[test]
+    fn a_runs_kinds_are_kept_and_a_run_recorded_without_them_has_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("state.db")).unwrap();
+        let kind = |name: &str, count: u64| RecordedKind {
+            name: name.into(),
+            count,
+            job_path: format!("/x/{name}.sub").into(),
+            job_text: format!("executable = {name}\nqueue\n"),
+        };
+        let two = RunRecord { kinds: vec![kind("io", 4), kind("cpu", 6)], ..run_record("r2") };
+        db.create_run(&two).unwrap();
+        // As a cosched of schema 2 recorded it: the runs row alone.
+        db.conn
+            .execute(
+                "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text, policy,
+                                   epoch_unix, simulate, speedup, status)
+                 VALUES ('old', 'x', 7, '/x/s.toml', '', '/x/old.sub', 'queue', 'bulk', 0, 0, 1, 'interrupted')",
+                [],
+            )
+            .unwrap();
+        let runs = db.runs().unwrap();
+        assert_eq!(runs[0], two);
+        let old = &runs[1].kinds;
+        assert_eq!(old.len(), 1);
+        assert_eq!(
+            (old[0].name.as_str(), old[0].count, old[0].job_path.as_path()),
+            ("job", 7, Path::new("/x/old.sub"))
+        );
+        let none = RunRecord { kinds: Vec::new(), ..run_record("r3") };
+        assert!(db.create_run(&none).is_err(), "a run has a kind");
+        assert!(db.run("r3").unwrap().is_none(), "and nothing of it is recorded");
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //!   commands;
 //! - cosched's own `log` (one per site) and the attributes `+CoschedRun`,
 //!   `+CoschedBatch`, `+CoschedJob`, by which a job in the queue can be found
-//!   again after a crash;
+//!   again after a crash, and `+CoschedType`, the job's kind;
 //! - `queue CoschedJob from ( … )` listing the batch's job indexes.
 //!
 //! **`$(CoschedJob)` is the job's stable global index, 0..N-1**: use it to name
@@ -26,12 +26,21 @@
 //! not use it to name files. The user's own `queue` statement is replaced (a
 //! warning says so when it would have queued more than one job).
 //!
+//! A run may hold several kinds of job ([`JobKinds`]: `cosched submit SITES
+//! --jobs io=400:io.sub --jobs cpu=1000:cpu.sub`), each its own description
+//! and count. The indexes stay global over the run, the kinds spread evenly
+//! over them ([`crate::policy::jobtype::interleave`]), and each job also gets
+//! its kind's name as `$(CoschedType)` and `CoschedType` (`job` in a run of
+//! one description). A batch file holds jobs of one kind: a site's batch of
+//! several kinds is one `condor_submit` per kind ([`crate::condor`]).
+//!
 //! Constraints: parsing never panics; every problem is reported with
 //! `file:line:column`, all of them rather than just the first. Every value
 //! that goes into a submit file is checked for control characters.
 
 use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
-use crate::policy::JobId;
+use crate::policy::jobtype::SINGLE_TYPE;
+use crate::policy::{JobId, JobTypeId, JobTypes};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -388,31 +397,36 @@ impl SubmitDescription {
         Some(self.dir.join(exe))
     }
 
-    /// The submit file for one batch of `jobs` at `site` (see the module docs
-    /// for its layout). `run` and `batch` are identifiers cosched made; any
+    /// The submit file for one batch of `jobs` of kind `kind` at `site` (see
+    /// the module docs for its layout). `run`, `batch` and `kind` are
+    /// identifiers cosched made or checked ([`kind_name_error`]); any
     /// character outside `[A-Za-z0-9._-]` is replaced by `_`.
     pub fn render_batch(
         &self,
         site: &SiteConfig,
         run: &str,
         batch: &str,
+        kind: &str,
         jobs: &[JobId],
         log: &Path,
     ) -> String {
         let run = plain_id(run);
         let batch = plain_id(batch);
+        let kind = plain_id(kind);
         let mut out = String::new();
         let _ = writeln!(
             out,
-            "# Written by cosched for run {run}, batch {batch} at site {}: {} job(s).",
+            "# Written by cosched for run {run}, batch {batch} at site {}: {} job(s) of kind {kind}.",
             plain_id(&site.name),
             jobs.len()
         );
         let _ = writeln!(
             out,
-            "# From {}. $(CoschedJob) is the global job index.",
+            "# From {}. $(CoschedJob) is the global job index, $(CoschedType) its kind.",
             one_line(&self.path.display().to_string())
         );
+        // First, so that the user's commands may use it.
+        let _ = writeln!(out, "CoschedType = {kind}");
         let mut user_universe = None;
         let mut has_initialdir = false;
         let transfers_exe = self.transfers_executable();
@@ -467,6 +481,7 @@ impl SubmitDescription {
         let _ = writeln!(out, "+CoschedRun = \"{run}\"");
         let _ = writeln!(out, "+CoschedBatch = \"{batch}\"");
         let _ = writeln!(out, "+CoschedJob = $(CoschedJob)");
+        let _ = writeln!(out, "+CoschedType = \"{kind}\"");
         let _ = writeln!(out, "queue CoschedJob from (");
         for job in jobs {
             let _ = writeln!(out, "{}", job.0);
@@ -474,6 +489,168 @@ impl SubmitDescription {
         let _ = writeln!(out, ")");
         out
     }
+}
+
+/// The kinds of job of a run, each with its submit description, and each
+/// job's kind (the run's [`JobTypes`], which its policy is told).
+#[derive(Clone, Debug)]
+pub struct JobKinds {
+    /// By kind, in the run's kind order (a kind's index is its [`JobTypeId`]).
+    descs: Vec<SubmitDescription>,
+    types: JobTypes,
+}
+
+impl JobKinds {
+    /// `n_jobs` jobs of the one description `desc` (`cosched submit N SITES
+    /// JOB`): one kind, named [`SINGLE_TYPE`].
+    pub fn single(desc: SubmitDescription, n_jobs: u64) -> Self {
+        JobKinds { descs: vec![desc], types: JobTypes::single(n_jobs) }
+    }
+
+    /// Kinds of (name, count, description), their jobs interleaved over the
+    /// run's indexes ([`JobTypes::interleaved`]). Names must be unique and
+    /// pass [`kind_name_error`].
+    pub fn new(kinds: Vec<(String, u64, SubmitDescription)>) -> Result<Self, String> {
+        let mut names = Vec::new();
+        let mut counts = Vec::new();
+        let mut descs = Vec::new();
+        for (name, count, desc) in kinds {
+            if let Some(why) = kind_name_error(&name) {
+                return Err(why);
+            }
+            if names.contains(&name) {
+                return Err(format!("two kinds of job are named `{name}`"));
+            }
+            names.push(name);
+            counts.push(count);
+            descs.push(desc);
+        }
+        let types = JobTypes::interleaved(names, &counts)?;
+        Ok(JobKinds { descs, types })
+    }
+
+    /// Each job's kind, as the policy is told.
+    pub fn types(&self) -> &JobTypes {
+        &self.types
+    }
+
+    /// The description of kind `t` (the first for a kind beyond the list,
+    /// which a run does not have).
+    pub fn desc(&self, t: JobTypeId) -> &SubmitDescription {
+        self.descs.get(t.index()).unwrap_or(&self.descs[0])
+    }
+
+    /// Jobs of the run, all kinds.
+    pub fn n_jobs(&self) -> u64 {
+        self.types.total()
+    }
+}
+
+/// Why `name` cannot name a kind of job, if it cannot. It goes into every
+/// submit file of its kind (`CoschedType = NAME`, `+CoschedType = "NAME"`)
+/// and into shell history: letters, digits, `_`, `-` and `.`, starting with
+/// a letter or `_`, at most 64.
+pub fn kind_name_error(name: &str) -> Option<String> {
+    let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if name.is_empty() {
+        Some("a kind of job needs a name".into())
+    } else if !(first_ok && rest_ok) || name.len() > 64 {
+        Some(format!(
+            "`{}` cannot name a kind of job: use letters, digits, `_`, `-` and `.`, starting with a letter \
+             or `_`, at most 64",
+            name.escape_debug()
+        ))
+    } else {
+        None
+    }
+}
+
+/// One kind of job as the command line gives it: `--jobs [NAME=]COUNT:FILE`,
+/// or the `N JOB` of `cosched submit N SITES JOB` (named [`SINGLE_TYPE`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KindSpec {
+    pub name: String,
+    /// How many jobs; `None` for `cosched check SITES JOB` without `--n-jobs`.
+    pub count: Option<i64>,
+    /// Its submit description.
+    pub path: PathBuf,
+}
+
+/// The form of a `--jobs` value, for messages.
+pub const JOBS_FORM: &str = "[NAME=]COUNT:FILE";
+
+impl KindSpec {
+    /// The one kind of `cosched submit N SITES JOB`.
+    pub fn single(count: Option<i64>, path: &Path) -> Self {
+        KindSpec { name: SINGLE_TYPE.into(), count, path: path.to_path_buf() }
+    }
+
+    /// Parses a `--jobs` value, `[NAME=]COUNT:FILE`: the name defaults to
+    /// the file's stem (`io` for `io.sub`), the count is at least 1.
+    pub fn parse(value: &str) -> Result<KindSpec, String> {
+        let example = "e.g. --jobs io=400:io.sub, or --jobs 400:io.sub to name the kind `io` after its file";
+        let Some((head, file)) = value.split_once(':') else {
+            return Err(format!("expected {JOBS_FORM} ({example})"));
+        };
+        let (name, count) = match head.split_once('=') {
+            Some((name, count)) => (Some(name.trim()), count.trim()),
+            None => (None, head.trim()),
+        };
+        let count: i64 = count.parse().map_err(|_| {
+            format!("the count `{count}` is not a whole number; expected {JOBS_FORM} ({example})")
+        })?;
+        if count < 1 {
+            return Err(format!("the count must be at least 1, got {count}"));
+        }
+        if file.is_empty() {
+            return Err(format!("no submit description after `:`; expected {JOBS_FORM} ({example})"));
+        }
+        let path = PathBuf::from(file);
+        let name = match name {
+            Some(name) => {
+                if let Some(why) = kind_name_error(name) {
+                    return Err(why);
+                }
+                name.to_string()
+            }
+            None => {
+                let stem = path.file_stem().map(|s| s.to_string_lossy().into_owned()).unwrap_or_default();
+                if let Some(why) = kind_name_error(&stem) {
+                    return Err(format!(
+                        "{why} (the name comes from the file's name when none is given: \
+                         name the kind with --jobs NAME={count}:{file})"
+                    ));
+                }
+                stem
+            }
+        };
+        Ok(KindSpec { name, count: Some(count), path })
+    }
+
+    /// How the command line gave it: `NAME=COUNT:FILE`.
+    pub fn display(&self) -> String {
+        let count = self.count.map_or("?".to_string(), |c| c.to_string());
+        format!("{}={count}:{}", self.name, self.path.display())
+    }
+}
+
+/// The first name given to two kinds, as an error saying what to do.
+pub fn duplicate_kind(kinds: &[KindSpec]) -> Option<String> {
+    for (i, k) in kinds.iter().enumerate() {
+        if let Some(first) = kinds[..i].iter().find(|o| o.name == k.name) {
+            return Some(format!(
+                "--jobs {} and --jobs {} both name their kind `{}`; give each kind its own name: \
+                 --jobs NAME={}:{}",
+                first.display(),
+                k.display(),
+                k.name,
+                k.count.unwrap_or(1),
+                k.path.display()
+            ));
+        }
+    }
+    None
 }
 
 fn is_false(v: &str) -> bool {
@@ -535,22 +712,7 @@ pub fn expand_macros(value: &str, lookup: &dyn Fn(&str) -> Option<String>) -> St
 /// given) before anything is submitted. Returns every problem found, errors
 /// and warnings; the inputs are usable when none is an error.
 pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>) -> Vec<Problem> {
-    let mut problems = Vec::new();
-    let cmdline = Path::new("command line");
-    if let Some(n) = n_jobs {
-        if n <= 0 {
-            problems.push(
-                Problem::error(
-                    cmdline,
-                    None,
-                    format!(
-                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
-                    ),
-                )
-                .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
-            );
-        }
-    }
+    let mut problems: Vec<Problem> = count_problem(n_jobs).into_iter().collect();
 
     problems.extend(description_problems(desc));
 
@@ -757,10 +919,12 @@ fn io_reason(e: &std::io::Error) -> String {
     }
 }
 
-/// `cosched check SITES JOB [--n-jobs N]`: loads and validates both files,
-/// prints every problem to stderr, and exits 2 if any is an error.
-pub fn check(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -> crate::CmdResult {
-    let (mut problems, summary) = check_problems(sites_path, job_path, n_jobs);
+/// `cosched check SITES JOB [--n-jobs N]`, or `cosched check SITES --jobs
+/// …`: loads and validates the sites file and every description, prints
+/// every problem to stderr (by file, then line), and exits 2 if any is an
+/// error.
+pub fn check(sites_path: &Path, kinds: &[KindSpec]) -> crate::CmdResult {
+    let (mut problems, summary) = check_problems(sites_path, kinds);
     // File order reads best: per file, by line (problems without one last).
     problems.sort_by(|a, b| {
         (&a.file, a.location.is_none(), a.location).cmp(&(&b.file, b.location.is_none(), b.location))
@@ -778,48 +942,85 @@ pub fn check(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -> crate::
     Ok(crate::Exit::Ok)
 }
 
-/// Every problem of the two files (and N), and a one-line summary of what
-/// would run when there are no errors.
-pub fn check_problems(sites_path: &Path, job_path: &Path, n_jobs: Option<i64>) -> (Vec<Problem>, String) {
-    let sites = crate::config::load_with_warnings(sites_path);
-    let desc = load(job_path);
-    let mut problems = Vec::new();
-    match (sites, desc) {
-        (Ok((sites, site_warnings)), Ok(desc)) => {
-            problems.extend(site_warnings);
-            problems.extend(validate(&sites, &desc, n_jobs));
-            let names: Vec<&str> = sites.sites.iter().map(|s| s.name.as_str()).collect();
-            let summary = format!(
-                "ok: {} site(s) ({}), policy {}, executable {}",
-                names.len(),
-                names.join(", "),
-                sites.policy.name(),
-                desc.executable().unwrap_or("-")
-            );
-            (problems, summary)
-        }
-        (sites, desc) => {
-            if let Err(e) = sites {
-                problems.extend(e.problems);
-            } else if let Ok((_, w)) = sites {
-                problems.extend(w);
-            }
-            match desc {
-                Err(e) => problems.extend(e.problems),
-                Ok(desc) => problems.extend(description_problems(&desc)),
-            }
-            if let Some(n) = n_jobs.filter(|n| *n <= 0) {
-                problems.push(Problem::error(
-                    Path::new("command line"),
-                    None,
-                    format!(
-                        "the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"
-                    ),
-                ));
-            }
-            (problems, String::new())
+/// The error of a number of jobs below 1 (`N`, `--n-jobs`, a `--jobs` count).
+fn count_problem(n_jobs: Option<i64>) -> Option<Problem> {
+    let n = n_jobs.filter(|n| *n <= 0)?;
+    Some(
+        Problem::error(
+            Path::new("command line"),
+            None,
+            format!("the number of jobs (N; `--n-jobs` of `cosched check`) must be at least 1, got {n}"),
+        )
+        .with_hint("cosched submit N sites.toml job.sub, with N ≥ 1"),
+    )
+}
+
+/// `problems` without repeats, in their order: the sites file's problems
+/// come once per description checked against it.
+pub fn without_repeats(problems: Vec<Problem>) -> Vec<Problem> {
+    let mut out: Vec<Problem> = Vec::with_capacity(problems.len());
+    for p in problems {
+        if !out.contains(&p) {
+            out.push(p);
         }
     }
+    out
+}
+
+/// Every problem of the sites file and of each kind's description and
+/// count, and a one-line summary of what would run when there are no errors.
+pub fn check_problems(sites_path: &Path, kinds: &[KindSpec]) -> (Vec<Problem>, String) {
+    let mut problems = Vec::new();
+    let sites = match crate::config::load_with_warnings(sites_path) {
+        Ok((sites, warnings)) => {
+            problems.extend(warnings);
+            Some(sites)
+        }
+        Err(e) => {
+            problems.extend(e.problems);
+            None
+        }
+    };
+    let mut loaded = Vec::new();
+    for kind in kinds {
+        match (load(&kind.path), &sites) {
+            (Ok(desc), Some(sites)) => {
+                problems.extend(validate(sites, &desc, kind.count));
+                loaded.push((kind, desc));
+            }
+            (Ok(desc), None) => {
+                problems.extend(description_problems(&desc));
+                problems.extend(count_problem(kind.count));
+            }
+            (Err(e), _) => {
+                problems.extend(e.problems);
+                problems.extend(count_problem(kind.count));
+            }
+        }
+    }
+    let problems = without_repeats(problems);
+    let Some(sites) = sites.filter(|_| loaded.len() == kinds.len()) else {
+        return (problems, String::new());
+    };
+    let names: Vec<&str> = sites.sites.iter().map(|s| s.name.as_str()).collect();
+    let what = match &loaded[..] {
+        [(kind, desc)] if kind.name == SINGLE_TYPE => {
+            format!("executable {}", desc.executable().unwrap_or("-"))
+        }
+        _ => {
+            let each: Vec<String> = loaded
+                .iter()
+                .map(|(kind, desc)| {
+                    let count = kind.count.map_or(String::new(), |c| format!("{c} × "));
+                    format!("{count}{} ({})", kind.name, desc.executable().unwrap_or("-"))
+                })
+                .collect();
+            format!("{} kinds: {}", loaded.len(), each.join(", "))
+        }
+    };
+    let summary =
+        format!("ok: {} site(s) ({}), policy {}, {what}", names.len(), names.join(", "), sites.policy.name());
+    (problems, summary)
 }
 
 #[cfg(test)]
@@ -943,7 +1144,7 @@ queue 10
         let d = parse_str("executable = /bin/sh\narguments @=end\n  -c 'echo one'\n  two\n@end\nqueue\n")
             .unwrap();
         assert_eq!(d.get("arguments"), Some("  -c 'echo one'\n  two"));
-        let out = d.render_batch(&grid_site(), "r", "b", &[JobId(0)], Path::new("/s/ce.log"));
+        let out = d.render_batch(&grid_site(), "r", "b", "job", &[JobId(0)], Path::new("/s/ce.log"));
         let again = parse(Path::new("/s/b.sub"), &out).unwrap();
         assert_eq!(again.get("arguments"), d.get("arguments"));
     }
@@ -958,7 +1159,7 @@ queue 10
     /// What the rendered file says after parsing it back, as condor_submit
     /// would read it.
     fn render_and_reparse(d: &SubmitDescription, site: &SiteConfig, jobs: &[JobId]) -> SubmitDescription {
-        let out = d.render_batch(site, "run-7", "ce-b00003", jobs, Path::new("/state/ce.log"));
+        let out = d.render_batch(site, "run-7", "ce-b00003", "job", jobs, Path::new("/state/ce.log"));
         parse(Path::new("/state/ce-b00003.sub"), &out).unwrap_or_else(|e| panic!("{e}\n{out}"))
     }
 
@@ -1020,7 +1221,8 @@ queue 10
     #[test]
     fn render_cannot_be_broken_by_identifiers() {
         let d = parse_str("executable = run\nqueue\n").unwrap();
-        let out = d.render_batch(&grid_site(), "r\"un\nqueue 99", "b", &[JobId(1)], Path::new("/s/l.log"));
+        let out =
+            d.render_batch(&grid_site(), "r\"un\nqueue 99", "b", "job", &[JobId(1)], Path::new("/s/l.log"));
         let r = parse(Path::new("/s/b.sub"), &out).unwrap();
         assert_eq!(r.get("+CoschedRun"), Some("\"r_un_queue_99\""));
         assert_eq!(r.queue.unwrap().count, Some(1));
@@ -1051,6 +1253,64 @@ queue 10
         let again = render_and_reparse(&d, &SiteConfig::named("local"), &[JobId(7)]);
         let lookup = |name: &str| (name == "coschedjob").then(|| "7".to_string());
         assert_eq!(expand_macros(again.get("output").unwrap(), &lookup), "out.7");
+    }
+
+    #[test]
+    fn a_batch_carries_its_kind_as_a_macro_and_an_attribute() {
+        let d = parse_str("executable = run\narguments = $(CoschedType) $(CoschedJob)\nqueue\n").unwrap();
+        let out = d.render_batch(&grid_site(), "r", "b", "io", &[JobId(4)], Path::new("/s/ce.log"));
+        let r = parse(Path::new("/s/b.sub"), &out).unwrap();
+        assert_eq!(r.get("+CoschedType"), Some("\"io\""));
+        let first = r.commands.first().map(|c| (c.key.as_str(), c.value.as_str()));
+        assert_eq!(first, Some(("CoschedType", "io")), "defined before the user's commands use it");
+        let lookup = |name: &str| match name {
+            "coschedtype" => r.get("CoschedType").map(str::to_string),
+            "coschedjob" => Some("4".to_string()),
+            _ => None,
+        };
+        assert_eq!(expand_macros(r.get("arguments").unwrap(), &lookup), "io 4");
+        let odd = d.render_batch(&grid_site(), "r", "b", "a\nqueue 9", &[JobId(4)], Path::new("/s/ce.log"));
+        assert_eq!(parse(Path::new("/s/b.sub"), &odd).unwrap().queue.unwrap().count, Some(1));
+    }
+
+    #[test]
+    fn jobs_arguments_name_a_count_and_a_file() {
+        let k = KindSpec::parse("io=400:dir/io.sub").unwrap();
+        assert_eq!((k.name.as_str(), k.count, k.path.as_path()), ("io", Some(400), Path::new("dir/io.sub")));
+        let k = KindSpec::parse("25:jobs/cpu-heavy.v2.sub").unwrap();
+        assert_eq!((k.name.as_str(), k.count), ("cpu-heavy.v2", Some(25)), "named after the file's stem");
+        let k = KindSpec::parse("x=1:a:b.sub").unwrap();
+        assert_eq!(k.path, Path::new("a:b.sub"), "only the first `:` separates");
+        for (bad, why) in [
+            ("io.sub", "expected [NAME=]COUNT:FILE"),
+            ("io=:io.sub", "not a whole number"),
+            ("io=ten:io.sub", "not a whole number"),
+            ("io=-2:io.sub", "at least 1"),
+            ("io=3:", "no submit description"),
+            ("=3:io.sub", "needs a name"),
+            ("9io=3:io.sub", "cannot name"),
+            ("3:.hidden", "cannot name"),
+            ("3:my job.sub", "NAME=3:my job.sub"),
+        ] {
+            let err = KindSpec::parse(bad).unwrap_err();
+            assert!(err.contains(why), "{bad}: {err}");
+        }
+        let dup = [KindSpec::parse("a=1:x.sub").unwrap(), KindSpec::parse("2:a.sub").unwrap()];
+        assert!(duplicate_kind(&dup).is_some_and(|e| e.contains("`a`")));
+        assert_eq!(duplicate_kind(&dup[..1]), None);
+    }
+
+    #[test]
+    fn kinds_are_interleaved_and_each_has_its_description() {
+        let io = parse_str("executable = io\nqueue\n").unwrap();
+        let cpu = parse_str("executable = cpu\nqueue\n").unwrap();
+        let kinds = JobKinds::new(vec![("io".into(), 1, io.clone()), ("cpu".into(), 3, cpu)]).unwrap();
+        let exes: Vec<&str> =
+            (0..4).map(|j| kinds.desc(kinds.types().of(JobId(j))).executable().unwrap()).collect();
+        assert_eq!(exes, ["cpu", "io", "cpu", "cpu"]);
+        assert_eq!(kinds.n_jobs(), 4);
+        let err = JobKinds::new(vec![("io".into(), 1, io.clone()), ("io".into(), 2, io)]).unwrap_err();
+        assert!(err.contains("two kinds"), "{err}");
     }
 
     #[test]

@@ -12,12 +12,21 @@
 //!
 //! Procs map to jobs by position: `queue CoschedJob from (i1 i2 …)` gives proc
 //! k to the k-th listed job.
+//!
+//! A batch holds jobs of one kind: what the engine hands over in one
+//! submission is split by kind, in the order the kinds' first jobs come,
+//! and each part is a batch of its own (its own intent, submit file,
+//! `condor_submit` and cluster), carried out one after the other as any
+//! batches are. One description per file keeps each kind's commands its
+//! own (commands set before one `queue` statement stay in force for the
+//! next), and one cluster per intent keeps a resume's question of an
+//! unknown batch the same as ever.
 
 use super::{ClusterRange, Condor, CondorError, ErrorKind};
 use crate::config::SiteConfig;
 use crate::engine::{RunClock, SiteBackend, SiteCursor};
-use crate::policy::{HoldCause, JobId, Outcome, SiteEvent, SiteId, Time};
-use crate::submit_desc::SubmitDescription;
+use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent, SiteId, Time};
+use crate::submit_desc::JobKinds;
 use crate::sync::Locked;
 use crate::userlog::{Event, EventBody, Follower};
 use std::collections::BTreeMap;
@@ -61,7 +70,8 @@ enum Now {
 pub struct CondorSite {
     site: SiteId,
     config: SiteConfig,
-    desc: Arc<SubmitDescription>,
+    /// Each job's kind and each kind's submit description.
+    kinds: Arc<JobKinds>,
     condor: Arc<Condor>,
     /// The run's id, written into every job as `CoschedRun`.
     run_id: String,
@@ -173,7 +183,7 @@ impl CondorSite {
     pub fn new(
         site: SiteId,
         config: SiteConfig,
-        desc: Arc<SubmitDescription>,
+        kinds: Arc<JobKinds>,
         condor: Arc<Condor>,
         run_id: String,
         dir: PathBuf,
@@ -196,7 +206,7 @@ impl CondorSite {
         CondorSite {
             site,
             config,
-            desc,
+            kinds,
             condor,
             run_id,
             dir,
@@ -824,18 +834,11 @@ pub fn hold_cause(code: i64) -> HoldCause {
     }
 }
 
-impl SiteBackend for CondorSite {
-    /// Each batch costs a `condor_submit` process (a fork of cosched and an
-    /// exec): under load, merging what queued up is what keeps up.
-    fn merges_submits(&self) -> bool {
-        true
-    }
-
-    fn cursor(&self) -> Option<SiteCursor> {
-        Some(SiteCursor { log_offset: self.follower.offset(), batches: self.next_batch })
-    }
-
-    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+impl CondorSite {
+    /// Submits `jobs`, all of kind `kind`, as one batch: intent, submit
+    /// file, `condor_submit` (retried while the schedd does not answer),
+    /// outcome.
+    async fn submit_batch(&mut self, kind: JobTypeId, jobs: Vec<JobId>) -> Vec<SiteEvent> {
         if jobs.is_empty() {
             return Vec::new();
         }
@@ -843,7 +846,8 @@ impl SiteBackend for CondorSite {
         self.next_batch += 1;
         let file = Self::submit_file_path(&self.dir, &batch);
         let log = Self::log_path(&self.dir, &self.config.name);
-        let text = self.desc.render_batch(&self.config, &self.run_id, &batch, &jobs, &log);
+        let name = self.kinds.types().name(kind);
+        let text = self.kinds.desc(kind).render_batch(&self.config, &self.run_id, &batch, name, &jobs, &log);
         let written = async {
             tokio::fs::create_dir_all(&self.dir).await?;
             tokio::fs::write(&file, text).await
@@ -878,6 +882,49 @@ impl SiteBackend for CondorSite {
                 }]
             }
         }
+    }
+}
+
+/// `jobs` split by kind, each kind's jobs in their order, the kinds in the
+/// order of their first job.
+fn by_kind(kinds: &JobKinds, jobs: Vec<JobId>) -> Vec<(JobTypeId, Vec<JobId>)> {
+    let types = kinds.types();
+    if !types.several() {
+        return vec![(JobTypeId(0), jobs)];
+    }
+    let mut parts: Vec<(JobTypeId, Vec<JobId>)> = Vec::new();
+    for job in jobs {
+        let kind = types.of(job);
+        match parts.iter_mut().find(|(k, _)| *k == kind) {
+            Some((_, part)) => part.push(job),
+            None => parts.push((kind, vec![job])),
+        }
+    }
+    parts
+}
+
+impl SiteBackend for CondorSite {
+    /// Each batch costs a `condor_submit` process (a fork of cosched and an
+    /// exec): under load, merging what queued up is what keeps up.
+    fn merges_submits(&self) -> bool {
+        true
+    }
+
+    fn cursor(&self) -> Option<SiteCursor> {
+        Some(SiteCursor { log_offset: self.follower.offset(), batches: self.next_batch })
+    }
+
+    async fn submit(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
+        let mut events = Vec::new();
+        for (kind, jobs) in by_kind(&self.kinds, jobs) {
+            events.extend(self.submit_batch(kind, jobs).await);
+            if self.stop.is_cancelled() {
+                // The run is stopping: the kinds not sent yet stay unsent,
+                // as a submission the engine never got to would.
+                break;
+            }
+        }
+        events
     }
 
     async fn remove(&mut self, jobs: Vec<JobId>) -> Vec<SiteEvent> {
@@ -1313,6 +1360,16 @@ mod tests {
     fn backend(s: &Setup, timeout: f64, epoch_unix: f64, known: Vec<(i64, Vec<JobId>)>) -> CondorSite {
         let desc =
             crate::submit_desc::parse(Path::new("/jobs/job.sub"), "executable = /bin/true\nqueue\n").unwrap();
+        backend_of(s, JobKinds::single(desc, 100), timeout, epoch_unix, known)
+    }
+
+    fn backend_of(
+        s: &Setup,
+        kinds: JobKinds,
+        timeout: f64,
+        epoch_unix: f64,
+        known: Vec<(i64, Vec<JobId>)>,
+    ) -> CondorSite {
         let condor = Condor::new(&CondorSettings {
             bin_dir: Some(s.bin.clone()),
             submit_timeout: timeout,
@@ -1321,7 +1378,7 @@ mod tests {
         CondorSite::new(
             SiteId(1),
             site_config(),
-            Arc::new(desc),
+            Arc::new(kinds),
             Arc::new(condor),
             "run1".into(),
             s.state.clone(),
@@ -1410,6 +1467,54 @@ mod tests {
             });
         }
         out
+    }
+
+    #[tokio::test]
+    async fn a_batch_of_two_kinds_is_one_condor_submit_per_kind_each_recorded_before_it_runs() {
+        let s = setup();
+        // Each call queues the next cluster of two procs: 40, then 41.
+        let next = s.bin.join("next");
+        script(
+            &s.bin,
+            "condor_submit",
+            &format!(
+                "n=$(cat '{c}' 2>/dev/null || echo 40); echo $((n + 1)) > '{c}'; echo \"$n.0 - $n.1\"",
+                c = next.display()
+            ),
+        );
+        let desc = |exe: &str| {
+            crate::submit_desc::parse(Path::new("/jobs/k.sub"), &format!("executable = {exe}\nqueue\n"))
+                .unwrap()
+        };
+        // Two of each, interleaved: 0 and 2 are io, 1 and 3 cpu.
+        let kinds =
+            JobKinds::new(vec![("io".into(), 2, desc("/bin/io")), ("cpu".into(), 2, desc("/bin/cpu"))])
+                .unwrap();
+        let mut site = backend_of(&s, kinds, 30.0, 0.0, vec![]);
+        let out = site.submit(jobs(0..4)).await;
+        let submitted: Vec<Vec<u64>> = out
+            .iter()
+            .map(|e| match e {
+                SiteEvent::Submitted { jobs, .. } => jobs.iter().map(|j| j.0).collect(),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(submitted, [vec![0, 2], vec![1, 3]]);
+        assert_eq!(
+            s.journal.lines(),
+            [
+                "intent 1 ce-b00000 [0, 2]",
+                "submitted ce-b00000 40",
+                "intent 1 ce-b00001 [1, 3]",
+                "submitted ce-b00001 41"
+            ]
+        );
+        for (batch, kind) in [("ce-b00000", "io"), ("ce-b00001", "cpu")] {
+            let text = std::fs::read_to_string(CondorSite::submit_file_path(&s.state, batch)).unwrap();
+            assert!(text.contains(&format!("executable = /bin/{kind}\n")), "{batch}: {text}");
+            assert!(text.contains(&format!("+CoschedType = \"{kind}\"\n")), "{batch}: {text}");
+        }
+        assert_eq!(site.out.get(&JobId(3)), Some(&(41, 1)), "procs map to each cluster's jobs in order");
     }
 
     #[tokio::test]

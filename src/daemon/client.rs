@@ -278,9 +278,13 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
 /// `cosched submit N sites.toml job.sub --daemon`: hands the run to the daemon
 /// and prints its id.
 pub fn submit(args: &SubmitArgs) -> CmdResult {
-    let (Some(n), Some(sites), Some(job)) = (args.n_jobs, args.sites.as_ref(), args.job.as_ref()) else {
-        return Err(Failure::usage("--daemon needs N, the sites file and the submit description"));
-    };
+    if !args.jobs.is_empty() {
+        return Err(Failure::usage(
+            "--daemon does not take runs of several kinds (--jobs) yet; run it in the foreground (drop \
+             --daemon), or hand the daemon one run per submit description (cosched submit N SITES JOB \
+             --daemon)",
+        ));
+    }
     if args.resume.is_some() {
         return Err(Failure::usage(
             "--daemon and --resume do not go together: the daemon resumes its runs itself",
@@ -295,8 +299,16 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
              run, drop --daemon",
         ));
     }
-    let n_jobs =
-        u64::try_from(n).ok().filter(|&n| n > 0).ok_or_else(|| Failure::usage("N must be at least 1"))?;
+    let (sites, kinds) = args.inputs()?;
+    let Some(kind) = kinds.first() else {
+        return Err(Failure::usage("--daemon needs N, the sites file and the submit description"));
+    };
+    let (sites, job) = (&sites, &kind.path);
+    let n_jobs = kind
+        .count
+        .and_then(|n| u64::try_from(n).ok())
+        .filter(|&n| n > 0)
+        .ok_or_else(|| Failure::usage("N must be at least 1"))?;
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|e| Failure::usage(format!("{}: cannot read: {e}", p.display())))
     };

@@ -139,8 +139,14 @@ impl Machinery for DbMachinery {
             n_jobs: request.n_jobs,
             sites_path,
             sites_text: request.sites_toml.clone(),
-            job_path,
-            job_text: request.job_sub.clone(),
+            // The daemon takes runs of one description (several kinds: not
+            // yet, the client refuses them).
+            kinds: vec![crate::state::RecordedKind {
+                name: crate::policy::jobtype::SINGLE_TYPE.to_string(),
+                count: request.n_jobs,
+                job_path,
+                job_text: request.job_sub.clone(),
+            }],
             policy: policy.name().to_string(),
             epoch_unix: epoch,
             simulate: false,

@@ -232,6 +232,12 @@ pub struct HistoryRecord {
     pub job: Option<u64>,
     /// The job's `CoschedBatch` attribute.
     pub batch: Option<String>,
+    /// The job's `CoschedType` attribute (its kind).
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// Its `arguments`, macros expanded: what the job would be run with.
+    #[serde(default)]
+    pub args: String,
     /// The job's `grid_resource`, or `local` for a vanilla job.
     pub site: String,
     pub status: HistoryStatus,
@@ -248,6 +254,8 @@ impl HistoryRecord {
             run: job.attr("CoschedRun").map(AdValue::as_plain_string),
             job: number("CoschedJob"),
             batch: job.attr("CoschedBatch").map(AdValue::as_plain_string),
+            kind: job.attr("CoschedType").map(AdValue::as_plain_string),
+            args: job.args.clone(),
             site: job.site_name(),
             status,
             time,
@@ -546,6 +554,8 @@ mod tests {
             run: None,
             job: None,
             batch: None,
+            kind: None,
+            args: String::new(),
             site: "local".into(),
             status: HistoryStatus::Succeeded,
             time: 9.0,

@@ -72,10 +72,27 @@ impl JobTypes {
         Ok(JobTypes { names, counts, of_job: Arc::from(of_job) })
     }
 
+    /// Kinds named `names` with `counts[t]` jobs of kind `t`, spread evenly
+    /// over the job indexes ([`interleave`]): the pool then offers the kinds
+    /// in their proportions at any point of the run, and no kind waits for
+    /// another to be used up. Fails as [`JobTypes::new`] does, or when the
+    /// two lists differ in length.
+    pub fn interleaved(names: Vec<String>, counts: &[u64]) -> Result<Self, String> {
+        if names.len() != counts.len() {
+            return Err(format!("{} job type names for {} counts", names.len(), counts.len()));
+        }
+        JobTypes::new(names, interleave(counts))
+    }
+
+    /// Jobs of every kind.
+    pub fn total(&self) -> u64 {
+        self.counts.iter().sum()
+    }
+
     /// The same jobs seen as one kind (`--blind-types`: what a policy does
     /// without knowing kinds).
     pub fn blind(&self) -> Self {
-        JobTypes::single(self.counts.iter().sum())
+        JobTypes::single(self.total())
     }
 
     /// How many kinds the run has (at least 1).
@@ -114,6 +131,39 @@ impl JobTypes {
     }
 }
 
+/// The kind of each job when kind `t` has `counts[t]` jobs: job `i` of kind
+/// `t` at key `(i + 0.5)/n_t`, in key order, ties by kind. Keys are
+/// compared exactly, as `(2i + 1) n_s` against `(2j + 1) n_t`.
+pub fn interleave(counts: &[u64]) -> Vec<JobTypeId> {
+    if let [n] = counts {
+        return vec![JobTypeId(0); *n as usize];
+    }
+    let total: u64 = counts.iter().sum();
+    let mut next = vec![0u64; counts.len()];
+    let mut order = Vec::with_capacity(total as usize);
+    // A merge of the kinds' sequences: each step takes the kind whose next
+    // key is smallest (few kinds, so a scan beats a heap).
+    for _ in 0..total {
+        let mut best: Option<usize> = None;
+        for (t, &n) in counts.iter().enumerate() {
+            if next[t] >= n {
+                continue;
+            }
+            let smaller = best.is_none_or(|b| {
+                u128::from(2 * next[t] + 1) * u128::from(counts[b])
+                    < u128::from(2 * next[b] + 1) * u128::from(n)
+            });
+            if smaller {
+                best = Some(t);
+            }
+        }
+        let t = best.expect("a kind has jobs left while the total is not reached");
+        next[t] += 1;
+        order.push(JobTypeId(t as u16));
+    }
+    order
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,6 +180,16 @@ mod tests {
         assert_eq!(t.name(JobTypeId(1)), "cpu");
         let blind = t.blind();
         assert_eq!((blind.len(), blind.count(JobTypeId(0)), blind.of(JobId(2))), (1, 3, JobTypeId(0)));
+    }
+
+    #[test]
+    fn interleaved_kinds_alternate_in_their_proportions() {
+        let t = JobTypes::interleaved(vec!["io".into(), "cpu".into()], &[2, 4]).unwrap();
+        let order: Vec<u16> = (0..6).map(|j| t.of(JobId(j)).0).collect();
+        // Keys (i + 0.5)/n: io 0.25, 0.75; cpu 0.125, 0.375, 0.625, 0.875.
+        assert_eq!(order, [1, 0, 1, 1, 0, 1]);
+        assert_eq!((t.total(), t.count(JobTypeId(0))), (6, 2));
+        assert!(JobTypes::interleaved(vec!["io".into()], &[1, 2]).is_err());
     }
 
     #[test]

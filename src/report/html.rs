@@ -219,7 +219,23 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
             site.peak_running
         );
     }
-    h.push_str("</table>\n<h2>Definitions</h2>\n<dl>\n");
+    h.push_str("</table>\n");
+    if !s.kinds.is_empty() {
+        h.push_str("<h2>Kinds of job</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th class=\"l\">kind</th><th>jobs</th><th>succeeded</th><th>mean run time (s)</th></tr>\n");
+        for k in &s.kinds {
+            let _ = writeln!(
+                h,
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(&k.site),
+                esc(&k.kind),
+                k.jobs,
+                k.succeeded,
+                opt(k.mean_run_time_s)
+            );
+        }
+        h.push_str("</table>\n");
+    }
+    h.push_str("<h2>Definitions</h2>\n<dl>\n");
     for (k, v) in DEFINITIONS {
         let _ = writeln!(h, "<dt>{}</dt><dd>{}</dd>", esc(k), esc(v));
     }

@@ -146,6 +146,57 @@ pub struct Summary {
     /// [`decision_series`]); empty for other logs.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub decisions: Vec<DecisionSeries>,
+    /// Each kind of job at each site of a cosched run of several kinds
+    /// (see [`kind_rows`]); empty for other logs.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<KindRow>,
+}
+
+/// One kind of job at one site of a run of several kinds.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KindRow {
+    /// The site's name in the run.
+    pub site: String,
+    pub kind: String,
+    /// Job records (attempts) of the kind in the site's log.
+    pub jobs: usize,
+    pub succeeded: usize,
+    /// Mean run time of its attempts that terminated, as the sites table's.
+    pub mean_run_time_s: Option<f64>,
+}
+
+/// Each kind of job at each site, sites in the run's order and each site's
+/// kinds by name, from the kind the run recorded for each cluster
+/// ([`SiteDecisions::kinds`]); empty when the run recorded none. A job
+/// whose cluster has no recorded kind counts under `?`.
+pub fn kind_rows(jobs: &dyn Jobs, decisions: &RunDecisions) -> Vec<KindRow> {
+    if decisions.sites.iter().all(|s| s.kinds.is_empty()) {
+        return Vec::new();
+    }
+    // (site index, kind) → (jobs, succeeded, run times (n, Σ)).
+    let mut acc: std::collections::BTreeMap<(usize, String), (usize, usize, usize, f64)> = Default::default();
+    jobs.visit(Part::All, &mut |j| {
+        let Some(at) = decisions.sites.iter().position(|s| s.log == j.file) else { return };
+        let kind = decisions.sites[at].kinds.get(&j.cluster).map_or("?", String::as_str);
+        let row = acc.entry((at, kind.to_string())).or_default();
+        row.0 += 1;
+        if j.times.outcome() == Outcome::Completed && j.exit_ok {
+            row.1 += 1;
+        }
+        if let Some(run) = j.run_time() {
+            row.2 += 1;
+            row.3 += run;
+        }
+    });
+    acc.into_iter()
+        .map(|((at, kind), (jobs, succeeded, n, sum))| KindRow {
+            site: decisions.sites[at].site.clone(),
+            kind,
+            jobs,
+            succeeded,
+            mean_run_time_s: (n > 0).then(|| sum / n as f64),
+        })
+        .collect()
 }
 
 /// One site's decisions on the report's time axis, and its running jobs.
@@ -304,6 +355,7 @@ pub fn summarize(jobs: &dyn Jobs) -> Summary {
         total_occupancy,
         occupancy_span: axis.span,
         decisions: Vec::new(),
+        kinds: Vec::new(),
     }
 }
 
@@ -625,6 +677,7 @@ mod tests {
             log,
             decisions: Vec::new(),
             cut_short: counted,
+            kinds: Default::default(),
         };
         let decisions =
             RunDecisions { epoch_naive: 0.0, sites: vec![site(0, Some((3, 50.0))), site(1, Some((0, 0.0)))] };
@@ -643,6 +696,46 @@ mod tests {
         let fewer = RunDecisions { epoch_naive: 0.0, sites: vec![site(0, Some((1, 30.0))), site(1, None)] };
         add_cut_short_unseen_in_logs(&jobs, &mut t, &fewer);
         assert_eq!((t.counts.cut_short, t.cut_short_unseen_in_logs), (1, 0));
+    }
+
+    #[test]
+    fn each_kind_at_each_site_from_the_kinds_the_run_recorded_per_cluster() {
+        // Log 0 (site s0): cluster 1 is `io`, cluster 2 `cpu`. io: proc 0
+        // runs 110-210 (100 s, rv 0), proc 1 runs 100-150 (50 s, rv 1):
+        // 2 jobs, 1 succeeded, mean run time 75 s. cpu: 2.0 runs 120-420
+        // (300 s, rv 0). Log 1 (site s1): cluster 1 has no recorded kind.
+        let mut a = job(0, 100.0, 110.0, 210.0, 0);
+        a.extend(job(1, 100.0, 100.0, 150.0, 1));
+        let mut cpu = job(0, 100.0, 120.0, 420.0, 0);
+        for e in &mut cpu {
+            e.cluster = 2;
+        }
+        a.extend(cpu);
+        a.sort_by(|x, y| x.time.total_cmp(&y.time));
+        let jobs = jobs_from_events(&[("a.log".into(), a), ("b.log".into(), job(0, 0.0, 1.0, 11.0, 0))]);
+        let site = |log: usize, kinds: &[(i64, &str)]| SiteDecisions {
+            site: format!("s{log}"),
+            log,
+            decisions: Vec::new(),
+            cut_short: None,
+            kinds: kinds.iter().map(|(c, k)| (*c, k.to_string())).collect(),
+        };
+        let run =
+            RunDecisions { epoch_naive: 0.0, sites: vec![site(0, &[(1, "io"), (2, "cpu")]), site(1, &[])] };
+        let rows: Vec<(String, String, usize, usize, Option<f64>)> = kind_rows(&jobs, &run)
+            .into_iter()
+            .map(|r| (r.site, r.kind, r.jobs, r.succeeded, r.mean_run_time_s))
+            .collect();
+        assert_eq!(
+            rows,
+            [
+                ("s0".into(), "cpu".into(), 1, 1, Some(300.0)),
+                ("s0".into(), "io".into(), 2, 1, Some(75.0)),
+                ("s1".into(), "?".into(), 1, 1, Some(10.0)),
+            ]
+        );
+        let one_kind = RunDecisions { epoch_naive: 0.0, sites: vec![site(0, &[]), site(1, &[])] };
+        assert!(kind_rows(&jobs, &one_kind).is_empty(), "a run of one kind shows no kinds");
     }
 
     /// `n` jobs at three sites, submitted one a second, each queued a

@@ -239,6 +239,7 @@ pub fn write_run_report(
     let mut summary = metrics::summarize(&jobs);
     metrics::add_cut_short_unseen_in_logs(&jobs, &mut summary, decisions);
     summary.decisions = metrics::decision_series(&jobs, &summary, decisions);
+    summary.kinds = metrics::kind_rows(&jobs, decisions);
     if let Some(e) = jobs.take_error() {
         return Err(spilled(e));
     }

@@ -221,6 +221,9 @@ pub struct SiteDecisions {
     /// slot-seconds (`run::progress`), where it kept a tally. It can exceed
     /// what the log shows: see [`JobRecord::cut_short_seconds`].
     pub cut_short: Option<(u64, f64)>,
+    /// The kind of job of each cluster the run submitted at the site (a
+    /// batch holds one kind); empty in a run of one kind.
+    pub kinds: std::collections::BTreeMap<i64, String>,
 }
 
 /// Turns the events of several logs into job records, in (file, first

@@ -98,9 +98,10 @@ use crate::engine::{self, Ending, EngineOptions, Observer, RunClock, SiteCursor}
 use crate::policy::{self, Action, Policy, PolicyConfig, SiteEvent, SiteId, Time};
 use crate::report::{RunDecisions, SiteDecisions};
 use crate::state::{Db, DbJournal, RunRecord, RunStatus};
-use crate::submit_desc::{self, SubmitDescription};
+use crate::submit_desc::{self, JobKinds};
 use crate::sync::Locked;
 use crate::Failure;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -112,7 +113,8 @@ pub struct Run {
     /// Its directory: submit files, user logs, decisions, checkpoint, report.
     pub dir: PathBuf,
     pub sites: SitesFile,
-    pub desc: Arc<SubmitDescription>,
+    /// Its kinds of job: each job's kind and each kind's submit description.
+    pub kinds: Arc<JobKinds>,
     pub policy: PolicyConfig,
     /// Run seconds per real second.
     pub rate: f64,
@@ -123,7 +125,7 @@ pub struct Run {
 
 impl Run {
     /// Run `record` as it was recorded (its sites file and submit
-    /// description as they were, its policy, its clock): how the daemon
+    /// descriptions as they were, its policy, its clock): how the daemon
     /// drives and resumes its runs. A run with recorded submissions resumes.
     pub fn recorded(db: Arc<Mutex<Db>>, dir: PathBuf, record: RunRecord) -> Result<Run, Failure> {
         if record.simulate {
@@ -135,16 +137,22 @@ impl Run {
         let (sites, _) = crate::config::parse(&record.sites_path, &record.sites_text).map_err(|e| {
             Failure::failed(format!("run {}: its recorded sites file no longer parses: {e}", record.id))
         })?;
-        let desc = submit_desc::parse(&record.job_path, &record.job_text).map_err(|e| {
-            Failure::failed(format!(
-                "run {}: its recorded submit description no longer parses: {e}",
-                record.id
-            ))
-        })?;
+        let mut kinds = Vec::new();
+        for kind in &record.kinds {
+            let desc = submit_desc::parse(&kind.job_path, &kind.job_text).map_err(|e| {
+                Failure::failed(format!(
+                    "run {}: the recorded submit description of its kind `{}` no longer parses: {e}",
+                    record.id, kind.name
+                ))
+            })?;
+            kinds.push((kind.name.clone(), kind.count, desc));
+        }
+        let kinds = JobKinds::new(kinds)
+            .map_err(|e| Failure::failed(format!("run {}: its recorded kinds of job: {e}", record.id)))?;
         let policy = super::plan::choose_policy(&sites, Some(&record.policy))?;
         let rate = if record.speedup > 0.0 { record.speedup } else { 1.0 };
         let resumed = !lock(&db).submissions(&record.id).map_err(state_failure)?.is_empty();
-        Ok(Run { db, record, dir, sites, desc: Arc::new(desc), policy, rate, resumed })
+        Ok(Run { db, record, dir, sites, kinds: Arc::new(kinds), policy, rate, resumed })
     }
 }
 
@@ -201,12 +209,13 @@ pub async fn run(
     watcher: &mut dyn Watcher,
     shutdown: CancellationToken,
 ) -> Result<Driven, Failure> {
-    let Run { db, record, dir, sites, desc, policy: config, rate, resumed } = run;
+    let Run { db, record, dir, sites, kinds, policy: config, rate, resumed } = run;
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
     let memory = lock(&db).load_memory().map_err(state_failure)?;
-    let spec = sites.run_spec(record.n_jobs, memory);
+    let mut spec = sites.run_spec(record.n_jobs, memory);
+    spec.types = kinds.types().clone();
     let build = || policy::build(&config, &spec, None).map_err(Failure::usage);
     let mut policy = build()?;
     let checkpoints =
@@ -220,7 +229,7 @@ pub async fn run(
     let mut policy = wrap(policy, rate);
     let cursors = restored.as_ref().map(|c| c.cursors.clone());
     let Engaged { history, reconciled, backends, clock, reachability } =
-        engage(&db, &record, &dir, &sites, desc, rate, resumed, cursors, shutdown.clone()).await?;
+        engage(&db, &record, &dir, &sites, kinds.clone(), rate, resumed, cursors, shutdown.clone()).await?;
     lock(&db).set_status(&record.id, RunStatus::Running).map_err(state_failure)?;
     watcher.tally().replay(&history);
     watcher.starting(&Starting {
@@ -253,7 +262,9 @@ pub async fn run(
     // Reading every log takes a while for a big run: off the runtime's
     // workers, which the daemon's other runs share.
     let epoch_unix = record.epoch_unix;
-    let written = tokio::task::spawn_blocking(move || run_report(&dir, &names, epoch_unix, Some(cut_short)));
+    let kinds = cluster_kinds(&lock(&db), &record.id, &kinds, names.len());
+    let written =
+        tokio::task::spawn_blocking(move || run_report(&dir, &names, epoch_unix, Some(cut_short), kinds));
     let report = written.await.unwrap_or_else(|e| Some(Err(format!("the report writer failed: {e}"))));
     Ok(Driven { ending, given_up: policy.book().given_up(), report })
 }
@@ -349,7 +360,7 @@ async fn engage(
     run: &RunRecord,
     run_dir: &Path,
     sites: &SitesFile,
-    desc: Arc<SubmitDescription>,
+    kinds: Arc<JobKinds>,
     rate: f64,
     resumed: bool,
     cursors: Option<Vec<SiteCursor>>,
@@ -378,7 +389,7 @@ async fn engage(
             let backend = CondorSite::new(
                 SiteId(i as u32),
                 site.clone(),
-                desc.clone(),
+                kinds.clone(),
                 condor.clone(),
                 run.id.clone(),
                 run_dir.to_path_buf(),
@@ -442,14 +453,36 @@ fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Endin
     db.set_status(run, status).map_err(state_failure)
 }
 
+/// The kind of each cluster the run submitted, per site in site order
+/// (a batch holds one kind); empty maps in a run of one kind, or when the
+/// record cannot be read (the report then shows no kinds).
+fn cluster_kinds(db: &Db, run: &str, kinds: &JobKinds, n_sites: usize) -> Vec<BTreeMap<i64, String>> {
+    let mut out = vec![BTreeMap::new(); n_sites];
+    if !kinds.types().several() {
+        return out;
+    }
+    for sub in db.submissions(run).unwrap_or_default() {
+        let (crate::state::SubmissionState::Submitted { cluster }, Some(job)) =
+            (&sub.state, sub.jobs.first())
+        else {
+            continue;
+        };
+        if let Some(site) = out.get_mut(sub.site_index as usize) {
+            site.insert(*cluster, kinds.types().name(kinds.types().of(*job)).to_string());
+        }
+    }
+    out
+}
+
 /// Writes `run_dir/report` from the run's user logs and recorded decisions,
-/// with what the run counted cut short per site where it kept a tally;
-/// `None` without logs.
+/// with what the run counted cut short per site where it kept a tally and
+/// the kind of each cluster per site; `None` without logs.
 fn run_report(
     run_dir: &Path,
     site_names: &[String],
     epoch_unix: f64,
     cut_short: Option<Vec<(u64, f64)>>,
+    mut kinds: Vec<BTreeMap<i64, String>>,
 ) -> Option<Result<PathBuf, String>> {
     let mut logs = Vec::new();
     let mut sites = Vec::new();
@@ -465,6 +498,7 @@ fn run_report(
                 log: logs.len(),
                 decisions: theirs,
                 cut_short: counted,
+                kinds: kinds.get_mut(i).map(std::mem::take).unwrap_or_default(),
             });
             logs.push(log);
         }

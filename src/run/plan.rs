@@ -1,7 +1,8 @@
-//! What a run needs before the runtime starts: both input files validated
-//! (nothing is submitted when anything is wrong, exit 2), the state
-//! directory opened and locked, and the run recorded (`cosched submit`) or
-//! found (`--resume`, with the files as they are now but the run's sites).
+//! What a run needs before the runtime starts: the sites file and every
+//! kind's submit description validated (nothing is submitted when anything
+//! is wrong, exit 2), the state directory opened and locked, and the run
+//! recorded with its kinds (`cosched submit`) or found (`--resume`, with the
+//! files as they are now but the run's sites and kinds).
 //!
 //! Root: HTCondor does not let root own jobs, so cosched refuses to run as
 //! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
@@ -13,8 +14,8 @@ use super::SubmitArgs;
 use crate::config::{Problem, SitesFile};
 use crate::fake_condor;
 use crate::policy::PolicyConfig;
-use crate::state::{RunRecord, RunStatus, StateDir};
-use crate::submit_desc::{self, SubmitDescription};
+use crate::state::{RecordedKind, RunRecord, RunStatus, StateDir};
+use crate::submit_desc::{self, JobKinds, KindSpec};
 use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -30,11 +31,10 @@ pub(super) struct Plan {
 
 impl Plan {
     pub(super) fn fresh(args: &SubmitArgs) -> Result<Plan, Failure> {
-        let (Some(n), Some(sites_path), Some(job_path)) = (args.n_jobs, &args.sites, &args.job) else {
-            return Err(Failure::usage("cosched submit N sites.toml job.sub (or --resume STATE_DIR)"));
-        };
+        let (sites_path, kind_specs) = args.inputs()?;
+        let sites_path = sites_path.as_path();
         check_root(args.simulate)?;
-        let (mut sites, desc) = load_inputs(sites_path, job_path, Some(n))?;
+        let (mut sites, kinds) = load_inputs(sites_path, &kind_specs)?;
         let policy = choose_policy(&sites, args.policy.as_deref())?;
         warn_of_ignored_settings(&policy, &sites, sites_path);
         if !(args.speedup > 0.0 && args.speedup.is_finite()) {
@@ -80,11 +80,18 @@ impl Plan {
             id: run_id,
             created: chrono::DateTime::from_timestamp_millis((epoch * 1000.0) as i64)
                 .map_or_else(String::new, |d| d.to_rfc3339()),
-            n_jobs: n as u64,
+            n_jobs: kinds.n_jobs(),
             sites_path: absolute(sites_path),
             sites_text: std::fs::read_to_string(sites_path).unwrap_or_default(),
-            job_path: absolute(job_path),
-            job_text: std::fs::read_to_string(job_path).unwrap_or_default(),
+            kinds: kind_specs
+                .iter()
+                .map(|k| RecordedKind {
+                    name: k.name.clone(),
+                    count: k.count.unwrap_or(0).max(0) as u64,
+                    job_path: absolute(&k.path),
+                    job_text: std::fs::read_to_string(&k.path).unwrap_or_default(),
+                })
+                .collect(),
             policy: policy.name().to_string(),
             epoch_unix: epoch,
             simulate: args.simulate,
@@ -97,7 +104,7 @@ impl Plan {
             record: run,
             dir: run_dir,
             sites,
-            desc: Arc::new(desc),
+            kinds: Arc::new(kinds),
             policy,
             rate,
             resumed: false,
@@ -105,7 +112,9 @@ impl Plan {
         Ok(Plan { state, run, pool })
     }
 
-    pub(super) fn resume(dir: &Path) -> Result<Plan, Failure> {
+    /// The unfinished run of state directory `dir`; `given`, the kinds the
+    /// command line named (`--jobs` beside `--resume`), must be the run's.
+    pub(super) fn resume(dir: &Path, given: &[KindSpec]) -> Result<Plan, Failure> {
         let nothing_recorded = || {
             Failure::usage(format!(
                 "{d}: nothing to resume: no run was recorded here, so nothing was submitted (cosched records \
@@ -140,9 +149,12 @@ impl Plan {
             });
         };
         check_root(run.simulate)?;
+        let recorded_kinds = recorded_specs(&run);
+        same_kinds(&run, &recorded_kinds, given)?;
         // The files as they are now (a fix after a permanent error is
-        // welcome), but the site list must be the run's: jobs are out there.
-        let (mut sites, desc) = load_inputs(&run.sites_path, &run.job_path, Some(run.n_jobs as i64))?;
+        // welcome), but the site list and the kinds must be the run's: jobs
+        // are out there, numbered over those kinds.
+        let (mut sites, kinds) = load_inputs(&run.sites_path, &recorded_kinds)?;
         let (recorded, _) = crate::config::parse(&run.sites_path, &run.sites_text)
             .map_err(|e| Failure::failed(format!("the run's recorded sites file no longer parses: {e}")))?;
         let names = |s: &SitesFile| s.sites.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
@@ -177,7 +189,7 @@ impl Plan {
             dir: state.run_dir(&run.id),
             record: run,
             sites,
-            desc: Arc::new(desc),
+            kinds: Arc::new(kinds),
             policy,
             rate,
             resumed: true,
@@ -211,28 +223,55 @@ fn check_root(simulated: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Loads and validates both files; every problem is printed.
-fn load_inputs(
-    sites_path: &Path,
-    job_path: &Path,
-    n_jobs: Option<i64>,
-) -> Result<(SitesFile, SubmitDescription), Failure> {
+/// Loads and validates the sites file and every kind's description; every
+/// problem is printed.
+fn load_inputs(sites_path: &Path, kinds: &[KindSpec]) -> Result<(SitesFile, JobKinds), Failure> {
     let sites = crate::config::load_with_warnings(sites_path);
-    let desc = submit_desc::load(job_path);
-    match (sites, desc) {
-        (Ok((sites, warnings)), Ok(desc)) => {
-            let mut problems = warnings;
-            problems.extend(submit_desc::validate(&sites, &desc, n_jobs));
-            match usage_problems(&problems) {
-                Some(f) => Err(f),
-                None => Ok((sites, desc)),
-            }
-        }
-        _ => {
-            let (problems, _) = submit_desc::check_problems(sites_path, job_path, n_jobs);
-            Err(usage_problems(&problems).unwrap_or_else(|| Failure::usage("the inputs cannot be read")))
-        }
+    let descs: Result<Vec<_>, _> = kinds.iter().map(|k| submit_desc::load(&k.path)).collect();
+    let (Ok((sites, warnings)), Ok(descs)) = (sites, descs) else {
+        let (problems, _) = submit_desc::check_problems(sites_path, kinds);
+        return Err(usage_problems(&problems).unwrap_or_else(|| Failure::usage("the inputs cannot be read")));
+    };
+    let mut problems = warnings;
+    for (kind, desc) in kinds.iter().zip(&descs) {
+        problems.extend(submit_desc::validate(&sites, desc, kind.count));
     }
+    if let Some(f) = usage_problems(&submit_desc::without_repeats(problems)) {
+        return Err(f);
+    }
+    let named = kinds.iter().zip(descs).map(|(k, d)| (k.name.clone(), k.count.unwrap_or(0).max(0) as u64, d));
+    let kinds = JobKinds::new(named.collect()).map_err(Failure::usage)?;
+    Ok((sites, kinds))
+}
+
+/// The kinds of a recorded run, as the command line would give them.
+fn recorded_specs(run: &RunRecord) -> Vec<KindSpec> {
+    run.kinds
+        .iter()
+        .map(|k| KindSpec { name: k.name.clone(), count: Some(k.count as i64), path: k.job_path.clone() })
+        .collect()
+}
+
+/// Refuses a resume whose command line names other kinds than the run's:
+/// its jobs are numbered over the run's kinds, and some are out.
+fn same_kinds(run: &RunRecord, recorded: &[KindSpec], given: &[KindSpec]) -> Result<(), Failure> {
+    if given.is_empty() {
+        return Ok(());
+    }
+    let key = |k: &KindSpec| (k.name.clone(), k.count, absolute(&k.path));
+    if given.len() == recorded.len() && given.iter().map(key).eq(recorded.iter().map(key)) {
+        return Ok(());
+    }
+    let list =
+        |kinds: &[KindSpec]| kinds.iter().map(|k| format!("--jobs {}", k.display())).collect::<Vec<_>>();
+    Err(Failure::usage(format!(
+        "run {} was started with other kinds of job ({}) than given now ({}); its jobs are numbered over \
+         those kinds and some are out, so resume it as it was (`cosched submit --resume DIR`, the kinds come \
+         from its record), or start a new run with another --state-dir",
+        run.id,
+        list(recorded).join(" "),
+        list(given).join(" ")
+    )))
 }
 
 /// A `[[site]]` setting (a limit, a first window) that a policy chosen

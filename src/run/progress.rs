@@ -6,9 +6,14 @@
 //! It reads no clock of its own; redraws are paced by the run clock's
 //! readings divided by its rate (simulated seconds per real second), so a
 //! `--simulate` run at ×100 still redraws twice per real second.
+//!
+//! A run of several kinds of job ([`Progress::with_kinds`]) also shows each
+//! kind at each site: jobs running and done, and the mean run time of its
+//! successful attempts there (a kind's speed at a site is what a policy has
+//! to learn per kind); a run of one kind shows and prints what it always did.
 
 use crate::engine::{Ending, Observer};
-use crate::policy::{Action, JobId, Outcome, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{Action, JobId, JobTypeId, JobTypes, Outcome, Policy, SiteEvent, SiteId, Time};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -76,9 +81,22 @@ struct SiteTotals {
     down_since: Option<Time>,
 }
 
+/// One kind's jobs at one site.
+#[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
+struct KindTotals {
+    /// Running now.
+    running: u32,
+    done: u64,
+    /// Run times of the successful attempts whose start was seen.
+    run_sum: f64,
+    run_n: u64,
+}
+
 /// Watches a run and writes its progress to stderr.
 pub struct Progress {
     names: Vec<String>,
+    /// Each job's kind: per-kind lines are shown when there are several.
+    types: JobTypes,
     n_jobs: u64,
     /// Simulated (run-clock) seconds per real second.
     rate: f64,
@@ -120,6 +138,9 @@ struct Tally {
     ended_by: BTreeMap<JobId, Ended>,
     #[serde(default)]
     retry_causes: RetryCauses,
+    /// By site, then kind; empty in a run of one kind.
+    #[serde(default)]
+    kinds: Vec<Vec<KindTotals>>,
 }
 
 /// The final summary (`--json` prints this).
@@ -148,6 +169,28 @@ pub struct Summary {
     pub cut_short_seconds: f64,
     pub sites: Vec<SiteSummary>,
     pub failed_jobs: Vec<FailedJob>,
+    /// Each kind of job over the run (absent in a run of one kind).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<KindSummary>,
+}
+
+/// One kind of job over the whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindSummary {
+    pub name: String,
+    pub n_jobs: u64,
+    pub done: u64,
+}
+
+/// One kind of job at one site.
+#[derive(Clone, Debug, Serialize)]
+pub struct KindSiteSummary {
+    pub name: String,
+    pub done: u64,
+    /// Running when the summary was made.
+    pub running: u32,
+    /// Mean run time of its successful attempts there, seconds.
+    pub mean_run_time: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -170,6 +213,9 @@ pub struct SiteSummary {
     /// HTCondor reported the site's grid resource down (026) and it was not
     /// back (025) when the run ended.
     pub grid_resource_down: bool,
+    /// Each kind of job there (absent in a run of one kind).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<KindSiteSummary>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -183,6 +229,7 @@ impl Progress {
         let n_sites = names.len();
         Progress {
             names,
+            types: JobTypes::single(n_jobs),
             n_jobs,
             rate: if rate > 0.0 { rate } else { 1.0 },
             display,
@@ -202,11 +249,30 @@ impl Progress {
                 last_failure: BTreeMap::new(),
                 ended_by: BTreeMap::new(),
                 retry_causes: RetryCauses::default(),
+                kinds: Vec::new(),
             },
             summary: None,
             notes: Vec::new(),
             unreachable: BTreeMap::new(),
         }
+    }
+
+    /// Tells the kind of each job, to show each kind per site when there
+    /// are several.
+    pub fn with_kinds(mut self, types: JobTypes) -> Self {
+        self.tally.kinds = if types.several() {
+            vec![vec![KindTotals::default(); types.len()]; self.names.len()]
+        } else {
+            Vec::new()
+        };
+        self.types = types;
+        self
+    }
+
+    /// One kind's totals at one site (`None` in a run of one kind).
+    fn kind_totals(&mut self, site: SiteId, job: JobId) -> Option<&mut KindTotals> {
+        let kind = self.types.of(job);
+        self.tally.kinds.get_mut(site.index())?.get_mut(kind.index())
     }
 
     /// The summary, once the run has finished.
@@ -241,16 +307,22 @@ impl Progress {
         }
     }
 
-    fn started(&mut self, site: SiteId) {
+    fn started(&mut self, site: SiteId, job: JobId) {
         let i = site.index();
         self.tally.running[i] += 1;
         self.tally.peaks[i] = self.tally.peaks[i].max(self.tally.running[i]);
+        if let Some(k) = self.kind_totals(site, job) {
+            k.running += 1;
+        }
     }
 
-    fn stopped(&mut self, site: SiteId, attempt: &Attempt) {
+    fn stopped(&mut self, site: SiteId, job: JobId, attempt: &Attempt) {
         if attempt.started.is_some() {
             let i = site.index();
             self.tally.running[i] = self.tally.running[i].saturating_sub(1);
+            if let Some(k) = self.kind_totals(site, job) {
+                k.running = k.running.saturating_sub(1);
+            }
         }
     }
 
@@ -305,7 +377,7 @@ impl Progress {
                     self.tally.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
                 {
                     a.started = Some(*at);
-                    self.started(site);
+                    self.started(site, *job);
                 }
             }
             SiteEvent::Ended { job, at, outcome } => {
@@ -313,7 +385,7 @@ impl Progress {
                     return;
                 };
                 self.tally.attempts.remove(job);
-                self.stopped(site, &a);
+                self.stopped(site, *job, &a);
                 match outcome {
                     Outcome::Success => {
                         if !self.tally.done.insert(*job) {
@@ -333,6 +405,13 @@ impl Progress {
                             t.run_sum += at - started;
                             t.run_n += 1;
                         }
+                        if let Some(k) = self.kind_totals(site, *job) {
+                            k.done += 1;
+                            if let Some(started) = a.started {
+                                k.run_sum += at - started;
+                                k.run_n += 1;
+                            }
+                        }
                     }
                     Outcome::Failed { detail } => {
                         self.tally.ended_by.insert(*job, Ended::Failed);
@@ -347,7 +426,7 @@ impl Progress {
                     // A held job occupies no slot.
                     a.held = true;
                     let was = std::mem::take(&mut a.started);
-                    self.stopped(site, &Attempt { site, submitted: 0.0, started: was, held: true });
+                    self.stopped(site, *job, &Attempt { site, submitted: 0.0, started: was, held: true });
                     let name = self.site_name(site).to_string();
                     let reason = one_line(reason);
                     let t = self.totals(site);
@@ -363,7 +442,7 @@ impl Progress {
             SiteEvent::Removed { job, at } => {
                 if let Some(a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) {
                     self.tally.attempts.remove(job);
-                    self.stopped(site, &a);
+                    self.stopped(site, *job, &a);
                     if let Some(started) = a.started {
                         self.tally.ended_by.insert(*job, Ended::CutShort);
                         let t = self.totals(site);
@@ -433,8 +512,39 @@ impl Progress {
                 view.class,
                 self.site_state(site, now)
             );
+            for line in self.kind_lines(site) {
+                let _ = writeln!(out, "    {line}");
+            }
         }
         out
+    }
+
+    /// One line per kind of job at `site`: `io: 3 running, 12 done, run
+    /// time 412 s` (none in a run of one kind).
+    fn kind_lines(&self, site: SiteId) -> Vec<String> {
+        let Some(kinds) = self.tally.kinds.get(site.index()) else { return Vec::new() };
+        let width = self.types.ids().map(|t| self.types.name(t).len()).max().unwrap_or(0);
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(t, k)| {
+                let name = self.types.name(JobTypeId(t as u16));
+                let run = mean_secs(k.run_sum, k.run_n);
+                format!("{name:<width$}  {:>5} running {:>7} done  run time {run}", k.running, k.done)
+            })
+            .collect()
+    }
+
+    /// ` [io 2r/3d cpu 1r/1d]` for a plain progress line (empty in a run of
+    /// one kind).
+    fn kind_counts(&self, site: SiteId) -> String {
+        let Some(kinds) = self.tally.kinds.get(site.index()) else { return String::new() };
+        let each: Vec<String> = kinds
+            .iter()
+            .enumerate()
+            .map(|(t, k)| format!("{} {}r/{}d", self.types.name(JobTypeId(t as u16)), k.running, k.done))
+            .collect();
+        format!(" [{}]", each.join(" "))
     }
 
     /// ` (down since 4m05s)`-style remarks on a site, empty when healthy.
@@ -512,11 +622,12 @@ impl Progress {
                     // not queued anywhere yet: "s", apart from "q".
                     let _ = write!(
                         line,
-                        "; {name} {}s/{}q/{}r/{}d{}",
+                        "; {name} {}s/{}q/{}r/{}d{}{}",
                         c.submitting,
                         c.idle + c.held,
                         c.running,
                         c.done,
+                        self.kind_counts(SiteId(i as u32)),
                         self.site_state(SiteId(i as u32), now)
                     );
                 }
@@ -554,9 +665,22 @@ impl Progress {
                     cut_short_seconds: t.cut_short_seconds,
                     last_hold_reason: t.last_hold_reason.clone(),
                     grid_resource_down: t.down_since.is_some(),
+                    kinds: self.kind_site_summaries(SiteId(i as u32)),
                 }
             })
             .collect();
+        let kinds = if self.tally.kinds.is_empty() {
+            Vec::new()
+        } else {
+            self.types
+                .ids()
+                .map(|t| KindSummary {
+                    name: self.types.name(t).to_string(),
+                    n_jobs: self.types.count(t),
+                    done: self.tally.kinds.iter().map(|site| site.get(t.index()).map_or(0, |k| k.done)).sum(),
+                })
+                .collect()
+        };
         let mut failed_jobs: Vec<FailedJob> = (0..book.n_jobs())
             .map(JobId)
             .filter(|&j| matches!(book.state(j), crate::policy::JobState::GivenUp))
@@ -591,7 +715,31 @@ impl Progress {
             cut_short_seconds: self.tally.sites.iter().map(|t| t.cut_short_seconds).sum(),
             sites,
             failed_jobs,
+            kinds,
         }
+    }
+
+    fn kind_site_summaries(&self, site: SiteId) -> Vec<KindSiteSummary> {
+        let Some(kinds) = self.tally.kinds.get(site.index()) else { return Vec::new() };
+        kinds
+            .iter()
+            .enumerate()
+            .map(|(t, k)| KindSiteSummary {
+                name: self.types.name(JobTypeId(t as u16)).to_string(),
+                done: k.done,
+                running: k.running,
+                mean_run_time: (k.run_n > 0).then(|| k.run_sum / k.run_n as f64),
+            })
+            .collect()
+    }
+}
+
+/// `412 s`, or `-` with nothing to average.
+fn mean_secs(sum: f64, n: u64) -> String {
+    if n == 0 {
+        "-".to_string()
+    } else {
+        format!("{:.0} s", sum / n as f64)
     }
 }
 
@@ -630,6 +778,10 @@ impl Progress {
         if tally.sites.len() != self.tally.sites.len() || tally.running.len() != self.tally.running.len() {
             return Err(format!("it is of a run over {} sites", tally.sites.len()));
         }
+        let shape = |t: &Tally| t.kinds.iter().map(Vec::len).collect::<Vec<_>>();
+        if shape(&tally) != shape(&self.tally) {
+            return Err("it counts other kinds of job than the run has".into());
+        }
         self.tally = tally;
         Ok(())
     }
@@ -655,6 +807,11 @@ pub fn render_summary(s: &Summary) -> String {
         s.failed,
         if s.unfinished > 0 { format!(", {} unfinished", s.unfinished) } else { String::new() }
     );
+    if !s.kinds.is_empty() {
+        let each: Vec<String> =
+            s.kinds.iter().map(|k| format!("{} {}/{}", k.name, k.done, k.n_jobs)).collect();
+        let _ = writeln!(out, "Kinds of job (done of each): {}.", each.join(", "));
+    }
     let _ = writeln!(
         out,
         "Makespan {}, {} retr{}{}, {} execution(s) cut short{}.",
@@ -693,6 +850,16 @@ pub fn render_summary(s: &Summary) -> String {
                 site.class.clone()
             }
         );
+        let kind_width = site.kinds.iter().map(|k| k.name.len()).max().unwrap_or(0);
+        for k in &site.kinds {
+            let _ = writeln!(
+                out,
+                "    {:<kind_width$} {:>6} done, run time {}",
+                k.name,
+                k.done,
+                secs(k.mean_run_time)
+            );
+        }
     }
     for site in s.sites.iter().filter(|x| x.last_hold_reason.is_some()) {
         let _ =
@@ -869,6 +1036,36 @@ mod tests {
         assert_eq!(p.site_state(ce, 95.0), "");
         p.set_unreachable(ce, Some((100.0, "ERROR: Failed to connect".into())));
         assert_eq!(p.site_state(ce, 130.0), " schedd unreachable for 30s");
+    }
+
+    #[test]
+    fn each_kind_is_counted_at_each_site_and_a_tally_of_other_kinds_is_refused() {
+        let types =
+            JobTypes::new(vec!["io".into(), "cpu".into()], vec![JobTypeId(0), JobTypeId(1), JobTypeId(1)])
+                .unwrap();
+        let mut p = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet).with_kinds(types.clone());
+        let a = SiteId(0);
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 });
+        for job in 0..3 {
+            p.record(a, &SiteEvent::Started { job: JobId(job), at: 10.0 });
+        }
+        assert_eq!(p.kind_counts(a), " [io 1r/0d cpu 2r/0d]");
+        p.record(a, &SiteEvent::Ended { job: JobId(0), at: 110.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Ended { job: JobId(1), at: 310.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 20.0 });
+        assert_eq!(p.kind_counts(a), " [io 0r/1d cpu 0r/1d]");
+        let rows = p.kind_site_summaries(a);
+        let got: Vec<(&str, u64, u32, Option<f64>)> =
+            rows.iter().map(|k| (k.name.as_str(), k.done, k.running, k.mean_run_time)).collect();
+        assert_eq!(got, [("io", 1, 0, Some(100.0)), ("cpu", 1, 0, Some(300.0))]);
+        assert!(p.kind_lines(a)[1].contains("run time 300 s"), "{:?}", p.kind_lines(a));
+        // A checkpoint's tally restores into a run of the same kinds only.
+        let saved = p.checkpoint().unwrap();
+        let mut same = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet).with_kinds(types);
+        assert_eq!(same.restore(&saved), Ok(()));
+        let mut one = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet);
+        assert!(one.restore(&saved).is_err());
+        assert_eq!(one.kind_counts(a), "", "a run of one kind shows no kinds");
     }
 
     #[test]

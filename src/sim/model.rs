@@ -234,38 +234,7 @@ pub fn job_work(scenario: &Scenario, seed: u64) -> Vec<f64> {
     jobs(scenario, seed).1
 }
 
-/// The kind of each job when kind `t` has `counts[t]` jobs: job `i` of kind
-/// `t` at key `(i + 0.5)/n_t`, in key order, ties by kind. Keys are
-/// compared exactly, as `(2i + 1) n_s` against `(2j + 1) n_t`.
-pub fn interleave(counts: &[u64]) -> Vec<JobTypeId> {
-    if let [n] = counts {
-        return vec![JobTypeId(0); *n as usize];
-    }
-    let total: u64 = counts.iter().sum();
-    let mut next = vec![0u64; counts.len()];
-    let mut order = Vec::with_capacity(total as usize);
-    // A merge of the kinds' sequences: each step takes the kind whose next
-    // key is smallest (few kinds, so a scan beats a heap).
-    for _ in 0..total {
-        let mut best: Option<usize> = None;
-        for (t, &n) in counts.iter().enumerate() {
-            if next[t] >= n {
-                continue;
-            }
-            let smaller = best.is_none_or(|b| {
-                u128::from(2 * next[t] + 1) * u128::from(counts[b])
-                    < u128::from(2 * next[b] + 1) * u128::from(n)
-            });
-            if smaller {
-                best = Some(t);
-            }
-        }
-        let t = best.expect("a kind has jobs left while the total is not reached");
-        next[t] += 1;
-        order.push(JobTypeId(t as u16));
-    }
-    order
-}
+pub use crate::policy::jobtype::interleave;
 
 /// Names one attempt of a job at a site; the caller keeps them unique.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

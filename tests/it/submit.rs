@@ -304,6 +304,101 @@ mod check {
         assert_bad(&out, &["sites.toml:3:", "sites.toml:5:", "job.sub:1:1", "number of jobs"]);
     }
 
+    /// Writes `files` beside GOOD_SITES (as sites.toml) and run.sh in a
+    /// fresh directory and runs cosched there with `args`.
+    fn in_dir_with(files: &[(&str, &str)], args: &[&str]) -> Output {
+        let dir = util::tempdir();
+        std::fs::write(dir.path().join("sites.toml"), GOOD_SITES).unwrap();
+        std::fs::write(dir.path().join("run.sh"), "#!/bin/sh\necho $1\n").unwrap();
+        for (name, text) in files {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        util::cosched(dir.path(), args)
+    }
+
+    /// Issue 55: `check` takes the kinds as `submit` does and checks every
+    /// description; an error in the second names that file and its line.
+    #[test]
+    fn every_kinds_description_is_checked_and_an_error_names_its_file_and_line() {
+        let cpu_bad = "executable = run.sh\nthis is wrong\nqueue\n";
+        let args = ["check", "sites.toml", "--jobs", "io=40:io.sub", "--jobs", "100:cpu.sub"];
+        let out = in_dir_with(&[("io.sub", GOOD_JOB), ("cpu.sub", GOOD_JOB)], &args);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            stdout.contains("2 kinds") && stdout.contains("40 × io") && stdout.contains("100 × cpu"),
+            "{stdout}"
+        );
+        let out = in_dir_with(&[("io.sub", GOOD_JOB), ("cpu.sub", cpu_bad)], &args);
+        assert_bad(&out, &["cpu.sub:2:1", "key = value"]);
+        assert!(!stderr(&out).contains("io.sub:"), "the first description is fine: {}", stderr(&out));
+        // A missing executable in the first, a reserved name in the second:
+        // both reported in one pass.
+        let io_bad = "executable = gone.sh\nqueue\n";
+        let cpu_reserved = "executable = run.sh\n\n+CoschedType = \"x\"\nqueue\n";
+        let out = in_dir_with(&[("io.sub", io_bad), ("cpu.sub", cpu_reserved)], &args);
+        assert_bad(&out, &["io.sub:1:1", "gone.sh", "cpu.sub:3:1", "reserved"]);
+    }
+
+    /// Issue 55: what `--jobs` refuses, each saying what to write instead,
+    /// before anything is read or submitted.
+    #[test]
+    fn kinds_on_the_command_line_are_refused_with_what_to_write() {
+        let files = [("io.sub", GOOD_JOB), ("cpu.sub", GOOD_JOB), ("my job.sub", GOOD_JOB)];
+        let cases: [(&[&str], &[&str]); 9] = [
+            (
+                &["submit", "5", "sites.toml", "io.sub", "--jobs", "io=3:io.sub"],
+                &["do not go together", "cosched submit SITES --jobs io=3:io.sub"],
+            ),
+            (
+                &["check", "sites.toml", "io.sub", "--jobs", "io=3:io.sub"],
+                &["JOB and --jobs do not go together"],
+            ),
+            (&["check", "sites.toml", "--n-jobs", "4", "--jobs", "io=3:io.sub"], &["--n-jobs and --jobs"]),
+            (
+                &["submit", "sites.toml", "--jobs", "io=3:io.sub", "--jobs", "io=4:cpu.sub"],
+                &["both name their kind `io`", "--jobs NAME=4:cpu.sub"],
+            ),
+            (
+                &["submit", "sites.toml", "--jobs", "3:io.sub", "--jobs", "4:io.sub"],
+                &["both name their kind `io`"],
+            ),
+            (
+                &["submit", "sites.toml", "--jobs", "io.sub"],
+                &["expected [NAME=]COUNT:FILE", "--jobs io=400:io.sub"],
+            ),
+            (&["submit", "sites.toml", "--jobs", "io=0:io.sub"], &["at least 1, got 0"]),
+            (
+                &["submit", "sites.toml", "--jobs", "3:my job.sub"],
+                &["`my job` cannot name", "NAME=3:my job.sub"],
+            ),
+            (
+                &[
+                    "submit",
+                    "sites.toml",
+                    "--jobs",
+                    "io=3:io.sub",
+                    "--daemon",
+                    "--socket",
+                    "/nonexistent.sock",
+                ],
+                &["--daemon does not take runs of several kinds", "yet"],
+            ),
+        ];
+        for (args, wants) in cases {
+            let out = in_dir_with(&files, args);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: exit 2 expected; stderr:\n{err}");
+            for want in wants {
+                assert!(err.contains(want), "{args:?}: stderr lacks {want:?}:\n{err}");
+            }
+        }
+        let out = in_dir_with(&files, &["submit", "sites.toml", "--jobs", "b@d=3:io.sub"]);
+        assert!(stderr(&out).contains("`b@d` cannot name a kind"), "{}", stderr(&out));
+        let out = in_dir_with(&files, &["submit", "5x", "sites.toml", "io.sub"]);
+        assert!(stderr(&out).contains("must be a whole number, got `5x`"), "{}", stderr(&out));
+    }
+
     #[test]
     fn unreadable_inputs() {
         let dir = util::tempdir();
@@ -580,6 +675,141 @@ mod e2e {
             calls * 4 <= n,
             "{calls} condor_submit calls for {n} jobs: waiting submissions were not merged"
         );
+    }
+
+    /// Two submit descriptions for a run of two kinds (issue 55): each
+    /// passes its own marker, the kind's name and the job's index to the
+    /// job, so a job's arguments show which description it was submitted
+    /// with and what `$(CoschedType)` and `$(CoschedJob)` were.
+    fn write_two_kinds(s: &Setup) {
+        for kind in ["io", "cpu"] {
+            std::fs::write(
+                s.path(&format!("{kind}.sub")),
+                format!(
+                    "executable = job.sh\narguments = from-{kind} $(CoschedType) $(CoschedJob)\n\
+                     output = out.$(CoschedJob)\nqueue\n"
+                ),
+            )
+            .unwrap();
+        }
+    }
+
+    const TWO_KINDS: [&str; 4] = ["--jobs", "io=12:io.sub", "--jobs", "18:cpu.sub"];
+
+    /// Every job of a two-kind run (12 io, 18 cpu) succeeded once, with its
+    /// own kind's description, its kind's name as attribute and macro, and
+    /// a global index; the kinds alternate over the indexes in their
+    /// proportions; each batch file holds one kind.
+    fn assert_two_kinds_ran(s: &Setup, context: &str) {
+        s.assert_each_job_ran_once(30, context);
+        let mut kind_of = BTreeMap::new();
+        for r in fake_condor::history(&s.pool).iter().filter(|r| r.status == HistoryStatus::Succeeded) {
+            let job = r.job.expect("CoschedJob");
+            let kind = r.kind.clone().unwrap_or_else(|| panic!("{context}: job {job} has no CoschedType"));
+            assert_eq!(r.args, format!("from-{kind} {kind} {job}"), "{context}: job {job}");
+            kind_of.insert(job, kind);
+        }
+        let io: Vec<u64> = kind_of.iter().filter(|(_, k)| *k == "io").map(|(j, _)| *j).collect();
+        assert_eq!((io.len(), kind_of.len() - io.len()), (12, 18), "{context}: {kind_of:?}");
+        for prefix in 1..=30u64 {
+            let seen = io.iter().filter(|j| **j < prefix).count() as f64;
+            let due = prefix as f64 * 12.0 / 30.0;
+            assert!((seen - due).abs() <= 1.0, "{context}: {seen} io jobs among the first {prefix}: {io:?}");
+        }
+        let run_dir = std::fs::read_dir(s.path("state/runs")).unwrap().next().unwrap().unwrap().path();
+        for entry in std::fs::read_dir(&run_dir).unwrap().filter_map(Result::ok) {
+            let path = entry.path();
+            if path.extension().is_some_and(|e| e == "sub") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                let kinds: Vec<&str> = text.lines().filter(|l| l.starts_with("+CoschedType = ")).collect();
+                assert_eq!(kinds.len(), 1, "{context}: {}: one kind per batch:\n{text}", path.display());
+            }
+        }
+    }
+
+    #[test]
+    fn a_run_of_two_kinds_gives_each_job_its_kind_and_a_global_index() {
+        let s = Setup::new(|_| {});
+        write_two_kinds(&s);
+        let mut args = vec!["submit", "sites.toml"];
+        args.extend(TWO_KINDS);
+        args.extend(["--state-dir", "state", "--json"]);
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert_two_kinds_ran(&s, "two kinds");
+        let sum = summary(&out);
+        assert_eq!(sum["n_jobs"], 30, "{sum}");
+        let kinds: Vec<(String, u64, u64)> = sum["kinds"]
+            .as_array()
+            .unwrap_or_else(|| panic!("the summary has kinds: {sum}"))
+            .iter()
+            .map(|k| {
+                (
+                    k["name"].as_str().unwrap().into(),
+                    k["n_jobs"].as_u64().unwrap(),
+                    k["done"].as_u64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(kinds, [("io".into(), 12, 12), ("cpu".into(), 18, 18)]);
+        // Per site, the kinds' counts add up to the site's.
+        for site in sum["sites"].as_array().unwrap() {
+            let per_kind = site["kinds"].as_array().unwrap_or_else(|| panic!("{site}"));
+            assert_eq!(per_kind.len(), 2, "{site}");
+            let done: u64 = per_kind.iter().map(|k| k["done"].as_u64().unwrap()).sum();
+            assert_eq!(done, site["done"].as_u64().unwrap(), "{site}");
+            for k in per_kind.iter().filter(|k| k["done"].as_u64().unwrap() > 0) {
+                assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
+            }
+        }
+        // The report, from the logs and the clusters' kinds: every job
+        // succeeded once, under its kind.
+        let (html, json) = run_report(&out);
+        assert!(html.contains("<h2>Kinds of job</h2>"), "{html}");
+        if let Err(e) = crate::report::xml::check(&html) {
+            panic!("report.html with kinds is not well-formed: {e}");
+        }
+        let rows = json["summary"]["kinds"].as_array().unwrap_or_else(|| panic!("{}", json["summary"]));
+        for (kind, n) in [("io", 12), ("cpu", 18)] {
+            let succeeded: u64 =
+                rows.iter().filter(|r| r["kind"] == kind).map(|r| r["succeeded"].as_u64().unwrap()).sum();
+            assert_eq!(succeeded, n, "{kind}: {rows:?}");
+        }
+        assert!(rows.iter().all(|r| r["kind"] != "?"), "every cluster's kind is known: {rows:?}");
+    }
+
+    /// A stopped run of two kinds resumes with its kinds from its record;
+    /// a resume given other kinds is refused.
+    #[test]
+    fn a_run_of_two_kinds_resumes_with_its_kinds_and_refuses_others() {
+        let s = Setup::new(|c| c.submit_transient_fail = 1.0);
+        write_two_kinds(&s);
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        std::fs::write(
+            s.path("sites.toml"),
+            sites.replace("[condor]\n", "[condor]\nunreachable_timeout = 3\n"),
+        )
+        .unwrap();
+        let mut args = vec!["submit", "sites.toml"];
+        args.extend(TWO_KINDS);
+        args.extend(["--state-dir", "state", "--json"]);
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(1), "stopped, resumable; stderr:\n{}", text(&out.stderr));
+        let out = s.run(&["submit", "--resume", "state", "--jobs", "io=12:io.sub"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("other kinds of job") && err.contains("--jobs cpu=18:"), "{err}");
+        // The schedd answers again.
+        let pool_toml = std::fs::read_to_string(s.pool.join("pool.toml")).unwrap();
+        let mut config: PoolConfig = toml::from_str(&pool_toml).unwrap();
+        config.submit_transient_fail = 0.0;
+        fake_condor::install_with_exe(&s.pool, &config, &util::cosched_bin()).unwrap();
+        let mut again = vec!["submit", "--resume", "state", "--json"];
+        again.extend(TWO_KINDS);
+        let out = s.run(&again);
+        assert_eq!(out.status.code(), Some(0), "the same kinds resume; stderr:\n{}", text(&out.stderr));
+        assert_two_kinds_ran(&s, "resumed");
+        assert_eq!(summary(&out)["kinds"][1]["done"], 18);
     }
 
     /// A pool of a healthy site and one whose shared resource saturates at
