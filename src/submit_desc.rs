@@ -30,6 +30,10 @@
 //! `file:line:column`, all of them rather than just the first. Every value
 //! that goes into a submit file is checked for control characters.
 
+mod kind;
+
+pub use kind::kind_key;
+
 use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
 use crate::policy::JobId;
 use std::fmt::Write as _;
@@ -617,6 +621,7 @@ pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>
 pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
     let mut problems = desc.warnings.clone();
     problems.extend(semantic_problems(desc));
+    problems.extend(kind::kind_problems(desc));
     // The executable.
     let at = |c: &Command| Some((c.line, c.column));
     match desc.get_command("executable") {
@@ -695,7 +700,8 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
         let at = Some((c.line, c.column));
         let key = &c.key;
         let normalized = c.normalized_key();
-        if normalized.trim_start_matches("my.").starts_with("cosched") {
+        // `+CoschedKind` is the user's: it names the job's kind (`kind`).
+        if normalized.trim_start_matches("my.").starts_with("cosched") && normalized != kind::KIND_ATTR {
             problems.push(
                 Problem::error(path, at, format!("`{key}` is reserved for cosched"))
                     .with_hint("cosched defines $(CoschedJob) and the Cosched… job attributes itself"),

@@ -1,9 +1,10 @@
 //! One way to drive a run, for `cosched submit` (foreground, fresh or
 //! `--resume`) and for `cosched daemon` alike: build the policy (warm-started
-//! from what earlier runs in the state directory learned) → restore it from
+//! from what earlier runs learned of its sites and its kind of job, in the
+//! memory database: [`crate::state::memory`]) → restore it from
 //! the run's checkpoint when it resumes and one fits → rebuild the past and
 //! engage one [`CondorSite`] per site → [`engine::run`] → remove forwarded
-//! leftovers → store what the run learned and how it ended → write its
+//! leftovers → keep what the run learned and store how it ended → write its
 //! report. What only one of them does is passed in, as in mini-redis's
 //! `server::run(listener, shutdown)`: the [`Watcher`] (the foreground's
 //! display and messages, the daemon's status), a [`PolicyWrap`] (the
@@ -95,9 +96,9 @@ use super::progress::Progress;
 use crate::condor::{remove_forwarded_leftovers, Condor, CondorSite, Reachability};
 use crate::config::SitesFile;
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock, SiteCursor};
-use crate::policy::{self, Action, Policy, PolicyConfig, SiteEvent, SiteId, Time};
+use crate::policy::{self, Action, CapacityMemory, Policy, PolicyConfig, SiteEvent, SiteId, Time};
 use crate::report::{RunDecisions, SiteDecisions};
-use crate::state::{Db, DbJournal, RunRecord, RunStatus};
+use crate::state::{Db, DbJournal, MemoryDb, RunRecord, RunStatus};
 use crate::submit_desc::{self, SubmitDescription};
 use crate::sync::Locked;
 use crate::Failure;
@@ -119,13 +120,22 @@ pub struct Run {
     /// Submissions may be recorded: rebuild the past (from the checkpoint,
     /// when one fits) before going on.
     pub resumed: bool,
+    /// The memory database the run starts from and adds to
+    /// ([`crate::state::memory`]: the user's, or the daemon's); `None`: it
+    /// starts cold and keeps nothing.
+    pub memory: Option<PathBuf>,
 }
 
 impl Run {
     /// Run `record` as it was recorded (its sites file and submit
     /// description as they were, its policy, its clock): how the daemon
     /// drives and resumes its runs. A run with recorded submissions resumes.
-    pub fn recorded(db: Arc<Mutex<Db>>, dir: PathBuf, record: RunRecord) -> Result<Run, Failure> {
+    pub fn recorded(
+        db: Arc<Mutex<Db>>,
+        dir: PathBuf,
+        record: RunRecord,
+        memory: Option<PathBuf>,
+    ) -> Result<Run, Failure> {
         if record.simulate {
             return Err(Failure::usage(format!(
                 "run {}: a --simulate run owns its fake pool and cannot be driven by the daemon",
@@ -144,7 +154,7 @@ impl Run {
         let policy = super::plan::choose_policy(&sites, Some(&record.policy))?;
         let rate = if record.speedup > 0.0 { record.speedup } else { 1.0 };
         let resumed = !lock(&db).submissions(&record.id).map_err(state_failure)?.is_empty();
-        Ok(Run { db, record, dir, sites, desc: Arc::new(desc), policy, rate, resumed })
+        Ok(Run { db, record, dir, sites, desc: Arc::new(desc), policy, rate, resumed, memory })
     }
 }
 
@@ -201,12 +211,14 @@ pub async fn run(
     watcher: &mut dyn Watcher,
     shutdown: CancellationToken,
 ) -> Result<Driven, Failure> {
-    let Run { db, record, dir, sites, desc, policy: config, rate, resumed } = run;
+    let Run { db, record, dir, sites, desc, policy: config, rate, resumed, memory } = run;
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let memory = lock(&db).load_memory().map_err(state_failure)?;
-    let spec = sites.run_spec(record.n_jobs, memory);
+    let remembered = memory.as_deref().map(|path| recall(&db, path)).unwrap_or_default();
+    let mut spec = sites.run_spec(record.n_jobs, remembered);
+    spec.kind_keys = vec![submit_desc::kind_key(&desc)];
+    tracing::info!("the job's kind is {}", spec.kind_keys[0]);
     let build = || policy::build(&config, &spec, None).map_err(Failure::usage);
     let mut policy = build()?;
     let checkpoints =
@@ -247,6 +259,9 @@ pub async fn run(
         // Nothing of the run is at any site (settled, or a cancelled run
         // drained): no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &record.id, &sites.sites).await;
+    }
+    if let Some(path) = &memory {
+        keep(path, &record.id, &policy.learned());
     }
     record_end(&db, &record.id, policy.as_ref(), ending)?;
     let cut_short = watcher.tally().cut_short_by_site();
@@ -429,7 +444,40 @@ fn horizon(clock: &RunClock) -> Time {
     clock.now() + EngineOptions::default().horizon
 }
 
-/// Stores what a finished (or stopped) run learned and its final status.
+/// What earlier runs learned, from the memory database at `path` (first
+/// moving there what the state database kept before memory had kinds). A
+/// memory that cannot be read is said and the run starts cold: memory only
+/// speeds a run up.
+fn recall(db: &Arc<Mutex<Db>>, path: &Path) -> CapacityMemory {
+    let recalled = MemoryDb::open(path).and_then(|mut memory| {
+        let state = lock(db);
+        let legacy = state.legacy_memory()?;
+        if !legacy.is_empty() {
+            let added = memory.import_legacy(&legacy)?;
+            state.forget_legacy_memory()?;
+            tracing::info!(
+                "moved what earlier runs learned of {added} site(s) to {}, as memory of an unknown kind \
+                 (what is the site's carries over; no kind takes it as its knee)",
+                path.display()
+            );
+        }
+        memory.load()
+    });
+    recalled.unwrap_or_else(|e| {
+        tracing::warn!("cannot read the memory of earlier runs ({e}); this run starts cold");
+        CapacityMemory::new()
+    })
+}
+
+/// Adds what the run learned to the memory database at `path`; a failure is
+/// said, not fatal (the run's jobs are done either way).
+fn keep(path: &Path, run: &str, learned: &CapacityMemory) {
+    if let Err(e) = MemoryDb::open(path).and_then(|mut memory| memory.save(run, learned)) {
+        tracing::warn!("cannot keep what this run learned ({e}); the next run starts without it");
+    }
+}
+
+/// Stores a finished (or stopped) run's final status.
 fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Ending) -> Result<(), Failure> {
     let status = match ending {
         Ending::Settled if policy.book().given_up() == 0 => RunStatus::Done,
@@ -437,9 +485,7 @@ fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Endin
         Ending::Hang => RunStatus::Hung,
         Ending::Interrupted => RunStatus::Interrupted,
     };
-    let mut db = db.locked();
-    db.save_memory(run, &policy.learned()).map_err(state_failure)?;
-    db.set_status(run, status).map_err(state_failure)
+    db.locked().set_status(run, status).map_err(state_failure)
 }
 
 /// Writes `run_dir/report` from the run's user logs and recorded decisions,

@@ -101,11 +101,12 @@ impl Plan {
             policy,
             rate,
             resumed: false,
+            memory: memory_place(args),
         };
         Ok(Plan { state, run, pool })
     }
 
-    pub(super) fn resume(dir: &Path) -> Result<Plan, Failure> {
+    pub(super) fn resume(dir: &Path, args: &SubmitArgs) -> Result<Plan, Failure> {
         let nothing_recorded = || {
             Failure::usage(format!(
                 "{d}: nothing to resume: no run was recorded here, so nothing was submitted (cosched records \
@@ -181,9 +182,25 @@ impl Plan {
             policy,
             rate,
             resumed: true,
+            memory: memory_place(args),
         };
         Ok(Plan { state, run, pool })
     }
+}
+
+/// The memory database a foreground run reads and adds to
+/// ([`crate::state::memory`]), `None` for none: `--no-memory`, or no place
+/// for the user's (said, and the run goes on cold).
+fn memory_place(args: &SubmitArgs) -> Option<PathBuf> {
+    if args.no_memory {
+        return None;
+    }
+    if let Some(path) = &args.memory {
+        return Some(path.clone());
+    }
+    crate::state::memory::user_memory_path()
+        .inspect_err(|e| eprintln!("cosched: warning: {e}; this run starts cold and keeps nothing"))
+        .ok()
 }
 
 fn usage_problems(problems: &[Problem]) -> Option<Failure> {
