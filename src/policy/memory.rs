@@ -123,6 +123,39 @@ mod tests {
         assert_eq!(m.len(), 3);
     }
 
+    /// The default policy, of one kind keyed `kind`, at sites "a" and "b"
+    /// of 64 slots, given `memory`: each site's first window.
+    fn first_windows(kind: &str, memory: CapacityMemory) -> Vec<u32> {
+        let spec = super::super::RunSpec {
+            n_jobs: 1000,
+            sites: ["a", "b"]
+                .iter()
+                .map(|n| super::super::SiteInfo { slots: Some(64), ..super::super::SiteInfo::named(*n) })
+                .collect(),
+            kind_keys: vec![kind.to_string()],
+            memory,
+            max_attempts: 3,
+            ..Default::default()
+        };
+        let config = super::super::PolicyConfig::named("adaptive").expect("the default policy");
+        let policy = super::super::build(&config, &spec, None).expect("adaptive builds without the truth");
+        (0..2).map(|i| policy.site_view(super::super::SiteId(i)).window).collect()
+    }
+
+    #[test]
+    fn adaptive_starts_a_kind_at_its_own_knee_and_a_new_kind_from_what_is_the_sites() {
+        let initial = super::super::adaptive::Params::default().initial_window;
+        let cold = first_windows("io", CapacityMemory::new());
+        assert_eq!(cold, [initial, initial]);
+        let mut m = CapacityMemory::new();
+        // At "a" the io kind found its knee at 4 (seen degraded at 6); at
+        // "b" the cpu kind learned only that the site started nothing.
+        m.insert("a", "io", SiteMemory { ceiling: Some(6.0), ..learned(4.0, 10.0) });
+        m.insert("b", "cpu", SiteMemory { unresponsive: true, ..SiteMemory::default() });
+        assert_eq!(first_windows("io", m.clone()), [4, 1], "io: its own knee at a, b's silence carried");
+        assert_eq!(first_windows("cpu", m), [initial, 1], "cpu: not io's knee at a; b is its own");
+    }
+
     #[test]
     fn a_new_kind_inherits_the_sites_wait_and_failures_but_not_the_knee_or_run_times() {
         let mut m = CapacityMemory::new();

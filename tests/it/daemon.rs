@@ -96,6 +96,8 @@ impl Setup {
             .env(fake_condor::POOL_ENV, &self.pool)
             .env("COSCHED_ALLOW_ROOT", "1")
             .env("COSCHED_LOG", "info")
+            // What foreground runs learn stays in the test's directory.
+            .env(cosched::state::memory::MEMORY_ENV, self.path("memory.db"))
             .env_remove("NOTIFY_SOCKET")
             .env_remove("COSCHED_SOCKET")
             .stdin(Stdio::null());
