@@ -26,6 +26,9 @@
 //! not use it to name files. The user's own `queue` statement is replaced (a
 //! warning says so when it would have queued more than one job).
 //!
+//! What runs learn is remembered per kind of job: a description's kind is
+//! its fingerprint, or the name `+CoschedKind = "name"` gives it (`kind`).
+//!
 //! Constraints: parsing never panics; every problem is reported with
 //! `file:line:column`, all of them rather than just the first. Every value
 //! that goes into a submit file is checked for control characters.
@@ -702,10 +705,10 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
         let normalized = c.normalized_key();
         // `+CoschedKind` is the user's: it names the job's kind (`kind`).
         if normalized.trim_start_matches("my.").starts_with("cosched") && normalized != kind::KIND_ATTR {
-            problems.push(
-                Problem::error(path, at, format!("`{key}` is reserved for cosched"))
-                    .with_hint("cosched defines $(CoschedJob) and the Cosched… job attributes itself"),
-            );
+            problems.push(Problem::error(path, at, format!("`{key}` is reserved for cosched")).with_hint(
+                "cosched defines $(CoschedJob) and the Cosched… job attributes itself \
+                         (but `+CoschedKind = \"name\"`, which names the job's kind)",
+            ));
         } else if normalized == "log" {
             problems.push(Problem::warning(
                 path,

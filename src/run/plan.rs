@@ -101,7 +101,7 @@ impl Plan {
             policy,
             rate,
             resumed: false,
-            memory: memory_place(args),
+            memory: memory_place(args, args.simulate.then_some(&state)),
         };
         Ok(Plan { state, run, pool })
     }
@@ -173,6 +173,7 @@ impl Plan {
         } else if let Some((_, _, speedup)) = foreign_fake_pool()? {
             rate = speedup;
         }
+        let memory = memory_place(args, run.simulate.then_some(&state));
         let run = Run {
             db: Arc::new(Mutex::new(db)),
             dir: state.run_dir(&run.id),
@@ -182,7 +183,7 @@ impl Plan {
             policy,
             rate,
             resumed: true,
-            memory: memory_place(args),
+            memory,
         };
         Ok(Plan { state, run, pool })
     }
@@ -190,13 +191,19 @@ impl Plan {
 
 /// The memory database a foreground run reads and adds to
 /// ([`crate::state::memory`]), `None` for none: `--no-memory`, or no place
-/// for the user's (said, and the run goes on cold).
-fn memory_place(args: &SubmitArgs) -> Option<PathBuf> {
+/// for the user's (said, and the run goes on cold). A `--simulate` run's
+/// sites are models named like the real ones, so unless told otherwise it
+/// keeps its memory in its state directory (`simulated`), never in the
+/// user's, where a real run would take a model's knee for the site's.
+fn memory_place(args: &SubmitArgs, simulated: Option<&StateDir>) -> Option<PathBuf> {
     if args.no_memory {
         return None;
     }
     if let Some(path) = &args.memory {
         return Some(path.clone());
+    }
+    if let Some(state) = simulated {
+        return Some(state.memory_path());
     }
     crate::state::memory::user_memory_path()
         .inspect_err(|e| eprintln!("cosched: warning: {e}; this run starts cold and keeps nothing"))

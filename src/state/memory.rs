@@ -7,7 +7,9 @@
 //!   (`~/.local/state/cosched/memory.db` without `XDG_STATE_HOME`), whatever
 //!   the state directory. `COSCHED_MEMORY=PATH` or `--memory PATH` names
 //!   another (tests, a memory shared by a group); `--no-memory` runs cold and
-//!   keeps nothing.
+//!   keeps nothing. A `--simulate` run keeps its memory in its state
+//!   directory's `memory.db` (its sites are models, named like the real
+//!   ones).
 //! - `cosched daemon`: `memory.db` in its state directory, one for all its
 //!   users: their runs of the same kind at a site learn for each other.
 //!
@@ -96,7 +98,8 @@ impl MemoryDb {
     pub fn open(path: &Path) -> Result<MemoryDb, StateError> {
         let sql = |source| StateError::Sql { path: path.to_path_buf(), source };
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|source| StateError::Io { path: dir.to_path_buf(), source })?;
+            std::fs::create_dir_all(dir)
+                .map_err(|source| StateError::Io { path: dir.to_path_buf(), source })?;
         }
         let mut conn = Connection::open(path).map_err(sql)?;
         conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql)?;
@@ -109,7 +112,8 @@ impl MemoryDb {
         let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         let id: i32 = tx.query_row("PRAGMA application_id", [], |r| r.get(0)).map_err(sql)?;
         let version: u32 = tx.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
-        let tables: i64 = tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(sql)?;
+        let tables: i64 =
+            tx.query_row("SELECT count(*) FROM sqlite_master", [], |r| r.get(0)).map_err(sql)?;
         if id != APPLICATION_ID && (id != 0 || tables > 0) {
             return Err(StateError::Corrupt {
                 path: path.to_path_buf(),
@@ -119,7 +123,11 @@ impl MemoryDb {
             });
         }
         if version > SCHEMA_VERSION {
-            return Err(StateError::TooNew { path: path.to_path_buf(), found: version, known: SCHEMA_VERSION });
+            return Err(StateError::TooNew {
+                path: path.to_path_buf(),
+                found: version,
+                known: SCHEMA_VERSION,
+            });
         }
         if version < SCHEMA_VERSION {
             for migration in &MIGRATIONS[version as usize..] {
@@ -305,7 +313,10 @@ mod tests {
         }
         let db = Db::open(&state).unwrap();
         let legacy = db.legacy_memory().unwrap();
-        assert_eq!(legacy.iter().map(|(s, m, _)| (s.as_str(), m.capacity)).collect::<Vec<_>>(), [("a", Some(12.0))]);
+        assert_eq!(
+            legacy.iter().map(|(s, m, _)| (s.as_str(), m.capacity)).collect::<Vec<_>>(),
+            [("a", Some(12.0))]
+        );
 
         let mut memory = MemoryDb::open(&dir.path().join("memory.db")).unwrap();
         let mut newer = CapacityMemory::new();
@@ -335,7 +346,8 @@ mod tests {
     #[test]
     fn the_user_s_memory_follows_the_environment() {
         let path = |vars: &[(&str, &str)]| {
-            let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+            let vars: Vec<(String, String)> =
+                vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
             memory_path_in(|name| vars.iter().find(|(k, _)| k == name).map(|(_, v)| v.into()))
         };
         let all = [(MEMORY_ENV, "/m/mine.db"), ("XDG_STATE_HOME", "/x"), ("HOME", "/h")];

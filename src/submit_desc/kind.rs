@@ -63,13 +63,13 @@ pub fn kind_key(desc: &SubmitDescription) -> String {
 /// What is wrong with the kind's name, if the description gives one.
 pub(super) fn kind_problems(desc: &SubmitDescription) -> Vec<Problem> {
     match user_kind(desc) {
-        Some(Err((c, why))) => vec![Problem::error(&desc.path, Some((c.line, c.column)), why).with_hint(
-            format!(
+        Some(Err((c, why))) => {
+            vec![Problem::error(&desc.path, Some((c.line, c.column)), why).with_hint(format!(
                 "name the kind with a quoted string of letters, digits, `.`, `_` and `-` (at most \
                  {MAX_NAME}): `{} = \"my-analysis\"`",
                 c.key
-            ),
-        )],
+            ))]
+        }
         _ => Vec::new(),
     }
 }
@@ -170,22 +170,18 @@ mod tests {
 
     #[test]
     fn layout_order_outputs_and_per_job_values_do_not_change_the_kind() {
-        let base = key(
-            "executable = sim.sh\narguments = -n 4 $(CoschedJob)\ntransfer_input_files = a.dat, b.dat\n\
-             request_memory = 2 GB\noutput = out.$(CoschedJob)\nqueue\n",
-        );
+        let base =
+            key("executable = sim.sh\narguments = -n 4 $(CoschedJob)\ntransfer_input_files = a.dat, b.dat\n\
+             request_memory = 2 GB\noutput = out.$(CoschedJob)\nqueue\n");
         assert!(base.starts_with("fp1:") && base.len() == 4 + 32, "{base}");
-        let same = key(
-            "# another layout\nRequest_Memory   =  2   GB\nerror = err.$(CoschedJob)\nlog = x.log\n\
+        let same =
+            key("# another layout\nRequest_Memory   =  2   GB\nerror = err.$(CoschedJob)\nlog = x.log\n\
              TRANSFER_INPUT_FILES = b.dat,a.dat,a.dat\nArguments = -n  4 \\\n  $(CoschedJob)\n\
-             executable=sim.sh\noutput = elsewhere/o.$(CoschedJob)\n",
-        );
+             executable=sim.sh\noutput = elsewhere/o.$(CoschedJob)\n");
         assert_eq!(base, same);
         // A user macro counts by its value.
-        let via_macro = key(
-            "prog = sim.sh\nexecutable = $(prog)\narguments = -n 4 $(CoschedJob)\n\
-             transfer_input_files = a.dat, b.dat\nrequest_memory = 2 GB\n",
-        );
+        let via_macro = key("prog = sim.sh\nexecutable = $(prog)\narguments = -n 4 $(CoschedJob)\n\
+             transfer_input_files = a.dat, b.dat\nrequest_memory = 2 GB\n");
         assert_eq!(base, via_macro);
     }
 

@@ -89,10 +89,7 @@ fn a_site_started_at_its_own_initial_window_runs_as_fast_as_bulk_submission() {
     // operator's word.
     let site = scenario("S2").sites[0].name.clone();
     let remembered = |ceiling: Option<f64>| {
-        util::remembered(
-            &site,
-            SiteMemory { capacity: Some(16.0), ceiling, ..Default::default() },
-        )
+        util::remembered(&site, SiteMemory { capacity: Some(16.0), ceiling, ..Default::default() })
     };
     for seed in 1..=3 {
         let bulk = makespan(&run("S2", "bulk", seed, &SimOptions::default()));
