@@ -288,6 +288,13 @@ mod check {
             &check(GOOD_SITES, "executable = run.sh\ninclude : other.sub\nqueue\n", &[]),
             &["job.sub:2:1"],
         );
+        // The job's kind is the user's to name, with a name cosched accepts.
+        let named = check(GOOD_SITES, "executable = run.sh\n+CoschedKind = \"io-heavy\"\nqueue\n", &[]);
+        assert_eq!(named.status.code(), Some(0), "stderr:\n{}", stderr(&named));
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\nMY.CoschedKind = \"a b\"\nqueue\n", &[]),
+            &["job.sub:2:1", "kind"],
+        );
     }
 
     #[test]
@@ -1080,6 +1087,21 @@ mod e2e {
         let kinds: Vec<String> = knee_memory().into_iter().map(|(k, _)| k).collect();
         assert_eq!(kinds.len(), 2, "each job's memory is its own: {kinds:?}");
         assert!(kinds.contains(&learned[0].0), "{kinds:?}");
+    }
+
+    #[test]
+    fn no_memory_keeps_nothing_and_memory_names_the_file_kept() {
+        let s = Setup::new(|_| {});
+        let out = s.run(&["submit", "6", "sites.toml", "job.sub", "--state-dir", "cold", "--no-memory"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert!(!s.path("memory.db").exists(), "--no-memory wrote the user's memory");
+        let out =
+            s.run(&["submit", "6", "sites.toml", "job.sub", "--state-dir", "named", "--memory", "m/x.db"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert!(!s.path("memory.db").exists(), "--memory PATH wrote the user's memory");
+        let kept = memory(&s.path("m/x.db"));
+        let sites: Vec<&str> = kept.iter().map(|(site, _, _)| site).collect();
+        assert_eq!(sites, ["dead", "good", "slow"], "{kept:?}");
     }
 
     /// What the memory database at `path` holds.
