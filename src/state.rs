@@ -346,6 +346,22 @@ pub struct Db {
     path: PathBuf,
 }
 
+/// Takes a database of schema `version` to the last of `migrations`
+/// (`migrations[i]` takes i to i + 1), and says so in its `meta` table and
+/// `PRAGMA user_version`, within the caller's transaction.
+fn migrate(tx: &rusqlite::Transaction<'_>, version: u32, migrations: &[&str]) -> rusqlite::Result<()> {
+    for migration in &migrations[version as usize..] {
+        tx.execute_batch(migration)?;
+    }
+    let target = migrations.len() as u32;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![target.to_string(), env!("CARGO_PKG_VERSION")],
+    )?;
+    tx.pragma_update(None, "user_version", target)
+}
+
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("path", &self.path).finish()
@@ -377,16 +393,7 @@ impl Db {
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
         if version < SCHEMA_VERSION {
             let tx = conn.transaction().map_err(sql)?;
-            for migration in &MIGRATIONS[version as usize..] {
-                tx.execute_batch(migration).map_err(sql)?;
-            }
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![SCHEMA_VERSION.to_string(), env!("CARGO_PKG_VERSION")],
-            )
-            .map_err(sql)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql)?;
+            migrate(&tx, version, &MIGRATIONS).map_err(sql)?;
             tx.commit().map_err(sql)?;
         }
         Ok(Db { conn, path: path.to_path_buf() })
@@ -619,30 +626,11 @@ impl Db {
     }
 
     /// What runs learned before memory was kept per kind (schema 2's
-    /// `site_memory`), by site name, oldest first, with when each was
-    /// learned; [`Db::forget_legacy_memory`] once it is moved. A row that
-    /// cannot be read (hand-edited) is skipped with a warning: memory only
-    /// speeds a run up.
-    pub fn legacy_memory(&self) -> Result<Vec<(String, SiteMemory, String)>, StateError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT site, memory, updated FROM legacy_site_memory ORDER BY updated, site")
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-            .map_err(|e| self.sql(e))?;
-        let mut memory = Vec::new();
-        for row in rows {
-            let (site, json, updated) = row.map_err(|e| self.sql(e))?;
-            match serde_json::from_str::<SiteMemory>(&json) {
-                Ok(m) => memory.push((site, m, updated)),
-                Err(e) => tracing::warn!(
-                    "{}: legacy_site_memory for {site} unreadable, ignored: {e}",
-                    self.path.display()
-                ),
-            }
-        }
-        Ok(memory)
+    /// `site_memory`): per site, when it was learned and the memory, oldest
+    /// first; [`Db::forget_legacy_memory`] once it is moved.
+    pub fn legacy_memory(&self) -> Result<Vec<(String, String, SiteMemory)>, StateError> {
+        let query = "SELECT site, updated, memory FROM legacy_site_memory ORDER BY updated, site";
+        memory::memory_rows(&self.conn, &self.path, query)
     }
 
     /// Empties `legacy_site_memory` (its rows were moved to a memory database).

@@ -130,16 +130,7 @@ impl MemoryDb {
             });
         }
         if version < SCHEMA_VERSION {
-            for migration in &MIGRATIONS[version as usize..] {
-                tx.execute_batch(migration).map_err(sql)?;
-            }
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![SCHEMA_VERSION.to_string(), env!("CARGO_PKG_VERSION")],
-            )
-            .map_err(sql)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql)?;
+            super::migrate(&tx, version, &MIGRATIONS).map_err(sql)?;
             tx.pragma_update(None, "application_id", APPLICATION_ID).map_err(sql)?;
         }
         tx.commit().map_err(sql)?;
@@ -150,32 +141,13 @@ impl MemoryDb {
         &self.path
     }
 
-    fn sql(&self, source: rusqlite::Error) -> StateError {
-        StateError::Sql { path: self.path.clone(), source }
-    }
-
     /// Everything learned so far, in the order it was learned (what carries
-    /// over to a new kind is from the kind learned last at the site). A row
-    /// that cannot be read (hand-edited, or written by a cosched whose
-    /// memory had other fields) is skipped with a warning.
+    /// over to a new kind is from the kind learned last at the site).
     pub fn load(&self) -> Result<CapacityMemory, StateError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT site, kind, memory FROM memory ORDER BY updated, site, kind")
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
-            .map_err(|e| self.sql(e))?;
+        let query = "SELECT site, kind, memory FROM memory ORDER BY updated, site, kind";
         let mut memory = CapacityMemory::new();
-        for row in rows {
-            let (site, kind, json) = row.map_err(|e| self.sql(e))?;
-            match serde_json::from_str::<SiteMemory>(&json) {
-                Ok(m) => memory.insert(site, kind, m),
-                Err(e) => tracing::warn!(
-                    "{}: the memory of kind {kind:?} at {site} is unreadable, ignored: {e}",
-                    self.path.display()
-                ),
-            }
+        for (site, kind, m) in memory_rows(&self.conn, &self.path, query)? {
+            memory.insert(site, kind, m);
         }
         Ok(memory)
     }
@@ -202,15 +174,15 @@ impl MemoryDb {
     }
 
     /// Takes in memory learned before kinds were told apart (a state
-    /// database's `legacy_site_memory`: site, memory, when learned) as
+    /// database's `legacy_site_memory`: site, when learned, memory) as
     /// memory of an unknown kind, where the site has none yet; returns how
     /// many sites it added.
-    pub fn import_legacy(&mut self, rows: &[(String, SiteMemory, String)]) -> Result<usize, StateError> {
+    pub fn import_legacy(&mut self, rows: &[(String, String, SiteMemory)]) -> Result<usize, StateError> {
         let path = self.path.clone();
         let sql = |source| StateError::Sql { path: path.clone(), source };
         let tx = self.conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(sql)?;
         let mut added = 0;
-        for (site, m, updated) in rows {
+        for (site, updated, m) in rows {
             let json = serde_json::to_string(m)
                 .map_err(|e| StateError::Corrupt { path: path.clone(), message: e.to_string() })?;
             added += tx
@@ -224,6 +196,34 @@ impl MemoryDb {
         tx.commit().map_err(sql)?;
         Ok(added)
     }
+}
+
+/// The rows `query` selects: a site, a second text (a kind, a date), and a
+/// memory's JSON. A memory that cannot be read (hand-edited, or written by
+/// a cosched whose memory had other fields) is skipped with a warning:
+/// memory only speeds a run up.
+pub(super) fn memory_rows(
+    conn: &Connection,
+    path: &Path,
+    query: &str,
+) -> Result<Vec<(String, String, SiteMemory)>, StateError> {
+    let sql = |source| StateError::Sql { path: path.to_path_buf(), source };
+    let mut stmt = conn.prepare(query).map_err(sql)?;
+    let rows = stmt
+        .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?, r.get::<_, String>(2)?)))
+        .map_err(sql)?;
+    let mut out = Vec::new();
+    for row in rows {
+        let (site, other, json) = row.map_err(sql)?;
+        match serde_json::from_str::<SiteMemory>(&json) {
+            Ok(m) => out.push((site, other, m)),
+            Err(e) => tracing::warn!(
+                "{}: the memory at {site} ({other:?}) is unreadable, ignored: {e}",
+                path.display()
+            ),
+        }
+    }
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -314,7 +314,7 @@ mod tests {
         let db = Db::open(&state).unwrap();
         let legacy = db.legacy_memory().unwrap();
         assert_eq!(
-            legacy.iter().map(|(s, m, _)| (s.as_str(), m.capacity)).collect::<Vec<_>>(),
+            legacy.iter().map(|(s, _, m)| (s.as_str(), m.capacity)).collect::<Vec<_>>(),
             [("a", Some(12.0))]
         );
 
