@@ -215,7 +215,15 @@ pub async fn run(
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let remembered = memory.as_deref().map(|path| recall(&db, path)).unwrap_or_default();
+    // Off the runtime's workers: another run may hold the memory database
+    // for a moment, and the daemon's runs share those workers.
+    let remembered = match memory.clone() {
+        Some(path) => {
+            let db = db.clone();
+            tokio::task::spawn_blocking(move || recall(&db, &path)).await.unwrap_or_default()
+        }
+        None => CapacityMemory::new(),
+    };
     let mut spec = sites.run_spec(record.n_jobs, remembered);
     spec.kind_keys = vec![submit_desc::kind_key(&desc)];
     tracing::info!("the job's kind is {}", spec.kind_keys[0]);
@@ -260,8 +268,10 @@ pub async fn run(
         // drained): no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &record.id, &sites.sites).await;
     }
-    if let Some(path) = &memory {
-        keep(path, &record.id, &policy.learned());
+    if let Some(path) = memory {
+        let (run, learned) = (record.id.clone(), policy.learned());
+        // A panic in there costs the next run its warm start, nothing else.
+        let _ = tokio::task::spawn_blocking(move || keep(&path, &run, &learned)).await;
     }
     record_end(&db, &record.id, policy.as_ref(), ending)?;
     let cut_short = watcher.tally().cut_short_by_site();
@@ -449,12 +459,14 @@ fn horizon(clock: &RunClock) -> Time {
 /// memory that cannot be read is said and the run starts cold: memory only
 /// speeds a run up.
 fn recall(db: &Arc<Mutex<Db>>, path: &Path) -> CapacityMemory {
+    // The state database is held only for its own reads and writes: the
+    // daemon's other runs journal through it, while the memory database may
+    // make this one wait for another process.
     let recalled = MemoryDb::open(path).and_then(|mut memory| {
-        let state = lock(db);
-        let legacy = state.legacy_memory()?;
+        let legacy = lock(db).legacy_memory()?;
         if !legacy.is_empty() {
             let added = memory.import_legacy(&legacy)?;
-            state.forget_legacy_memory()?;
+            lock(db).forget_legacy_memory()?;
             tracing::info!(
                 "moved what earlier runs learned of {added} site(s) to {}, as memory of an unknown kind \
                  (what is the site's carries over; no kind takes it as its knee)",
