@@ -245,6 +245,8 @@ impl SitesFile {
             n_jobs,
             types: crate::policy::JobTypes::single(n_jobs),
             sites: self.sites.iter().map(SiteConfig::info).collect(),
+            // The submit descriptions' keys: `run::drive` has them.
+            kind_keys: Vec::new(),
             memory,
             max_attempts: self.run.max_attempts,
         }

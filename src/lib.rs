@@ -24,8 +24,12 @@
 //!   turns per-site models into submissions and moves for both `oracle` and
 //!   `adaptive`; `truth` is what the oracle may know; `jobtype` is each
 //!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types`, or
-//!   a real run's submit descriptions, `submit --jobs`), which no policy
-//!   reads yet.
+//!   a real run's submit descriptions, `submit --jobs`) and `KindNumbers`
+//!   (each kind's jobs numbered on their own, for the policies that keep a
+//!   book per kind: `oracle` and `adaptive::kinds`); `memory` is what runs
+//!   learned, by site and kind key (a submit description's fingerprint or
+//!   given name, `submit_desc::kind_key`), and what of it is the site's and
+//!   carries over to a kind new there.
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O (for HTCondor it merges the submissions that queued up
@@ -50,14 +54,18 @@
 //!   [`bench`](mod@bench) compares policies on it (`--blind-types`: every job
 //!   one kind).
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub` (or
-//!   one per kind of job, `submit_desc::JobKinds`), its validation and the
-//!   per-batch submit files cosched writes (one kind per batch).
+//!   one per kind of job, `submit_desc::JobKinds`), its validation, the
+//!   per-batch submit files cosched writes (one kind per batch), and each
+//!   description's kind key (`submit_desc::kind`: what its memory is kept
+//!   under).
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
 //!   `condor_q` processes, and `CondorSite`, the HTCondor site backend that
 //!   follows each site's user log.
 //! - [`state`] — the SQLite state database (runs, submissions, log offsets,
-//!   learned capacities, daemon runs) and `state::DbJournal`, the journal a
-//!   site task records each batch's intent and outcome in.
+//!   daemon runs) and `state::DbJournal`, the journal a
+//!   site task records each batch's intent and outcome in; `state::memory`,
+//!   the memory database (what runs learned per site and kind of job: the
+//!   user's, or the daemon's) that every run reads and adds to.
 //! - [`run`] — `cosched submit` and `check`: `run::drive` is **the one way
 //!   to drive a run**, for `submit` and the daemon alike (policy, checkpoint
 //!   restore, history, engine, checkpoints, leftovers, record, report; the

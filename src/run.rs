@@ -68,6 +68,14 @@ pub struct SubmitArgs {
     /// recorded there; --jobs, if given, must be the same).
     #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
     pub resume: Option<PathBuf>,
+    /// The memory of sites and kinds of job to start from and add to
+    /// (default: $COSCHED_MEMORY, else $XDG_STATE_HOME/cosched/memory.db,
+    /// else ~/.local/state/cosched/memory.db).
+    #[arg(long, value_name = "PATH", conflicts_with = "daemon")]
+    pub memory: Option<PathBuf>,
+    /// Start cold and keep nothing of what the run learns.
+    #[arg(long, conflicts_with_all = ["memory", "daemon"])]
+    pub no_memory: bool,
     /// Run on the built-in simulated grid: the fake HTCondor commands shipped
     /// with cosched, driven by each site's [site.simulate] model.
     #[arg(long)]
@@ -183,7 +191,7 @@ pub fn check_command(args: CheckArgs) -> CmdResult {
 /// `cosched submit …`.
 pub fn command(args: SubmitArgs) -> CmdResult {
     let plan = match &args.resume {
-        Some(dir) => Plan::resume(dir, &args.jobs)?,
+        Some(dir) => Plan::resume(dir, &args)?,
         None => Plan::fresh(&args)?,
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

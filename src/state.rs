@@ -7,6 +7,9 @@
 //! ```text
 //! DIR/state.db            this database (WAL mode: also state.db-wal, state.db-shm)
 //! DIR/lock                held (flock) by the one cosched working in DIR
+//! DIR/memory.db           the daemon's memory of sites and kinds, shared by
+//!                         its users (a foreground run uses the user's own:
+//!                         see [`memory`])
 //! DIR/runs/<run-id>/      per-run files: submit files and user logs per site,
 //!                         what the policy decided (decisions.jsonl, see
 //!                         `run::decisions`), the run's report (report/),
@@ -32,8 +35,12 @@
 //!   `error`, `recorded`/`resolved` (RFC 3339).
 //! - `log_offsets` — per (`run`, `site`): bytes of the site's user log already
 //!   turned into events (a checkpoint; a resume re-reads the log from 0).
-//! - `site_memory` — per site name: what runs learned (`memory` is the JSON of
-//!   [`crate::policy::SiteMemory`]), `updated`, and the `run` that learned it.
+//! - `legacy_site_memory` — what runs learned before memory moved to the
+//!   memory database ([`memory`]; schema 2 kept it here as `site_memory`,
+//!   per site name, not per kind): the next run that has a memory database
+//!   moves its rows there as memory of an unknown kind
+//!   ([`crate::policy::UNKNOWN_KIND`]), which is only carried over to the
+//!   kinds that run at the site, never taken as their knee.
 //! - `daemon_runs` — runs handed to `cosched daemon`: the number people type
 //!   (`id`), the `run`, its `owner` (uid from the kernel), the daemon's `state`
 //!   (`queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`) and a
@@ -54,16 +61,18 @@
 //! build knows is refused (never read with the wrong meaning).
 
 mod journal;
+pub mod memory;
 
 pub use journal::DbJournal;
+pub use memory::MemoryDb;
 
-use crate::policy::{CapacityMemory, JobId, SiteMemory};
+use crate::policy::{JobId, SiteMemory};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes; `MIGRATIONS[i]` takes version i to i + 1.
-pub const SCHEMA_VERSION: u32 = 3;
+pub const SCHEMA_VERSION: u32 = 4;
 
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 0 → 1: the first schema.
@@ -129,6 +138,10 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
         job_text TEXT NOT NULL,
         PRIMARY KEY (run, kind)
      );",
+    // 3 → 4: memory is kept per site and kind in the memory database
+    // (`state::memory`); what was learned per site only waits here for the
+    // next run to move it there.
+    "ALTER TABLE site_memory RENAME TO legacy_site_memory;",
 ];
 
 /// What went wrong with the state directory or database.
@@ -208,6 +221,10 @@ impl StateDir {
     }
     pub fn db_path(&self) -> PathBuf {
         self.root.join("state.db")
+    }
+    /// The memory database of the daemon that works here ([`memory`]).
+    pub fn memory_path(&self) -> PathBuf {
+        self.root.join("memory.db")
     }
     /// `runs/<id>/`, where a run's submit files, logs and fake pool live.
     pub fn run_dir(&self, run: &str) -> PathBuf {
@@ -354,6 +371,22 @@ pub struct Db {
     path: PathBuf,
 }
 
+/// Takes a database of schema `version` to the last of `migrations`
+/// (`migrations[i]` takes i to i + 1), and says so in its `meta` table and
+/// `PRAGMA user_version`, within the caller's transaction.
+fn migrate(tx: &rusqlite::Transaction<'_>, version: u32, migrations: &[&str]) -> rusqlite::Result<()> {
+    for migration in &migrations[version as usize..] {
+        tx.execute_batch(migration)?;
+    }
+    let target = migrations.len() as u32;
+    tx.execute(
+        "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
+         ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+        params![target.to_string(), env!("CARGO_PKG_VERSION")],
+    )?;
+    tx.pragma_update(None, "user_version", target)
+}
+
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("path", &self.path).finish()
@@ -385,16 +418,7 @@ impl Db {
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
         if version < SCHEMA_VERSION {
             let tx = conn.transaction().map_err(sql)?;
-            for migration in &MIGRATIONS[version as usize..] {
-                tx.execute_batch(migration).map_err(sql)?;
-            }
-            tx.execute(
-                "INSERT INTO meta (key, value) VALUES ('schema', ?1), ('written_by', ?2)
-                 ON CONFLICT(key) DO UPDATE SET value = excluded.value",
-                params![SCHEMA_VERSION.to_string(), env!("CARGO_PKG_VERSION")],
-            )
-            .map_err(sql)?;
-            tx.pragma_update(None, "user_version", SCHEMA_VERSION).map_err(sql)?;
+            migrate(&tx, version, &MIGRATIONS).map_err(sql)?;
             tx.commit().map_err(sql)?;
         }
         Ok(Db { conn, path: path.to_path_buf() })
@@ -677,49 +701,18 @@ impl Db {
         Ok(offset.unwrap_or(0).max(0) as u64)
     }
 
-    /// Stores what a run learned, site by site (sites not in `memory` keep
-    /// what earlier runs learned).
-    pub fn save_memory(&mut self, run: &str, memory: &CapacityMemory) -> Result<(), StateError> {
-        let now = now_rfc3339();
-        let path = self.path.clone();
-        let tx = self.conn.transaction().map_err(|source| StateError::Sql { path: path.clone(), source })?;
-        for (site, m) in memory {
-            let json = serde_json::to_string(m)
-                .map_err(|e| StateError::Corrupt { path: path.clone(), message: e.to_string() })?;
-            tx.execute(
-                "INSERT INTO site_memory (site, memory, updated, run) VALUES (?1, ?2, ?3, ?4)
-                 ON CONFLICT(site) DO UPDATE SET memory = excluded.memory, updated = excluded.updated,
-                                                 run = excluded.run",
-                params![site, json, now, run],
-            )
-            .map_err(|source| StateError::Sql { path: path.clone(), source })?;
-        }
-        tx.commit().map_err(|source| StateError::Sql { path, source })
+    /// What runs learned before memory was kept per kind (schema 2's
+    /// `site_memory`): per site, when it was learned and the memory, oldest
+    /// first; [`Db::forget_legacy_memory`] once it is moved.
+    pub fn legacy_memory(&self) -> Result<Vec<(String, String, SiteMemory)>, StateError> {
+        let query = "SELECT site, updated, memory FROM legacy_site_memory ORDER BY updated, site";
+        memory::memory_rows(&self.conn, &self.path, query)
     }
 
-    /// Everything learned so far, by site name. A row that cannot be read
-    /// (hand-edited) is skipped with a warning: memory only speeds a run up.
-    pub fn load_memory(&self) -> Result<CapacityMemory, StateError> {
-        let mut stmt = self
-            .conn
-            .prepare("SELECT site, memory FROM site_memory ORDER BY site")
-            .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
-            .map_err(|e| self.sql(e))?;
-        let mut memory = CapacityMemory::new();
-        for row in rows {
-            let (site, json) = row.map_err(|e| self.sql(e))?;
-            match serde_json::from_str::<SiteMemory>(&json) {
-                Ok(m) => {
-                    memory.insert(site, m);
-                }
-                Err(e) => {
-                    tracing::warn!("{}: site_memory for {site} unreadable, ignored: {e}", self.path.display())
-                }
-            }
-        }
-        Ok(memory)
+    /// Empties `legacy_site_memory` (its rows were moved to a memory database).
+    pub fn forget_legacy_memory(&self) -> Result<(), StateError> {
+        self.conn.execute("DELETE FROM legacy_site_memory", []).map_err(|e| self.sql(e))?;
+        Ok(())
     }
 }
 
@@ -825,18 +818,6 @@ mod tests {
         assert_eq!(runs[0].status, RunStatus::Done);
         assert_eq!(runs[1], run_record("r2"));
         assert!(db.create_run(&run_record("r2")).is_err(), "run ids are unique");
-    }
-
-    #[test]
-    fn memory_is_kept_per_site_and_merged() {
-        let dir = tempfile::tempdir().unwrap();
-        let mut db = Db::open(&dir.path().join("state.db")).unwrap();
-        let a = SiteMemory { capacity: Some(12.0), baseline_runtime: Some(400.0), ..Default::default() };
-        let b = SiteMemory { unresponsive: true, ..Default::default() };
-        db.save_memory("r1", &CapacityMemory::from([("a".into(), a.clone()), ("b".into(), b)])).unwrap();
-        let b2 = SiteMemory { capacity: Some(3.0), ..Default::default() };
-        db.save_memory("r2", &CapacityMemory::from([("b".into(), b2.clone())])).unwrap();
-        assert_eq!(db.load_memory().unwrap(), CapacityMemory::from([("a".into(), a), ("b".into(), b2)]));
     }
 
     #[test]

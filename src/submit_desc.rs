@@ -34,9 +34,16 @@
 //! one description). A batch file holds jobs of one kind: a site's batch of
 //! several kinds is one `condor_submit` per kind ([`crate::condor`]).
 //!
+//! What runs learn is remembered per kind of job: a description's kind is
+//! its fingerprint, or the name `+CoschedKind = "name"` gives it (`kind`).
+//!
 //! Constraints: parsing never panics; every problem is reported with
 //! `file:line:column`, all of them rather than just the first. Every value
 //! that goes into a submit file is checked for control characters.
+
+mod kind;
+
+pub use kind::kind_key;
 
 use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
 use crate::policy::jobtype::SINGLE_TYPE;
@@ -779,6 +786,7 @@ pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>
 pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
     let mut problems = desc.warnings.clone();
     problems.extend(semantic_problems(desc));
+    problems.extend(kind::kind_problems(desc));
     // The executable.
     let at = |c: &Command| Some((c.line, c.column));
     match desc.get_command("executable") {
@@ -857,11 +865,12 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
         let at = Some((c.line, c.column));
         let key = &c.key;
         let normalized = c.normalized_key();
-        if normalized.trim_start_matches("my.").starts_with("cosched") {
-            problems.push(
-                Problem::error(path, at, format!("`{key}` is reserved for cosched"))
-                    .with_hint("cosched defines $(CoschedJob) and the Cosched… job attributes itself"),
-            );
+        // `+CoschedKind` is the user's: it names the job's kind (`kind`).
+        if normalized.trim_start_matches("my.").starts_with("cosched") && normalized != kind::KIND_ATTR {
+            problems.push(Problem::error(path, at, format!("`{key}` is reserved for cosched")).with_hint(
+                "cosched defines $(CoschedJob) and the Cosched… job attributes itself \
+                         (but `+CoschedKind = \"name\"`, which names the job's kind)",
+            ));
         } else if normalized == "log" {
             problems.push(Problem::warning(
                 path,

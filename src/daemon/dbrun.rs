@@ -2,7 +2,7 @@
 //! machinery of `cosched submit` ([`crate::state`], [`crate::run`]).
 //!
 //! Every daemon run is a row of `runs` like a foreground run (same intent →
-//! outcome records, log offsets, learned site capacities), plus a row of
+//! outcome records, log offsets), plus a row of
 //! `daemon_runs` with the number people type, the owner's uid and the
 //! daemon's state. Driving a run is [`crate::run::drive`], as for
 //! `cosched submit`: a run with recorded submissions is resumed exactly as
@@ -11,7 +11,10 @@
 //! `condor_q` by job tags), so a daemon killed at any moment loses and
 //! repeats nothing, and every run writes its report beside its logs. The
 //! state directory is locked (`flock`) for the daemon's lifetime: one daemon
-//! per state directory, and no foreground cosched in it meanwhile.
+//! per state directory, and no foreground cosched in it meanwhile. What the
+//! runs learn is kept in the state directory's `memory.db`
+//! ([`crate::state::memory`]), one memory for all the daemon's users: a
+//! run starts from what any user's runs of its kind learned of its sites.
 //!
 //! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
 //! as in tests) run time follows the pool's epoch and speedup.
@@ -223,11 +226,12 @@ impl Machinery for DbMachinery {
             let record = record.ok_or_else(|| format!("run {text} is not in `runs`"))?;
             Ok((record, self.state.run_dir(&text)))
         });
+        let memory = self.state.memory_path();
         let db = self.db.clone();
         Box::pin(async move {
             let (record, run_dir) = prepared?;
             let id = record.id.clone();
-            let run = drive::Run::recorded(db, run_dir, record).map_err(|f| f.message)?;
+            let run = drive::Run::recorded(db, run_dir, record, Some(memory)).map_err(|f| f.message)?;
             let driven = drive::run(run, wrap, observer.as_mut(), stop).await.map_err(|f| f.message)?;
             match driven.report {
                 Some(Ok(path)) => tracing::info!("run {id}: report: {}", path.display()),

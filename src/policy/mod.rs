@@ -33,6 +33,7 @@ pub mod bulk;
 pub mod htcaas;
 pub mod jobrouter;
 pub mod jobtype;
+pub mod memory;
 pub mod oracle;
 pub mod plan;
 pub mod thesis;
@@ -40,11 +41,11 @@ pub mod truth;
 
 use serde::{Deserialize, Serialize};
 use std::any::Any;
-use std::collections::BTreeMap;
 use std::fmt;
 
 pub use book::{JobBook, JobState};
 pub use jobtype::{JobTypeId, JobTypes};
+pub use memory::{CapacityMemory, UNKNOWN_KIND};
 pub use truth::SiteTruth;
 
 /// Seconds since the start of the run. Real runs map wall-clock log timestamps
@@ -112,7 +113,8 @@ impl SiteInfo {
     }
 }
 
-/// What was learned about one site in earlier runs (warm start).
+/// What was learned about one kind of job at one site in earlier runs
+/// (warm start; [`memory`] says which of it is the site's).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct SiteMemory {
     /// Concurrency at which the site last ran without degradation.
@@ -148,10 +150,6 @@ pub struct SiteMemory {
     pub unresponsive: bool,
 }
 
-/// Learned site knowledge keyed by site name (names survive edits of the site
-/// list; indexes do not).
-pub type CapacityMemory = BTreeMap<String, SiteMemory>;
-
 /// Everything a policy is constructed from.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RunSpec {
@@ -159,10 +157,21 @@ pub struct RunSpec {
     /// Each job's kind ([`jobtype`]); one kind unless the run has several.
     pub types: JobTypes,
     pub sites: Vec<SiteInfo>,
-    /// Warm-start knowledge; empty for a cold start.
+    /// Each kind's memory key ([`memory`]), by [`JobTypeId`]: the
+    /// fingerprint of its submit description or the name its user gave it
+    /// (in the simulator, its type name). Empty: each kind's name is its key.
+    pub kind_keys: Vec<String>,
+    /// Warm-start knowledge, by site and kind key; empty for a cold start.
     pub memory: CapacityMemory,
     /// How many attempts a job gets before it is reported as failed for good.
     pub max_attempts: u32,
+}
+
+impl RunSpec {
+    /// The key kind `t`'s memory is kept under ([`RunSpec::kind_keys`]).
+    pub fn kind_key(&self, t: JobTypeId) -> &str {
+        self.kind_keys.get(t.index()).map_or_else(|| self.types.name(t), String::as_str)
+    }
 }
 
 /// How one attempt of a job ended.
@@ -348,7 +357,8 @@ pub trait Policy: Send {
     fn book(&self) -> &JobBook;
     /// The policy's current belief about a site.
     fn site_view(&self, site: SiteId) -> SiteView;
-    /// What this run learned, to warm-start the next one.
+    /// What this run learned, by site and kind key, to warm-start the next
+    /// run.
     fn learned(&self) -> CapacityMemory {
         CapacityMemory::new()
     }

@@ -730,8 +730,8 @@ mod tests {
             n_jobs: n,
             types: JobTypes::single(n),
             sites: (0..sites).map(|i| SiteInfo::named(format!("s{i}"))).collect(),
-            memory: Default::default(),
             max_attempts: 3,
+            ..RunSpec::default()
         }
     }
 

@@ -1,9 +1,10 @@
 //! One way to drive a run, for `cosched submit` (foreground, fresh or
 //! `--resume`) and for `cosched daemon` alike: build the policy (warm-started
-//! from what earlier runs in the state directory learned) → restore it from
+//! from what earlier runs learned of its sites and its kind of job, in the
+//! memory database: [`crate::state::memory`]) → restore it from
 //! the run's checkpoint when it resumes and one fits → rebuild the past and
 //! engage one [`CondorSite`] per site → [`engine::run`] → remove forwarded
-//! leftovers → store what the run learned and how it ended → write its
+//! leftovers → keep what the run learned and store how it ended → write its
 //! report. What only one of them does is passed in, as in mini-redis's
 //! `server::run(listener, shutdown)`: the [`Watcher`] (the foreground's
 //! display and messages, the daemon's status), a [`PolicyWrap`] (the
@@ -95,9 +96,9 @@ use super::progress::Progress;
 use crate::condor::{remove_forwarded_leftovers, Condor, CondorSite, Reachability};
 use crate::config::SitesFile;
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock, SiteCursor};
-use crate::policy::{self, Action, Policy, PolicyConfig, SiteEvent, SiteId, Time};
+use crate::policy::{self, Action, CapacityMemory, Policy, PolicyConfig, SiteEvent, SiteId, Time};
 use crate::report::{RunDecisions, SiteDecisions};
-use crate::state::{Db, DbJournal, RunRecord, RunStatus};
+use crate::state::{Db, DbJournal, MemoryDb, RunRecord, RunStatus};
 use crate::submit_desc::{self, JobKinds};
 use crate::sync::Locked;
 use crate::Failure;
@@ -121,13 +122,22 @@ pub struct Run {
     /// Submissions may be recorded: rebuild the past (from the checkpoint,
     /// when one fits) before going on.
     pub resumed: bool,
+    /// The memory database the run starts from and adds to
+    /// ([`crate::state::memory`]: the user's, or the daemon's); `None`: it
+    /// starts cold and keeps nothing.
+    pub memory: Option<PathBuf>,
 }
 
 impl Run {
     /// Run `record` as it was recorded (its sites file and submit
     /// descriptions as they were, its policy, its clock): how the daemon
     /// drives and resumes its runs. A run with recorded submissions resumes.
-    pub fn recorded(db: Arc<Mutex<Db>>, dir: PathBuf, record: RunRecord) -> Result<Run, Failure> {
+    pub fn recorded(
+        db: Arc<Mutex<Db>>,
+        dir: PathBuf,
+        record: RunRecord,
+        memory: Option<PathBuf>,
+    ) -> Result<Run, Failure> {
         if record.simulate {
             return Err(Failure::usage(format!(
                 "run {}: a --simulate run owns its fake pool and cannot be driven by the daemon",
@@ -152,7 +162,7 @@ impl Run {
         let policy = super::plan::choose_policy(&sites, Some(&record.policy))?;
         let rate = if record.speedup > 0.0 { record.speedup } else { 1.0 };
         let resumed = !lock(&db).submissions(&record.id).map_err(state_failure)?.is_empty();
-        Ok(Run { db, record, dir, sites, kinds: Arc::new(kinds), policy, rate, resumed })
+        Ok(Run { db, record, dir, sites, kinds: Arc::new(kinds), policy, rate, resumed, memory })
     }
 }
 
@@ -209,13 +219,25 @@ pub async fn run(
     watcher: &mut dyn Watcher,
     shutdown: CancellationToken,
 ) -> Result<Driven, Failure> {
-    let Run { db, record, dir, sites, kinds, policy: config, rate, resumed } = run;
+    let Run { db, record, dir, sites, kinds, policy: config, rate, resumed, memory } = run;
     std::fs::create_dir_all(&dir)
         .map_err(|e| Failure::failed(format!("cannot create {}: {e}", dir.display())))?;
     let names: Vec<String> = sites.sites.iter().map(|s| s.name.clone()).collect();
-    let memory = lock(&db).load_memory().map_err(state_failure)?;
-    let mut spec = sites.run_spec(record.n_jobs, memory);
+    // Off the runtime's workers: another run may hold the memory database
+    // for a moment, and the daemon's runs share those workers.
+    let remembered = match memory.clone() {
+        Some(path) => {
+            let db = db.clone();
+            tokio::task::spawn_blocking(move || recall(&db, &path)).await.unwrap_or_default()
+        }
+        None => CapacityMemory::new(),
+    };
+    let mut spec = sites.run_spec(record.n_jobs, remembered);
     spec.types = kinds.types().clone();
+    spec.kind_keys = kinds.types().ids().map(|t| submit_desc::kind_key(kinds.desc(t))).collect();
+    for t in kinds.types().ids() {
+        tracing::info!("kind {} is {}", kinds.types().name(t), spec.kind_keys[t.index()]);
+    }
     let build = || policy::build(&config, &spec, None).map_err(Failure::usage);
     let mut policy = build()?;
     let checkpoints =
@@ -256,6 +278,11 @@ pub async fn run(
         // Nothing of the run is at any site (settled, or a cancelled run
         // drained): no remote copy is wanted any more.
         remove_forwarded_leftovers(&Condor::new(&sites.condor), &record.id, &sites.sites).await;
+    }
+    if let Some(path) = memory {
+        let (run, learned) = (record.id.clone(), policy.learned());
+        // A panic in there costs the next run its warm start, nothing else.
+        let _ = tokio::task::spawn_blocking(move || keep(&path, &run, &learned)).await;
     }
     record_end(&db, &record.id, policy.as_ref(), ending)?;
     let cut_short = watcher.tally().cut_short_by_site();
@@ -440,7 +467,42 @@ fn horizon(clock: &RunClock) -> Time {
     clock.now() + EngineOptions::default().horizon
 }
 
-/// Stores what a finished (or stopped) run learned and its final status.
+/// What earlier runs learned, from the memory database at `path` (first
+/// moving there what the state database kept before memory had kinds). A
+/// memory that cannot be read is said and the run starts cold: memory only
+/// speeds a run up.
+fn recall(db: &Arc<Mutex<Db>>, path: &Path) -> CapacityMemory {
+    // The state database is held only for its own reads and writes: the
+    // daemon's other runs journal through it, while the memory database may
+    // make this one wait for another process.
+    let recalled = MemoryDb::open(path).and_then(|mut memory| {
+        let legacy = lock(db).legacy_memory()?;
+        if !legacy.is_empty() {
+            let added = memory.import_legacy(&legacy)?;
+            lock(db).forget_legacy_memory()?;
+            tracing::info!(
+                "moved what earlier runs learned of {added} site(s) to {}, as memory of an unknown kind \
+                 (what is the site's carries over; no kind takes it as its knee)",
+                path.display()
+            );
+        }
+        memory.load()
+    });
+    recalled.unwrap_or_else(|e| {
+        tracing::warn!("cannot read the memory of earlier runs ({e}); this run starts cold");
+        CapacityMemory::new()
+    })
+}
+
+/// Adds what the run learned to the memory database at `path`; a failure is
+/// said, not fatal (the run's jobs are done either way).
+fn keep(path: &Path, run: &str, learned: &CapacityMemory) {
+    if let Err(e) = MemoryDb::open(path).and_then(|mut memory| memory.save(run, learned)) {
+        tracing::warn!("cannot keep what this run learned ({e}); the next run starts without it");
+    }
+}
+
+/// Stores a finished (or stopped) run's final status.
 fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Ending) -> Result<(), Failure> {
     let status = match ending {
         Ending::Settled if policy.book().given_up() == 0 => RunStatus::Done,
@@ -448,9 +510,7 @@ fn record_end(db: &Arc<Mutex<Db>>, run: &str, policy: &dyn Policy, ending: Endin
         Ending::Hang => RunStatus::Hung,
         Ending::Interrupted => RunStatus::Interrupted,
     };
-    let mut db = db.locked();
-    db.save_memory(run, &policy.learned()).map_err(state_failure)?;
-    db.set_status(run, status).map_err(state_failure)
+    db.locked().set_status(run, status).map_err(state_failure)
 }
 
 /// The kind of each cluster the run submitted, per site in site order

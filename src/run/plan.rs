@@ -108,13 +108,14 @@ impl Plan {
             policy,
             rate,
             resumed: false,
+            memory: memory_place(args, args.simulate.then_some(&state)),
         };
         Ok(Plan { state, run, pool })
     }
 
-    /// The unfinished run of state directory `dir`; `given`, the kinds the
-    /// command line named (`--jobs` beside `--resume`), must be the run's.
-    pub(super) fn resume(dir: &Path, given: &[KindSpec]) -> Result<Plan, Failure> {
+    /// The unfinished run of state directory `dir`; the kinds the command
+    /// line named (`--jobs` beside `--resume`), if any, must be the run's.
+    pub(super) fn resume(dir: &Path, args: &SubmitArgs) -> Result<Plan, Failure> {
         let nothing_recorded = || {
             Failure::usage(format!(
                 "{d}: nothing to resume: no run was recorded here, so nothing was submitted (cosched records \
@@ -150,7 +151,7 @@ impl Plan {
         };
         check_root(run.simulate)?;
         let recorded_kinds = recorded_specs(&run);
-        same_kinds(&run, &recorded_kinds, given)?;
+        same_kinds(&run, &recorded_kinds, &args.jobs)?;
         // The files as they are now (a fix after a permanent error is
         // welcome), but the site list and the kinds must be the run's: jobs
         // are out there, numbered over those kinds.
@@ -184,6 +185,7 @@ impl Plan {
         } else if let Some((_, _, speedup)) = foreign_fake_pool()? {
             rate = speedup;
         }
+        let memory = memory_place(args, run.simulate.then_some(&state));
         let run = Run {
             db: Arc::new(Mutex::new(db)),
             dir: state.run_dir(&run.id),
@@ -193,9 +195,31 @@ impl Plan {
             policy,
             rate,
             resumed: true,
+            memory,
         };
         Ok(Plan { state, run, pool })
     }
+}
+
+/// The memory database a foreground run reads and adds to
+/// ([`crate::state::memory`]), `None` for none: `--no-memory`, or no place
+/// for the user's (said, and the run goes on cold). A `--simulate` run's
+/// sites are models named like the real ones, so unless told otherwise it
+/// keeps its memory in its state directory (`simulated`), never in the
+/// user's, where a real run would take a model's knee for the site's.
+fn memory_place(args: &SubmitArgs, simulated: Option<&StateDir>) -> Option<PathBuf> {
+    if args.no_memory {
+        return None;
+    }
+    if let Some(path) = &args.memory {
+        return Some(path.clone());
+    }
+    if let Some(state) = simulated {
+        return Some(state.memory_path());
+    }
+    crate::state::memory::user_memory_path()
+        .inspect_err(|e| eprintln!("cosched: warning: {e}; this run starts cold and keeps nothing"))
+        .ok()
 }
 
 fn usage_problems(problems: &[Problem]) -> Option<Failure> {

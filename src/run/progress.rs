@@ -658,7 +658,7 @@ impl Progress {
                     mean_queue_wait: mean(t.wait_sum, t.wait_n),
                     mean_run_time: mean(t.run_sum, t.run_n),
                     mean_turnaround: mean(t.turnaround_sum, t.done),
-                    capacity: learned.get(name).and_then(|m| m.capacity).or(view.capacity),
+                    capacity: learned.of_site(name).find_map(|(_, m)| m.capacity).or(view.capacity),
                     class: view.class.to_string(),
                     peak_running: Some(self.tally.peaks[i]),
                     cut_short: t.cut_short,

@@ -110,9 +110,9 @@ pub fn woken_too_often(wakeups: u64, events: u64) -> bool {
 /// What a policy may know of a scenario: each job's kind, the sites' names
 /// and the slot counts declared.
 pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
-    let names = scenario.types.iter().map(|t| t.name.clone()).collect();
+    let names: Vec<String> = scenario.types.iter().map(|t| t.name.clone()).collect();
     let kinds = model::interleave(&scenario.types.iter().map(|t| t.n_jobs).collect::<Vec<_>>());
-    let types = match JobTypes::new(names, kinds) {
+    let types = match JobTypes::new(names.clone(), kinds) {
         Ok(types) => types,
         Err(e) => unreachable!("a scenario's kinds are valid once parsed: {e}"),
     };
@@ -124,6 +124,9 @@ pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
             .iter()
             .map(|s| SiteInfo { slots: Some(s.declared()), ..SiteInfo::named(s.name.clone()) })
             .collect(),
+        // A kind is remembered under its type name: `bench --warm` hands
+        // each kind what the cold pass learned of it.
+        kind_keys: names,
         memory,
         max_attempts: SIM_MAX_ATTEMPTS,
     }
@@ -177,6 +180,7 @@ pub async fn run_async(
     let mut truth = truth(scenario);
     if opts.blind_types {
         spec.types = spec.types.blind();
+        spec.kind_keys = vec![spec.types.name(policy::JobTypeId(0)).to_string()];
         truth = truth.blind();
     }
     let policy = match policy::build(config, &spec, Some(&truth)) {

@@ -3,7 +3,7 @@
 //! not the named scenarios. Runs are simulated in virtual time and
 //! deterministic by seed; a failure names its seed.
 
-use crate::util;
+use crate::util::{self, at};
 use cosched::policy::{
     Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, Policy, PolicyConfig, SiteId, SiteMemory,
     SiteView, Time,
@@ -113,7 +113,7 @@ fn run_time_jitter_on_a_healthy_site_is_never_read_as_degradation_wide_or_narrow
         };
         for seed in 1..=10 {
             let r = run(&scenario, "adaptive", seed);
-            let learned = &r.learned["healthy"];
+            let learned = &at(&r.learned, "healthy");
             let case = format!("seed {seed}, jitter ±{jitter}");
             assert_eq!(learned.ceiling, None, "{case}: a degraded verdict on a healthy site: {learned:?}");
             let found = learned.capacity.unwrap_or(0.0);
@@ -164,7 +164,7 @@ fn a_healthy_site_stays_healthy_over_many_runs_each_warm_from_the_last() {
                     "{case}: {makespan:.0} s, the first warm run took {first:.0} s"
                 );
             }
-            let learned = &r.learned["roomy"];
+            let learned = &at(&r.learned, "roomy");
             let quantiles = learned.runtime_quantiles.clone().expect("healthy run times remembered");
             match &first_quantiles {
                 None => first_quantiles = Some(quantiles),
@@ -210,7 +210,7 @@ fn a_warm_run_whose_jobs_changed_since_checks_memory_against_its_own_runs() {
         );
         assert_eq!(cut_short(&warm), 0, "{case}: running jobs removed from healthy sites");
         for (name, slots) in [("big", 300.0), ("small", 100.0)] {
-            let learned = &warm.learned[name];
+            let learned = &at(&warm.learned, name);
             let found = learned.capacity.unwrap_or(0.0);
             assert!(found >= 0.9 * slots, "{case}: {name} held at {found:.0} of {slots} healthy slots");
             let mean = learned.baseline_runtime.unwrap_or(0.0);
@@ -235,7 +235,7 @@ fn a_warm_run_whose_jobs_changed_since_checks_memory_against_its_own_runs() {
     for seed in 1..=3 {
         let memory = run(&knee(120.0), "adaptive", seed).learned;
         let warm = run_with(&knee(40.0), "adaptive", seed, &SimOptions { memory, ..SimOptions::default() });
-        let found = warm.learned["knee"].capacity.unwrap_or(0.0);
+        let found = at(&warm.learned, "knee").capacity.unwrap_or(0.0);
         assert!(
             (20.0..=60.0).contains(&found),
             "seed {seed}: a knee of 120 that fell to 40 held at {found:.0}"
@@ -363,8 +363,8 @@ fn a_warm_run_leaves_a_ceiling_a_reprobe_only_assumed() {
     let knee = SiteParams { capacity: Capacity::Finite(400.0), beta: 0.5, ..site("s", 1000) };
     let scenario = one_site("a knee of 400 remembered under 100", 20_000, 400.0, 0.2, knee);
     let quantiles: Vec<f64> = (0..=16).map(|k| 320.0 + 10.0 * f64::from(k)).collect();
-    let memory = CapacityMemory::from([(
-        "s".to_string(),
+    let memory = util::remembered(
+        "s",
         SiteMemory {
             capacity: Some(50.0),
             ceiling: Some(100.0),
@@ -374,7 +374,7 @@ fn a_warm_run_leaves_a_ceiling_a_reprobe_only_assumed() {
             runtime_quantiles: Some(quantiles),
             ..Default::default()
         },
-    )]);
+    );
     // A few verdicts from 50 to 100, then one doubling; well short of a
     // hold of ten run times.
     let by = 2500.0;
@@ -401,7 +401,7 @@ fn the_healthy_runs_learned_reach_past_the_first_cohorts_short_half() {
     let scenario = one_site("healthy, ±50% run times", 1200, 200.0, 0.5, site("healthy", 300));
     for seed in [1, 2, 3, 14] {
         let r = run(&scenario, "adaptive", seed);
-        let (shortest, longest) = r.learned["healthy"].runtime_range.expect("run times were learned");
+        let (shortest, longest) = at(&r.learned, "healthy").runtime_range.expect("run times were learned");
         assert!(
             longest >= 250.0,
             "seed {seed}: the healthy runs learned span {shortest:.0}–{longest:.0} s of 100–300 s"
@@ -424,7 +424,7 @@ fn every_probe_of_a_healthy_site_ends_in_a_verdict() {
     let scenario = one_site("healthy, ±48% run times", 3000, 700.0, 0.48, site);
     for seed in 1..=10 {
         let r = run(&scenario, "adaptive", seed);
-        let found = r.learned["s"].capacity.unwrap_or(0.0);
+        let found = at(&r.learned, "s").capacity.unwrap_or(0.0);
         assert!(found >= 0.9 * 300.0, "seed {seed}: the window stopped at {found:.0} of 300 healthy slots");
         let (adaptive, bulk) = (makespan(&r), makespan(&run(&scenario, "bulk", seed)));
         assert!(adaptive <= 2.0 * bulk, "seed {seed}: adaptive {adaptive:.0} s, bulk submission {bulk:.0} s");
@@ -462,7 +462,7 @@ fn a_knee_is_found_and_held_near_it_whatever_the_jitter() {
             sites: vec![SiteParams { capacity: Capacity::Finite(40.0), beta: 1.0, ..site("knee", 500) }],
         };
         let r = run(&scenario, "adaptive", seed);
-        let found = r.learned["knee"].capacity.expect("a capacity was found");
+        let found = at(&r.learned, "knee").capacity.expect("a capacity was found");
         assert!(
             (24.0..=60.0).contains(&found),
             "seed {seed}, jitter ±{jitter}: capacity found {found:.0}, true knee 40"
@@ -519,7 +519,7 @@ fn a_first_window_past_a_steep_knee_is_found_out_against_the_level_below() {
             // The check halves the floor once per proof of thrash, and a
             // probe from 8 to 11 often proves only the least slowdown, so a
             // knee of 5 may end at 8–9, still well under the first window.
-            let found = r.learned["steep"].capacity.unwrap_or(0.0);
+            let found = at(&r.learned, "steep").capacity.unwrap_or(0.0);
             assert!(found < 12.0, "{case}: capacity found {found:.0}, first window 16");
             assert_within_oracle(&r, &steep_knee(knee), seed, 3.0, &case);
         }
@@ -534,7 +534,7 @@ fn a_first_window_under_a_steep_knee_keeps_its_baseline_when_checked() {
     // so the first window stays healthy and the search goes on above it.
     for seed in 1..=5 {
         let r = run(&steep_knee(24.0), "adaptive", seed);
-        let found = r.learned["steep"].capacity.unwrap_or(0.0);
+        let found = at(&r.learned, "steep").capacity.unwrap_or(0.0);
         assert!((16.0..=30.0).contains(&found), "seed {seed}: capacity found {found:.0}, true knee 24");
     }
 }
@@ -683,7 +683,7 @@ fn a_probe_still_under_way_when_the_pool_empties_is_judged() {
     // is a baseline too slow for the probe to look like thrash.)
     let scenario = steep_knee_below_the_first_window(30.0, 48);
     let (shed, ratios) = shedding_over_five_seeds(&scenario, |seed, r| {
-        let learned = &r.learned["steep"];
+        let learned = &at(&r.learned, "steep");
         assert!(learned.ceiling.is_some(), "seed {seed}: the last probe was never judged: {learned:?}");
     });
     assert!(shed >= 3, "the last probe's overload was shed in only {shed} of 5 seeds");
@@ -793,7 +793,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
         );
         // The drop was judged on the run's last jobs, and lasts only a
         // while: the next run starts from what the run learned before.
-        let learned = r.learned["dropping"].capacity.unwrap_or(0.0);
+        let learned = at(&r.learned, "dropping").capacity.unwrap_or(0.0);
         assert!(learned >= 50.0, "seed {seed}: a knee of 100 remembered as {learned:.0}");
         assert_within_oracle(&r, &scenario, seed, 3.0, &format!("seed {seed}"));
     }
@@ -856,7 +856,7 @@ fn a_dead_site_is_abandoned_within_the_idle_timeout() {
         );
         let dead = r.metrics.sites.iter().find(|s| s.name == "dead").expect("dead site");
         assert_eq!(dead.jobs_done, 0, "seed {seed}");
-        assert!(r.learned["dead"].unresponsive, "seed {seed}: {:?}", r.learned["dead"]);
+        assert!(at(&r.learned, "dead").unresponsive, "seed {seed}: {:?}", at(&r.learned, "dead"));
         // Warm, a run shorter than the idle timeout has no use for a site
         // that started nothing for that long: no job waits there.
         let options = SimOptions { memory: r.learned.clone(), ..SimOptions::default() };
@@ -1154,7 +1154,7 @@ fn a_first_window_past_a_steep_knee_hands_its_cohort_to_sites_that_end_theirs() 
         assert!(cut_short_at(&r, 2) > 0, "seed {seed}: the steep site's first cohort was never moved");
         // What the run learned there is a floor below the first window: a
         // warm run must not start the steep site at 16 again.
-        let learned = &r.learned["steep"];
+        let learned = &at(&r.learned, "steep");
         let capacity =
             learned.capacity.unwrap_or_else(|| panic!("seed {seed}: nothing learned: {learned:?}"));
         assert!(capacity < 16.0, "seed {seed}: the steep site is remembered at {capacity}");
@@ -1209,11 +1209,11 @@ fn a_warm_start_past_a_steep_knee_is_cut_to_it_as_the_evidence_grows() {
     let config = PolicyConfig::named("adaptive").expect("known policy");
     for seed in 1..=5 {
         let learned = run(&remembered, "adaptive", seed).learned;
-        let floor = learned["s"].capacity.unwrap_or(0.0);
+        let floor = at(&learned, "s").capacity.unwrap_or(0.0);
         assert!(
-            (20.0..=27.0).contains(&floor) && learned["s"].ceiling.is_none(),
+            (20.0..=27.0).contains(&floor) && at(&learned, "s").ceiling.is_none(),
             "seed {seed}: the first run should remember 27 healthy and no knee: {:?}",
-            learned["s"]
+            at(&learned, "s")
         );
         let warm = sim::run(
             &now,
@@ -1383,7 +1383,7 @@ fn a_warm_start_splits_a_single_wave_by_the_failure_rates_remembered() {
     let config = PolicyConfig::named("adaptive").expect("known policy");
     for seed in 1..=5 {
         let learned = run(&grid(600), "adaptive", seed).learned;
-        let (succeeded, failed) = learned["flaky"].attempts.expect("attempts are remembered");
+        let (succeeded, failed) = at(&learned, "flaky").attempts.expect("attempts are remembered");
         let rate = failed as f64 / (succeeded + failed) as f64;
         assert!(
             succeeded + failed <= 64 && (0.15..=0.45).contains(&rate),

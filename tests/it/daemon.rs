@@ -96,6 +96,8 @@ impl Setup {
             .env(fake_condor::POOL_ENV, &self.pool)
             .env("COSCHED_ALLOW_ROOT", "1")
             .env("COSCHED_LOG", "info")
+            // What foreground runs learn stays in the test's directory.
+            .env(cosched::state::memory::MEMORY_ENV, self.path("memory.db"))
             .env_remove("NOTIFY_SOCKET")
             .env_remove("COSCHED_SOCKET")
             .stdin(Stdio::null());
@@ -491,6 +493,13 @@ fn a_daemon_run_writes_its_report_as_a_foreground_run_does() {
     let fg = read_json(&fg_runs[0].join("report/report.json"), &d);
     assert_eq!(keys(&ended), keys(&fg), "the daemon's report has the foreground's parts");
     assert_eq!(keys(&ended["summary"]), keys(&fg["summary"]), "and the same summary");
+    // What the daemon's run learned is kept in the daemon's state directory,
+    // for all its users; the foreground run's in the user's memory.
+    for (file, whose) in [("state/memory.db", "the daemon's"), ("memory.db", "the user's")] {
+        let memory = cosched::state::MemoryDb::open(&s.path(file)).unwrap().load().unwrap();
+        let sites: Vec<&str> = memory.iter().map(|(site, _, _)| site).collect();
+        assert_eq!(sites, ["good", "slow"], "{whose} memory: {memory:?}");
+    }
 }
 
 #[test]

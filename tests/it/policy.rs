@@ -3,7 +3,7 @@
 //! on the scenarios of `shared/scenarios`. Reference numbers are the
 //! independent reference simulator's, from `shared/scenarios/README.md`.
 
-use crate::util;
+use crate::util::{self, at};
 use cosched::policy::{CapacityMemory, PolicyConfig, SiteMemory};
 use cosched::sim::{self, Scenario, SimOptions, SimResult};
 
@@ -89,10 +89,7 @@ fn a_site_started_at_its_own_initial_window_runs_as_fast_as_bulk_submission() {
     // operator's word.
     let site = scenario("S2").sites[0].name.clone();
     let remembered = |ceiling: Option<f64>| {
-        CapacityMemory::from([(
-            site.clone(),
-            SiteMemory { capacity: Some(16.0), ceiling, ..Default::default() },
-        )])
+        util::remembered(&site, SiteMemory { capacity: Some(16.0), ceiling, ..Default::default() })
     };
     for seed in 1..=3 {
         let bulk = makespan(&run("S2", "bulk", seed, &SimOptions::default()));
@@ -121,7 +118,7 @@ fn a_capacity_remembered_without_run_times_is_a_first_window_not_a_pin() {
     // a remembered 16, three times a cold run. The level is a first window
     // instead, probed from once its runs are in.
     let site = scenario("S2").sites[0].name.clone();
-    let memory = CapacityMemory::from([(site, SiteMemory { capacity: Some(16.0), ..Default::default() })]);
+    let memory = util::remembered(&site, SiteMemory { capacity: Some(16.0), ..Default::default() });
     for seed in 1..=3 {
         let cold = makespan(&run("S2", "adaptive", seed, &SimOptions::default()));
         let warm = makespan(&run(
@@ -143,7 +140,7 @@ fn a_capacity_remembered_without_run_times_is_a_first_window_not_a_pin() {
     let config = PolicyConfig::named("adaptive").expect("known policy");
     let r = sim::run(&short, &config, 1, &SimOptions { memory, ..Default::default() });
     assert_eq!(r.metrics.jobs_done, 4, "{:?}", r.errors);
-    assert_eq!(r.learned[&site].capacity, Some(16.0), "{:?}", r.learned[&site]);
+    assert_eq!(at(&r.learned, &site).capacity, Some(16.0), "{:?}", at(&r.learned, &site));
 }
 
 #[test]
@@ -155,14 +152,14 @@ fn adaptive_moves_the_jobs_of_a_dead_site_elsewhere() {
     assert_eq!(dead.jobs_done, 0, "seed {seed}");
     let thesis = makespan(&run("S6", "thesis", seed, &SimOptions::default()));
     assert!(makespan(&r) < thesis, "seed {seed}: adaptive {:.0} vs thesis {thesis:.0}", makespan(&r));
-    assert!(r.learned["X"].unresponsive, "seed {seed}: {:?}", r.learned);
+    assert!(at(&r.learned, "X").unresponsive, "seed {seed}: {:?}", r.learned);
 }
 
 #[test]
 fn a_warm_start_learns_the_knee_and_starts_there() {
     let seed = 3;
     let cold = run("S1", "adaptive", seed, &SimOptions::default());
-    let capacity = cold.learned["site"].capacity.expect("a capacity was learned");
+    let capacity = at(&cold.learned, "site").capacity.expect("a capacity was learned");
     // The true knee is 50; the search may end a little either side of it.
     assert!((30.0..=70.0).contains(&capacity), "seed {seed}: learned {capacity}");
     let warm =

@@ -288,6 +288,13 @@ mod check {
             &check(GOOD_SITES, "executable = run.sh\ninclude : other.sub\nqueue\n", &[]),
             &["job.sub:2:1"],
         );
+        // The job's kind is the user's to name, with a name cosched accepts.
+        let named = check(GOOD_SITES, "executable = run.sh\n+CoschedKind = \"io-heavy\"\nqueue\n", &[]);
+        assert_eq!(named.status.code(), Some(0), "stderr:\n{}", stderr(&named));
+        assert_bad(
+            &check(GOOD_SITES, "executable = run.sh\nMY.CoschedKind = \"a b\"\nqueue\n", &[]),
+            &["job.sub:2:1", "kind"],
+        );
     }
 
     #[test]
@@ -415,6 +422,7 @@ mod check {
 mod e2e {
     use crate::util;
     use cosched::fake_condor::{self, FakeSite, HistoryStatus, PoolConfig};
+    use cosched::policy::{DecisionKind, SiteId};
     use cosched::sim::{Capacity, SiteParams};
     use std::collections::BTreeMap;
     use std::path::{Path, PathBuf};
@@ -479,6 +487,8 @@ mod e2e {
                 .env(fake_condor::POOL_ENV, &self.pool)
                 .env("COSCHED_ALLOW_ROOT", "1")
                 .env("COSCHED_LOG", "warn")
+                // What runs learn stays in the test's directory.
+                .env(cosched::state::memory::MEMORY_ENV, self.path("memory.db"))
                 .stdin(Stdio::null())
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped());
@@ -1240,16 +1250,94 @@ mod e2e {
         let s = Setup::new(|_| {});
         let out = s.submit(12, &[]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
-        let db = site_memory_rows(&s.path("state/state.db"));
-        assert!(db > 0, "site memory was stored");
+        assert!(!memory(&s.path("memory.db")).is_empty(), "site memory was stored");
         let out = s.submit(12, &[]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
     }
 
-    /// Rows of the state database's site_memory table.
-    fn site_memory_rows(path: &Path) -> usize {
-        let db = cosched::state::Db::open(path).expect("state.db opens");
-        db.load_memory().expect("site memory").len()
+    /// The first window adaptive gave site `site` in the one run recorded
+    /// in `state_dir`.
+    fn first_window(state_dir: &Path, site: u32) -> f64 {
+        let runs: Vec<PathBuf> =
+            std::fs::read_dir(state_dir.join("runs")).unwrap().map(|e| e.unwrap().path()).collect();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        cosched::run::decisions::read(&runs[0])
+            .into_iter()
+            .find_map(|d| match d.kind {
+                DecisionKind::Window { window, .. } if d.site == SiteId(site) => Some(window),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("{}: no window decision for site #{site}", runs[0].display()))
+    }
+
+    /// Issue 55, item 4: memory follows the job, not the directory. The same
+    /// job (its description copied to another directory) starts at the knee
+    /// the first run learned; another job (another executable) at the same
+    /// site starts cold, as a kind new there.
+    #[test]
+    fn the_same_job_from_another_directory_starts_warm_and_another_job_does_not_inherit_the_knee() {
+        let s = knee_setup("adaptive");
+        const FIRST: f64 = 16.0;
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        let sites = sites.replace("initial_window = 4", &format!("initial_window = {FIRST}"));
+        assert!(sites.contains("initial_window = 16"), "{sites}");
+        std::fs::write(s.path("sites.toml"), sites).unwrap();
+        let job = std::fs::read_to_string(s.path("job.sub")).unwrap();
+        for (dir, exe) in [("first", "job.sh"), ("again", "job.sh"), ("other", "other.sh")] {
+            std::fs::create_dir(s.path(dir)).unwrap();
+            std::fs::copy(s.path("job.sh"), s.path(dir).join(exe)).unwrap();
+            std::fs::write(s.path(dir).join("job.sub"), job.replace("job.sh", exe)).unwrap();
+        }
+        let run = |dir: &str, n: u64| {
+            let (job, state) = (format!("{dir}/job.sub"), format!("{dir}/state"));
+            let n = n.to_string();
+            let out = s.run(&["submit", &n, "sites.toml", &job, "--state-dir", &state, "--json"]);
+            assert_eq!(out.status.code(), Some(0), "{dir}: stderr:\n{}", text(&out.stderr));
+            first_window(&s.path(&state), 1)
+        };
+        let knee_memory = || {
+            let m = memory(&s.path("memory.db"));
+            m.of_site("knee").map(|(k, m)| (k.to_string(), m.clone())).collect::<Vec<_>>()
+        };
+
+        assert_eq!(run("first", 120), FIRST, "a cold start begins at the first window");
+        let learned = knee_memory();
+        assert_eq!(learned.len(), 1, "one kind learned at the knee: {learned:?}");
+        let capacity = learned[0].1.capacity.expect("a capacity learned at the knee");
+        assert!(capacity < FIRST, "the knee of 4 was found below the first window: {learned:?}");
+
+        // A warm start: at the capacity learned, or one probe step above it.
+        let again = run("again", 40);
+        assert!(
+            again < FIRST && (capacity..=2.0 * capacity).contains(&again),
+            "the same job from another directory starts at {again}, having learned {capacity}"
+        );
+
+        assert_eq!(run("other", 40), FIRST, "another job does not start at the first job's knee");
+        let kinds: Vec<String> = knee_memory().into_iter().map(|(k, _)| k).collect();
+        assert_eq!(kinds.len(), 2, "each job's memory is its own: {kinds:?}");
+        assert!(kinds.contains(&learned[0].0), "{kinds:?}");
+    }
+
+    #[test]
+    fn no_memory_keeps_nothing_and_memory_names_the_file_kept() {
+        let s = Setup::new(|_| {});
+        let out = s.run(&["submit", "6", "sites.toml", "job.sub", "--state-dir", "cold", "--no-memory"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert!(!s.path("memory.db").exists(), "--no-memory wrote the user's memory");
+        let out =
+            s.run(&["submit", "6", "sites.toml", "job.sub", "--state-dir", "named", "--memory", "m/x.db"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert!(!s.path("memory.db").exists(), "--memory PATH wrote the user's memory");
+        let kept = memory(&s.path("m/x.db"));
+        let sites: Vec<&str> = kept.iter().map(|(site, _, _)| site).collect();
+        assert_eq!(sites, ["dead", "good", "slow"], "{kept:?}");
+    }
+
+    /// What the memory database at `path` holds.
+    fn memory(path: &Path) -> cosched::policy::CapacityMemory {
+        let db = cosched::state::MemoryDb::open(path).expect("the memory database opens");
+        db.load().expect("memory loads")
     }
 }
 

@@ -21,7 +21,13 @@ pub fn cosched_bin() -> PathBuf {
 
 /// Runs `cosched ARGS…` in `dir` and returns its output.
 pub fn cosched(dir: &Path, args: &[&str]) -> Output {
-    Command::new(cosched_bin()).args(args).current_dir(dir).output().expect("cosched binary runs")
+    Command::new(cosched_bin())
+        .args(args)
+        .current_dir(dir)
+        // What a run learns stays in `dir`, never in the user's memory.
+        .env(cosched::state::memory::MEMORY_ENV, dir.join("memory.db"))
+        .output()
+        .expect("cosched binary runs")
 }
 
 /// A fresh temporary directory, removed when dropped.
@@ -83,4 +89,19 @@ pub fn assert_woken_by_events(r: &cosched::sim::SimResult, case: &str) {
         r.wakeups,
         r.events
     );
+}
+
+/// What a simulated run of one kind learned at `site` (under the one
+/// kind's key, its type name).
+pub fn at<'a>(memory: &'a cosched::policy::CapacityMemory, site: &str) -> &'a cosched::policy::SiteMemory {
+    memory
+        .get(site, cosched::policy::jobtype::SINGLE_TYPE)
+        .unwrap_or_else(|| panic!("nothing learned at {site}: {memory:?}"))
+}
+
+/// A memory of `site` for the one kind of a simulated run.
+pub fn remembered(site: &str, memory: cosched::policy::SiteMemory) -> cosched::policy::CapacityMemory {
+    let mut m = cosched::policy::CapacityMemory::new();
+    m.insert(site, cosched::policy::jobtype::SINGLE_TYPE, memory);
+    m
 }

@@ -280,6 +280,10 @@ pub struct Adaptive {
     slots_bind: Vec<bool>,
     /// Per site, the user's `max_jobs` and `max_idle`.
     limits: Vec<(Option<u32>, Option<u32>)>,
+    /// Each kind's memory key ([`RunSpec::kind_key`]): this run's, not a
+    /// checkpoint's, like `limits`.
+    #[serde(skip)]
+    kind_keys: Vec<String>,
 }
 
 /// Decisions not yet taken, in a checkpoint: `DecisionKind` is an internally
@@ -310,6 +314,7 @@ struct Told {
 impl Adaptive {
     pub fn new(spec: &RunSpec, params: &Params) -> Self {
         let rules = params.rules();
+        let kind_keys: Vec<String> = spec.types.ids().map(|t| spec.kind_key(t).to_string()).collect();
         let sites: Vec<Site> = spec
             .sites
             .iter()
@@ -317,7 +322,11 @@ impl Adaptive {
                 let cap =
                     f64::from(info.slots.unwrap_or(u32::MAX).min(info.max_jobs.unwrap_or(u32::MAX)).max(1));
                 let cap = cap.min(1e6);
-                let memory = spec.memory.get(&info.name);
+                // Type-blind: every job is taken as of the run's first kind.
+                let own = spec.memory.get(&info.name, &kind_keys[0]);
+                // A kind new at a known site starts from what is the site's.
+                let carried = own.is_none().then(|| spec.memory.carried_over(&info.name)).flatten();
+                let memory = own.or(carried.as_ref());
                 let mut site = Site::new(
                     info.name.clone(),
                     cap,
@@ -356,6 +365,7 @@ impl Adaptive {
             told: vec![Told::default(); n],
             slots_bind,
             limits,
+            kind_keys,
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -706,7 +716,11 @@ impl Policy for Adaptive {
     }
 
     fn learned(&self) -> CapacityMemory {
-        self.sites.iter().map(|s| (s.name.clone(), s.memory(self.now))).collect()
+        let mut learned = CapacityMemory::new();
+        for s in &self.sites {
+            learned.insert(s.name.clone(), self.kind_keys[0].clone(), s.memory(self.now));
+        }
+        learned
     }
 
     fn take_decisions(&mut self) -> Vec<Decision> {
@@ -730,8 +744,9 @@ impl Policy for Adaptive {
         // The user's limits are this run's sites.toml, not the saved one's:
         // a limit lowered for the resumed run holds from its start.
         let (limits, slots_bind) = (std::mem::take(&mut self.limits), std::mem::take(&mut self.slots_bind));
+        let kind_keys = std::mem::take(&mut self.kind_keys);
         *self = saved;
-        (self.limits, self.slots_bind) = (limits, slots_bind);
+        (self.limits, self.slots_bind, self.kind_keys) = (limits, slots_bind, kind_keys);
         Ok(())
     }
 }

@@ -10,6 +10,7 @@ fn spec(n: u64, slots: &[u32]) -> RunSpec {
             .enumerate()
             .map(|(i, &s)| SiteInfo { slots: Some(s), ..SiteInfo::named(format!("s{i}")) })
             .collect(),
+        kind_keys: Vec::new(),
         memory: CapacityMemory::new(),
         max_attempts: 3,
     }
