@@ -23,8 +23,10 @@
 //!   distribution and the test's likelihoods in `adaptive::runtime`. `plan`
 //!   turns per-site models into submissions and moves for both `oracle` and
 //!   `adaptive`; `truth` is what the oracle may know; `jobtype` is each
-//!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types` today,
-//!   submit descriptions later), which no policy reads yet.
+//!   job's kind (`JobTypes` in the `RunSpec`: the simulator's `types`, or
+//!   a run's submit descriptions) and `KindNumbers` (each kind's jobs
+//!   numbered on their own, for the policies that keep a book per kind:
+//!   `oracle` and `adaptive::kinds`).
 //! - [`engine`] — runs a policy against one [`engine::SiteBackend`] per site:
 //!   a coordinator task owns the policy and the clock, one task per site does
 //!   that site's I/O (for HTCondor it merges the submissions that queued up

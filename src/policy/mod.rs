@@ -44,7 +44,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 
 pub use book::{JobBook, JobState};
-pub use jobtype::{JobTypeId, JobTypes};
+pub use jobtype::{JobTypeId, JobTypes, KindNumbers};
 pub use truth::SiteTruth;
 
 /// Seconds since the start of the run. Real runs map wall-clock log timestamps
@@ -276,6 +276,18 @@ pub enum Action {
     GiveUp { job: JobId, why: String },
 }
 
+impl Action {
+    /// The reason given, for people.
+    pub fn why_mut(&mut self) -> &mut String {
+        match self {
+            Action::Submit { why, .. }
+            | Action::Remove { why, .. }
+            | Action::Withdraw { why, .. }
+            | Action::GiveUp { why, .. } => why,
+        }
+    }
+}
+
 /// A site's class in the AgTime comparison (thesis Algorithm 3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SiteClass {
@@ -428,7 +440,7 @@ pub static POLICIES: &[Registered] = &[
         about: "finds each site's knee by a sequential test and feeds the fastest sites (the default)",
         params: ParamTable::of::<adaptive::Params>(),
         ignores: &[],
-        build: Build::Plain(|spec, p| Box::new(adaptive::Adaptive::new(spec, p.get()))),
+        build: Build::Plain(|spec, p| adaptive::build(spec, p.get())),
     },
 ];
 

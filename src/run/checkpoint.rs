@@ -39,7 +39,9 @@ use std::sync::Arc;
 /// 6: the job book keeps the sites that held each job for a cause of their
 /// own (and which sites were live), `adaptive`'s site whether a job ran to
 /// its end there since it was last given up.
-const FORMAT: u32 = 6;
+/// 7: `adaptive` keeps a controller per kind of job, each with the share of
+/// every site's slots the other kinds leave it.
+const FORMAT: u32 = 7;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

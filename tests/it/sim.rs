@@ -546,6 +546,32 @@ fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
 }
 
 #[test]
+fn adaptive_fills_a_site_with_cpu_jobs_where_its_server_takes_few_io_jobs() {
+    // Scenario P above: `cloud`'s server holds 5 I/O jobs, its 100 slots
+    // far more CPU jobs (load 0.01). Blind to kinds, `adaptive` finds one
+    // knee of about 5 jobs of any kind there and leaves 95 slots idle; with
+    // a controller per kind the CPU jobs fill them, and `cloud` runs most
+    // of them.
+    let sc = parsed(
+        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
+         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
+         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let typed = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        let blind = SimOptions { blind_types: true, ..SimOptions::default() };
+        let blind = sim::run(&sc, &policy("adaptive"), seed, &blind);
+        assert!(typed.errors.is_empty() && blind.errors.is_empty(), "seed {seed}");
+        let (t, b) = (typed.metrics.makespan.expect("ends"), blind.metrics.makespan.expect("ends"));
+        assert!(t <= 0.9 * b, "seed {seed}: typed {t:.0} s, blind {b:.0} s");
+        let (io, cpu) = (&typed.metrics.types[0].done_at, &typed.metrics.types[1].done_at);
+        assert!(cpu[1] > 500, "seed {seed}: {} of 1000 CPU jobs at cloud", cpu[1]);
+        assert!(io[0] > 900, "seed {seed}: {} of 1000 I/O jobs at disk", io[0]);
+    }
+}
+
+#[test]
 fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
     let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
     let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";

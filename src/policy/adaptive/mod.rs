@@ -169,11 +169,17 @@
 //! `initial_window` stands over a smaller remembered floor unless a run saw
 //! it degraded at or below that window.
 //!
+//! **Several kinds of job** ([`kinds`]): one such controller per kind,
+//! each over its own kind's jobs, so that every estimate above is a kind's
+//! own at each site and each kind's knee is the share of the site's
+//! resource the others leave it; the kinds share each site's slots.
+//!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is
 //! unchecked, a median over the sites); sites that did not change are not
 //! visited.
 
+mod kinds;
 mod runtime;
 mod site;
 
@@ -280,6 +286,9 @@ pub struct Adaptive {
     slots_bind: Vec<bool>,
     /// Per site, the user's `max_jobs` and `max_idle`.
     limits: Vec<(Option<u32>, Option<u32>)>,
+    /// Per site, the slots this controller may fill while other kinds of
+    /// job run there too ([`kinds`]); empty for a run of one kind.
+    slot_share: Vec<Option<f64>>,
 }
 
 /// Decisions not yet taken, in a checkpoint: `DecisionKind` is an internally
@@ -307,7 +316,24 @@ struct Told {
     window: Option<(f64, Option<f64>)>,
 }
 
+/// `adaptive` for `spec`: with several kinds of job, one controller per
+/// kind ([`kinds`]); with one, the controller itself.
+pub fn build(spec: &RunSpec, params: &Params) -> Box<dyn Policy> {
+    if spec.types.several() {
+        Box::new(kinds::ByKind::new(spec, params))
+    } else {
+        Box::new(Adaptive::new(spec, params))
+    }
+}
+
 impl Adaptive {
+    /// Takes the user's limits of `fresh` (this run's sites.toml), for a
+    /// policy restored from a checkpoint: a limit lowered for the resumed
+    /// run holds from its start.
+    fn take_limits_of(&mut self, fresh: Adaptive) {
+        (self.limits, self.slots_bind) = (fresh.limits, fresh.slots_bind);
+    }
+
     pub fn new(spec: &RunSpec, params: &Params) -> Self {
         let rules = params.rules();
         let sites: Vec<Site> = spec
@@ -356,6 +382,7 @@ impl Adaptive {
             told: vec![Told::default(); n],
             slots_bind,
             limits,
+            slot_share: Vec::new(),
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -555,7 +582,8 @@ impl Adaptive {
     }
 
     /// Site `i` as the planner should see it. Where it is the one site
-    /// left open and its search ended at its slots with no knee seen below,
+    /// left open and its search ended at its slots with no knee seen below
+    /// (and no other kind holds any of them),
     /// the site itself starts no more than the window however many wait:
     /// every job left waits there, and their waits pass while the slots are
     /// busy rather than after (as the oracle's "queue ahead"). The user's
@@ -566,8 +594,15 @@ impl Adaptive {
             model.max_out = max_jobs.map(f64::from);
             model.max_idle = max_idle.map(f64::from);
         }
+        // Other kinds hold some of the slots: jobs queued past this one's
+        // share would take theirs as they free.
+        let share = self.slot_share.get(i).copied().flatten();
+        if let Some(share) = share {
+            model.window = model.window.min(share);
+        }
         let site = &self.sites[i];
         let at_slots = self.slots_bind.get(i).copied().unwrap_or(false)
+            && share.is_none_or(|share| share >= site.cap)
             && site.holding()
             && site.window >= site.cap
             && site.ceiling >= site.cap;
@@ -580,6 +615,18 @@ impl Adaptive {
             model.ahead = EVERY_JOB_WAITS;
         }
         model
+    }
+
+    /// Bounds site `i`'s window by the slots other kinds leave this one.
+    fn share_slots(&mut self, i: usize, share: f64, now: Time) {
+        if self.slot_share.len() != self.sites.len() {
+            self.slot_share = vec![None; self.sites.len()];
+        }
+        if self.slot_share[i] != Some(share) {
+            self.slot_share[i] = Some(share);
+            let model = self.model(i, now);
+            self.planner.set_model(SiteId(i as u32), model, &self.book);
+        }
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
@@ -727,11 +774,8 @@ impl Policy for Adaptive {
                 names(&saved)
             ));
         }
-        // The user's limits are this run's sites.toml, not the saved one's:
-        // a limit lowered for the resumed run holds from its start.
-        let (limits, slots_bind) = (std::mem::take(&mut self.limits), std::mem::take(&mut self.slots_bind));
-        *self = saved;
-        (self.limits, self.slots_bind) = (limits, slots_bind);
+        let fresh = std::mem::replace(self, saved);
+        self.take_limits_of(fresh);
         Ok(())
     }
 }
