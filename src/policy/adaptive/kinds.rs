@@ -22,13 +22,24 @@
 //! Without the bound, two lanes each filling the slots queued half their
 //! jobs behind the other's, and each planned with slots it did not have.
 //!
+//! **What carries over between kinds.** A lane's probes climb one step
+//! per verdict of its own, so a kind of long runs would climb at a run
+//! time per probe where another kind's quick verdicts show the site far
+//! from loaded. Counted as if every job loaded the resource as much as
+//! any could (the one-kind model, where the loads are all 1), a site
+//! judged healthy with `H` of our jobs of every kind running holds `H`
+//! jobs: while a lane's probes climb (no ceiling known), its probe goes at
+//! least to `H` less what the other kinds run there now. It is a probe,
+//! judged by the lane's own test like any other; what carries over is
+//! only how far the next one may go. A light kind is thus held back by
+//! nothing the one-kind policy would not hold it to, and a heavy kind
+//! risks no more than a probe's overshoot.
+//!
 //! **Not learned (yet).** Each kind's load relative to the others', and
 //! the site's capacity in load: a lane knows the others only through its
-//! own runs. So a light kind, whose runs barely slow past the knee, climbs
-//! at the pace of its own verdicts (one run time per probe) even where a
-//! heavier kind's healthy verdicts prove the resource far from loaded;
-//! and a kind new at a site starts from the first window, not from the
-//! site's capacity in load.
+//! own runs and the count above. So a kind new at a site starts from the
+//! first window; and a light kind's knee is its share of what the heavy
+//! kinds leave, not the mix that ends every kind soonest (the oracle's).
 //!
 //! **What is shared.** The run's book (what the engine reads) mirrors the
 //! lanes' books: every event goes to the run's book and, in the kind's own
@@ -57,6 +68,9 @@ pub struct ByKind {
     /// Per kind and site, the window and capacity its lane told last: a
     /// site's decisions say what all its kinds may run together.
     told: Vec<Vec<(f64, Option<f64>)>>,
+    /// Per site, the most of our jobs of every kind it ran when one kind
+    /// was judged healthy there.
+    healthy_with: Vec<f64>,
     /// Each site's slots, where sites.toml gives them.
     slots: Vec<Option<f64>>,
     decided: Vec<Decision>,
@@ -87,6 +101,7 @@ impl ByKind {
             names: spec.types.ids().map(|t| spec.types.name(t).to_string()).collect(),
             lanes,
             told: vec![vec![(0.0, None); spec.sites.len()]; spec.types.len()],
+            healthy_with: vec![0.0; spec.sites.len()],
             slots: spec.sites.iter().map(|info| info.slots.map(f64::from)).collect(),
             decided: Vec::new(),
         }
@@ -134,7 +149,20 @@ impl ByKind {
     fn feed(&mut self, t: JobTypeId, now: Time, input: &Input, out: &mut Vec<Action>) {
         let actions = self.lanes[t.index()].handle(now, input);
         self.translate(t, actions, out);
+        let mut widened = Vec::new();
         for d in self.lanes[t.index()].take_decisions() {
+            if let DecisionKind::Verdict { healthy: true, .. } = d.kind {
+                let i = d.site.index();
+                let running = f64::from(self.book.counts(d.site).running);
+                self.healthy_with[i] = self.healthy_with[i].max(running);
+                for u in self.kinds() {
+                    let own = f64::from(self.lanes[u.index()].book.counts(d.site).running);
+                    let room = self.healthy_with[i] - (running - own);
+                    if self.lanes[u.index()].widen_probe(i, room, now) {
+                        widened.push(u);
+                    }
+                }
+            }
             match d.kind {
                 DecisionKind::Window { window, capacity } => {
                     self.told[t.index()][d.site.index()] = (window, capacity);
@@ -146,6 +174,13 @@ impl ByKind {
                 }
                 DecisionKind::Verdict { .. } => self.decided.push(d),
             }
+        }
+        // A controller whose probe widened looks at its sites again now (a
+        // tick is its "look now").
+        widened.sort();
+        widened.dedup();
+        for u in widened {
+            self.feed(u, now, &Input::Tick, out);
         }
     }
 

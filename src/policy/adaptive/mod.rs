@@ -617,6 +617,25 @@ impl Adaptive {
         model
     }
 
+    /// Widens site `i`'s climbing probe to `level` ([`Site::widen_probe`]);
+    /// returns whether it did, the site then looked at on the next tick.
+    fn widen_probe(&mut self, i: usize, level: f64, now: Time) -> bool {
+        if !self.sites[i].widen_probe(level) {
+            return false;
+        }
+        self.look_now(i, now);
+        true
+    }
+
+    fn look_now(&mut self, i: usize, now: Time) {
+        if let Some(key) = self.due_at[i].take() {
+            self.due.remove(&(key, i as u32));
+        }
+        let key = TimeKey::of(now);
+        self.due_at[i] = Some(key);
+        self.due.insert((key, i as u32));
+    }
+
     /// Bounds site `i`'s window by the slots other kinds leave this one.
     fn share_slots(&mut self, i: usize, share: f64, now: Time) {
         if self.slot_share.len() != self.sites.len() {
