@@ -172,7 +172,9 @@
 //! **Several kinds of job** ([`kinds`]): one such controller per kind,
 //! each over its own kind's jobs, so that every estimate above is a kind's
 //! own at each site and each kind's knee is the share of the site's
-//! resource the others leave it; the kinds share each site's slots.
+//! resource the others leave it. The kinds share each site's slots, and a
+//! kind's climbing probe goes at least as far as the site was seen healthy
+//! with every kind's jobs, less what the others run there.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is
