@@ -45,8 +45,11 @@
 //!   its operator knows better), taken as below any knee: their runs are
 //!   the baseline.
 //! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
-//!   × the floor while no ceiling is known, else to the geometric middle of
-//!   floor and ceiling (the thesis's binary search).
+//!   × the floor while no ceiling is known (to every job left of the run
+//!   where they are within one more probe's overshoot, `probe_gain` × that:
+//!   the search would end about when they do, and its last step would
+//!   leave a wave of its own), else to the geometric middle of floor and
+//!   ceiling (the thesis's binary search).
 //! - *Degraded at n*, with s the least slowdown the evidence proves: the
 //!   site delivered what n / s jobs at full speed would, so the window goes
 //!   there (never below the floor; to the floor where the proof rests on
@@ -461,6 +464,7 @@ impl Adaptive {
     /// withdraws what its target no longer covers.
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
+        self.sites[i].left = (self.book.pool_len() + self.book.out_total()) as f64;
         self.sites[i].time_out(now);
         // Once every job has been sent, jobs that come back (failed, moved)
         // are all that starts anywhere: the tail goes on while they wait.

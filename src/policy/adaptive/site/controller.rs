@@ -313,7 +313,11 @@ impl Site {
         } else if self.ceiling < self.cap {
             self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
         } else {
-            self.window = (self.rules.gain * self.floor).max(self.floor + 1.0).min(self.cap);
+            let probe = (self.rules.gain * self.floor).max(self.floor + 1.0);
+            // Every job left within one more probe's overshoot: the search
+            // would end about when they do, so they all run now.
+            let probe = if self.left <= self.rules.gain * probe { probe.max(self.left) } else { probe };
+            self.window = probe.min(self.cap);
         }
     }
 
