@@ -344,6 +344,19 @@ impl JobBook {
         actions
     }
 
+    /// Gives up `job` if it is in the pool (a policy that keeps a book per
+    /// kind of job gives up here what one of those gave up); returns whether
+    /// it did.
+    pub fn give_up(&mut self, job: JobId) -> bool {
+        if *self.state(job) != JobState::Pool {
+            return false;
+        }
+        self.pool.remove(&job);
+        self.set(job, JobState::GivenUp);
+        self.given_up += 1;
+        true
+    }
+
     /// Jobs currently in `state` at `site` matching `pred`, in index order.
     pub fn jobs_at(&self, site: SiteId, pred: impl Fn(&JobState) -> bool) -> Vec<JobId> {
         self.states

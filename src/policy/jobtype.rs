@@ -8,7 +8,7 @@
 //! run's list; the names are for people. A run of one kind has one type,
 //! index 0, and every policy that ignores types decides as it always did.
 
-use super::JobId;
+use super::{JobId, SiteEvent};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -164,6 +164,86 @@ pub fn interleave(counts: &[u64]) -> Vec<JobTypeId> {
     order
 }
 
+/// The jobs of each kind numbered `0..n_t` in the order of the run's
+/// numbers: how a policy that keeps one book per kind (a lane) speaks of
+/// them, and how it turns its lanes' words back into the run's.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct KindNumbers {
+    /// The kind of each job of the run, with its number within the kind.
+    of_job: Vec<(JobTypeId, u64)>,
+    /// Per kind, the run's number of each of its jobs.
+    jobs: Vec<Vec<JobId>>,
+}
+
+impl KindNumbers {
+    pub fn new(types: &JobTypes, n_jobs: u64) -> Self {
+        let mut jobs = vec![Vec::new(); types.len()];
+        let of_job = (0..n_jobs)
+            .map(|j| {
+                let t = types.of(JobId(j));
+                let kind = &mut jobs[t.index()];
+                kind.push(JobId(j));
+                (t, kind.len() as u64 - 1)
+            })
+            .collect();
+        KindNumbers { of_job, jobs }
+    }
+
+    /// Jobs of kind `t`, in the run's numbers (index: the kind's number).
+    pub fn jobs_of(&self, t: JobTypeId) -> &[JobId] {
+        self.jobs.get(t.index()).map_or(&[], Vec::as_slice)
+    }
+
+    /// The run's number of job `local` of kind `t`.
+    pub fn global(&self, t: JobTypeId, local: JobId) -> JobId {
+        self.jobs[t.index()][local.0 as usize]
+    }
+
+    /// The kind of `job`, and its number within the kind.
+    pub fn local(&self, job: JobId) -> (JobTypeId, JobId) {
+        let (t, local) = self.of_job[job.0 as usize];
+        (t, JobId(local))
+    }
+
+    /// `event` with only kind `t`'s jobs, in their own numbers; `None` if
+    /// it is about none of them. A site's grid resource going down or up is
+    /// about the site, whatever job's log told it: every kind hears it
+    /// (about its own job 0 where the job was another kind's).
+    pub fn localize(&self, t: JobTypeId, event: &SiteEvent) -> Option<SiteEvent> {
+        let one = |job: &JobId| {
+            let (kind, local) = self.local(*job);
+            (kind == t).then_some(local)
+        };
+        let many = |jobs: &[JobId]| -> Option<Vec<JobId>> {
+            let v: Vec<JobId> = jobs.iter().filter_map(one).collect();
+            (!v.is_empty()).then_some(v)
+        };
+        Some(match event {
+            SiteEvent::Submitted { jobs, at } => SiteEvent::Submitted { jobs: many(jobs)?, at: *at },
+            SiteEvent::SubmitFailed { jobs, error, permanent } => {
+                SiteEvent::SubmitFailed { jobs: many(jobs)?, error: error.clone(), permanent: *permanent }
+            }
+            SiteEvent::Started { job, at } => SiteEvent::Started { job: one(job)?, at: *at },
+            SiteEvent::Ended { job, at, outcome } => {
+                SiteEvent::Ended { job: one(job)?, at: *at, outcome: outcome.clone() }
+            }
+            SiteEvent::Held { job, at, reason, cause } => {
+                SiteEvent::Held { job: one(job)?, at: *at, reason: reason.clone(), cause: *cause }
+            }
+            SiteEvent::Removed { job, at } => SiteEvent::Removed { job: one(job)?, at: *at },
+            SiteEvent::WithdrawDeclined { job, at } => {
+                SiteEvent::WithdrawDeclined { job: one(job)?, at: *at }
+            }
+            SiteEvent::ResourceDown { job, at } => {
+                SiteEvent::ResourceDown { job: one(job).unwrap_or(JobId(0)), at: *at }
+            }
+            SiteEvent::ResourceUp { job, at } => {
+                SiteEvent::ResourceUp { job: one(job).unwrap_or(JobId(0)), at: *at }
+            }
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -190,6 +270,30 @@ mod tests {
         assert_eq!(order, [1, 0, 1, 1, 0, 1]);
         assert_eq!((t.total(), t.count(JobTypeId(0))), (6, 2));
         assert!(JobTypes::interleaved(vec!["io".into()], &[1, 2]).is_err());
+    }
+
+    #[test]
+    fn each_kind_hears_of_its_own_jobs_in_its_own_numbers_and_every_kind_of_its_site() {
+        let types = JobTypes::new(
+            vec!["io".into(), "cpu".into()],
+            vec![JobTypeId(0), JobTypeId(1), JobTypeId(1), JobTypeId(0)],
+        )
+        .unwrap();
+        let numbers = KindNumbers::new(&types, 4);
+        assert_eq!(numbers.jobs_of(JobTypeId(0)), [JobId(0), JobId(3)]);
+        assert_eq!(numbers.local(JobId(2)), (JobTypeId(1), JobId(1)));
+        assert_eq!(numbers.global(JobTypeId(0), JobId(1)), JobId(3));
+        let submitted = SiteEvent::Submitted { jobs: vec![JobId(1), JobId(3)], at: 5.0 };
+        let io = numbers.localize(JobTypeId(0), &submitted);
+        assert_eq!(io, Some(SiteEvent::Submitted { jobs: vec![JobId(1)], at: 5.0 }));
+        let started = SiteEvent::Started { job: JobId(2), at: 6.0 };
+        assert_eq!(numbers.localize(JobTypeId(0), &started), None);
+        // The site's grid resource is down for every kind, whichever job's
+        // log said so.
+        let down = SiteEvent::ResourceDown { job: JobId(2), at: 7.0 };
+        assert!(matches!(numbers.localize(JobTypeId(0), &down), Some(SiteEvent::ResourceDown { .. })));
+        let cpu = numbers.localize(JobTypeId(1), &down);
+        assert_eq!(cpu, Some(SiteEvent::ResourceDown { job: JobId(1), at: 7.0 }));
     }
 
     #[test]

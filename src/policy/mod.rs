@@ -44,7 +44,7 @@ use std::any::Any;
 use std::fmt;
 
 pub use book::{JobBook, JobState};
-pub use jobtype::{JobTypeId, JobTypes};
+pub use jobtype::{JobTypeId, JobTypes, KindNumbers};
 pub use memory::{CapacityMemory, UNKNOWN_KIND};
 pub use truth::SiteTruth;
 
@@ -285,6 +285,18 @@ pub enum Action {
     GiveUp { job: JobId, why: String },
 }
 
+impl Action {
+    /// The reason given, for people.
+    pub fn why_mut(&mut self) -> &mut String {
+        match self {
+            Action::Submit { why, .. }
+            | Action::Remove { why, .. }
+            | Action::Withdraw { why, .. }
+            | Action::GiveUp { why, .. } => why,
+        }
+    }
+}
+
 /// A site's class in the AgTime comparison (thesis Algorithm 3).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub enum SiteClass {
@@ -438,7 +450,7 @@ pub static POLICIES: &[Registered] = &[
         about: "finds each site's knee by a sequential test and feeds the fastest sites (the default)",
         params: ParamTable::of::<adaptive::Params>(),
         ignores: &[],
-        build: Build::Plain(|spec, p| Box::new(adaptive::Adaptive::new(spec, p.get()))),
+        build: Build::Plain(|spec, p| adaptive::build(spec, p.get())),
     },
 ];
 

@@ -40,7 +40,9 @@ use std::sync::Arc;
 /// own (and which sites were live), `adaptive`'s site whether a job ran to
 /// its end there since it was last given up.
 /// 7: the progress tally counts each kind of job per site.
-const FORMAT: u32 = 7;
+/// 8: `adaptive` keeps a controller per kind of job, each with the share of
+/// every site's slots the other kinds leave it.
+const FORMAT: u32 = 8;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -546,6 +546,54 @@ fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
 }
 
 #[test]
+fn adaptive_fills_a_site_with_cpu_jobs_where_its_server_takes_few_io_jobs() {
+    // Scenario P above: `cloud`'s server holds 5 I/O jobs, its 100 slots
+    // far more CPU jobs (load 0.01). Blind to kinds, `adaptive` finds one
+    // knee of about 5 jobs of any kind there and leaves 95 slots idle; with
+    // a controller per kind the CPU jobs fill them, and `cloud` runs most
+    // of them.
+    let sc = parsed(
+        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
+         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
+         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let typed = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        let blind = SimOptions { blind_types: true, ..SimOptions::default() };
+        let blind = sim::run(&sc, &policy("adaptive"), seed, &blind);
+        assert!(typed.errors.is_empty() && blind.errors.is_empty(), "seed {seed}");
+        let (t, b) = (typed.metrics.makespan.expect("ends"), blind.metrics.makespan.expect("ends"));
+        assert!(t <= 0.9 * b, "seed {seed}: typed {t:.0} s, blind {b:.0} s");
+        let (io, cpu) = (&typed.metrics.types[0].done_at, &typed.metrics.types[1].done_at);
+        assert!(cpu[1] > 500, "seed {seed}: {} of 1000 CPU jobs at cloud", cpu[1]);
+        assert!(io[0] > 900, "seed {seed}: {} of 1000 I/O jobs at disk", io[0]);
+    }
+}
+
+#[test]
+fn a_kind_of_long_runs_climbs_as_far_as_the_site_was_seen_healthy_with_every_kind() {
+    // One site of 400 slots whose server holds 300 jobs; 2,000 quick jobs
+    // (60 s) and 300 long ones (1,200 s, load 0.02). The quick kind's
+    // verdicts show within minutes that the site runs hundreds of jobs
+    // healthy. The long kind's first cohort is its baseline (a run); its
+    // first probe may then go as far as the site was seen healthy, and the
+    // rest of its jobs run at once: about two runs and the waits. Climbing
+    // one probe per run of its own (16, 32, …, 256) takes four or more.
+    let sc = parsed(
+        "[scenarios.W]\ntypes = [\n  { name = \"quick\", n_jobs = 2000, base_runtime = 60, jitter = 0.2, load = 1.0 },\n  \
+         { name = \"long\", n_jobs = 300, base_runtime = 1200, jitter = 0.2, load = 0.02 },\n]\nsites = [\n  \
+         { name = \"big\", slots = 400, capacity = 300, beta = 0.5, wait_mean = 10 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let long = r.metrics.types[1].makespan.expect("the long kind ends");
+        assert!(long <= 2.5 * 1200.0, "seed {seed}: the long kind took {long:.0} s");
+    }
+}
+
+#[test]
 fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
     let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
     let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";

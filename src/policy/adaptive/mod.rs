@@ -45,8 +45,11 @@
 //!   its operator knows better), taken as below any knee: their runs are
 //!   the baseline.
 //! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
-//!   × the floor while no ceiling is known, else to the geometric middle of
-//!   floor and ceiling (the thesis's binary search).
+//!   × the floor while no ceiling is known (to every job left of the run
+//!   where they are within one more probe's overshoot, `probe_gain` × that:
+//!   the search would end about when they do, and its last step would
+//!   leave a wave of its own), else to the geometric middle of floor and
+//!   ceiling (the thesis's binary search).
 //! - *Degraded at n*, with s the least slowdown the evidence proves: the
 //!   site delivered what n / s jobs at full speed would, so the window goes
 //!   there (never below the floor; to the floor where the proof rests on
@@ -169,11 +172,19 @@
 //! `initial_window` stands over a smaller remembered floor unless a run saw
 //! it degraded at or below that window.
 //!
+//! **Several kinds of job** ([`kinds`]): one such controller per kind,
+//! each over its own kind's jobs, so that every estimate above is a kind's
+//! own at each site and each kind's knee is the share of the site's
+//! resource the others leave it. The kinds share each site's slots, and a
+//! kind's climbing probe goes at least as far as the site was seen healthy
+//! with every kind's jobs, less what the others run there.
+//!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is
 //! unchecked, a median over the sites); sites that did not change are not
 //! visited.
 
+mod kinds;
 mod runtime;
 mod site;
 
@@ -284,6 +295,9 @@ pub struct Adaptive {
     /// checkpoint's, like `limits`.
     #[serde(skip)]
     kind_keys: Vec<String>,
+    /// Per site, the slots this controller may fill while other kinds of
+    /// job run there too ([`kinds`]); empty for a run of one kind.
+    slot_share: Vec<Option<f64>>,
 }
 
 /// Decisions not yet taken, in a checkpoint: `DecisionKind` is an internally
@@ -311,7 +325,25 @@ struct Told {
     window: Option<(f64, Option<f64>)>,
 }
 
+/// `adaptive` for `spec`: with several kinds of job, one controller per
+/// kind ([`kinds`]); with one, the controller itself.
+pub fn build(spec: &RunSpec, params: &Params) -> Box<dyn Policy> {
+    if spec.types.several() {
+        Box::new(kinds::ByKind::new(spec, params))
+    } else {
+        Box::new(Adaptive::new(spec, params))
+    }
+}
+
 impl Adaptive {
+    /// Takes what is this run's of `fresh`, for a policy restored from a
+    /// checkpoint: the user's limits (this run's sites.toml: a limit
+    /// lowered for the resumed run holds from its start) and the kinds'
+    /// memory keys.
+    fn take_limits_of(&mut self, fresh: Adaptive) {
+        (self.limits, self.slots_bind, self.kind_keys) = (fresh.limits, fresh.slots_bind, fresh.kind_keys);
+    }
+
     pub fn new(spec: &RunSpec, params: &Params) -> Self {
         let rules = params.rules();
         let kind_keys: Vec<String> = spec.types.ids().map(|t| spec.kind_key(t).to_string()).collect();
@@ -322,7 +354,7 @@ impl Adaptive {
                 let cap =
                     f64::from(info.slots.unwrap_or(u32::MAX).min(info.max_jobs.unwrap_or(u32::MAX)).max(1));
                 let cap = cap.min(1e6);
-                // Type-blind: every job is taken as of the run's first kind.
+                // One kind (`kinds` gives each of several its own controller).
                 let own = spec.memory.get(&info.name, &kind_keys[0]);
                 // A kind new at a known site starts from what is the site's.
                 let carried = own.is_none().then(|| spec.memory.carried_over(&info.name)).flatten();
@@ -366,6 +398,7 @@ impl Adaptive {
             slots_bind,
             limits,
             kind_keys,
+            slot_share: Vec::new(),
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -442,6 +475,7 @@ impl Adaptive {
     /// withdraws what its target no longer covers.
     fn review(&mut self, i: usize, now: Time, actions: &mut Vec<Action>) {
         let site = SiteId(i as u32);
+        self.sites[i].left = (self.book.pool_len() + self.book.out_total()) as f64;
         self.sites[i].time_out(now);
         // Once every job has been sent, jobs that come back (failed, moved)
         // are all that starts anywhere: the tail goes on while they wait.
@@ -565,7 +599,8 @@ impl Adaptive {
     }
 
     /// Site `i` as the planner should see it. Where it is the one site
-    /// left open and its search ended at its slots with no knee seen below,
+    /// left open and its search ended at its slots with no knee seen below
+    /// (and no other kind holds any of them),
     /// the site itself starts no more than the window however many wait:
     /// every job left waits there, and their waits pass while the slots are
     /// busy rather than after (as the oracle's "queue ahead"). The user's
@@ -576,8 +611,15 @@ impl Adaptive {
             model.max_out = max_jobs.map(f64::from);
             model.max_idle = max_idle.map(f64::from);
         }
+        // Other kinds hold some of the slots: jobs queued past this one's
+        // share would take theirs as they free.
+        let share = self.slot_share.get(i).copied().flatten();
+        if let Some(share) = share {
+            model.window = model.window.min(share);
+        }
         let site = &self.sites[i];
         let at_slots = self.slots_bind.get(i).copied().unwrap_or(false)
+            && share.is_none_or(|share| share >= site.cap)
             && site.holding()
             && site.window >= site.cap
             && site.ceiling >= site.cap;
@@ -590,6 +632,37 @@ impl Adaptive {
             model.ahead = EVERY_JOB_WAITS;
         }
         model
+    }
+
+    /// Widens site `i`'s climbing probe to `level` ([`Site::widen_probe`]);
+    /// returns whether it did, the site then looked at on the next tick.
+    fn widen_probe(&mut self, i: usize, level: f64, now: Time) -> bool {
+        if !self.sites[i].widen_probe(level) {
+            return false;
+        }
+        self.look_now(i, now);
+        true
+    }
+
+    fn look_now(&mut self, i: usize, now: Time) {
+        if let Some(key) = self.due_at[i].take() {
+            self.due.remove(&(key, i as u32));
+        }
+        let key = TimeKey::of(now);
+        self.due_at[i] = Some(key);
+        self.due.insert((key, i as u32));
+    }
+
+    /// Bounds site `i`'s window by the slots other kinds leave this one.
+    fn share_slots(&mut self, i: usize, share: f64, now: Time) {
+        if self.slot_share.len() != self.sites.len() {
+            self.slot_share = vec![None; self.sites.len()];
+        }
+        if self.slot_share[i] != Some(share) {
+            self.slot_share[i] = Some(share);
+            let model = self.model(i, now);
+            self.planner.set_model(SiteId(i as u32), model, &self.book);
+        }
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
@@ -741,12 +814,8 @@ impl Policy for Adaptive {
                 names(&saved)
             ));
         }
-        // The user's limits are this run's sites.toml, not the saved one's:
-        // a limit lowered for the resumed run holds from its start.
-        let (limits, slots_bind) = (std::mem::take(&mut self.limits), std::mem::take(&mut self.slots_bind));
-        let kind_keys = std::mem::take(&mut self.kind_keys);
-        *self = saved;
-        (self.limits, self.slots_bind, self.kind_keys) = (limits, slots_bind, kind_keys);
+        let fresh = std::mem::replace(self, saved);
+        self.take_limits_of(fresh);
         Ok(())
     }
 }

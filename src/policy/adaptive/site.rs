@@ -173,6 +173,9 @@ pub struct Site {
     /// the site was last given up: a site that holds jobs for a cause of
     /// its own is given up only while this is false.
     pub ran_to_end: bool,
+    /// Jobs of the run not done yet (waiting in the pool or out anywhere),
+    /// as of the last look at the site.
+    pub left: f64,
     /// The test is evaluated no more often than every `EVALS` of a run time.
     next_eval: Time,
     /// The verdicts not told yet (`Adaptive::tell` takes them): when, what,
@@ -259,6 +262,7 @@ impl Site {
             down: false,
             closed_until: None,
             ran_to_end: false,
+            left: f64::INFINITY,
             next_eval: 0.0,
             verdicts: Vec::new(),
             tail_memory: None,

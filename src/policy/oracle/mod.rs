@@ -109,8 +109,8 @@ mod mix;
 use super::book::Change;
 use super::plan::{Planner, SiteModel, EVERY_JOB_WAITS};
 use super::{
-    Action, Input, JobBook, JobId, JobTypeId, JobTypes, Policy, RunSpec, SiteEvent, SiteId, SiteTruth,
-    SiteView, Time, Truth, TypeTruth,
+    Action, Input, JobBook, JobId, JobTypeId, JobTypes, KindNumbers, Policy, RunSpec, SiteEvent, SiteId,
+    SiteTruth, SiteView, Time, Truth, TypeTruth,
 };
 use mix::MixSite;
 
@@ -144,11 +144,16 @@ struct Lane {
     next_tail: Option<Time>,
 }
 
-/// A kind's jobs, numbered `0..n_t` in the order of the run's numbers.
+/// A kind's jobs, numbered `0..n_t` in the order of the run's numbers
+/// ([`KindNumbers`]).
 struct LaneBook {
     book: JobBook,
-    /// The run's number of each of the kind's jobs.
-    jobs: Vec<JobId>,
+}
+
+/// Lane `t`'s `jobs` in the run's numbers.
+fn global(kinds: &Option<Kinds>, t: usize, jobs: &[JobId]) -> Vec<JobId> {
+    let Some(kinds) = kinds else { return jobs.to_vec() };
+    jobs.iter().map(|&j| kinds.numbers.global(JobTypeId(t as u16), j)).collect()
 }
 
 /// What the oracle knows of several kinds, and the mix it keeps.
@@ -156,7 +161,7 @@ struct Kinds {
     types: JobTypes,
     truth: Vec<TypeTruth>,
     /// Each job's number within its kind.
-    local: Vec<u64>,
+    numbers: KindNumbers,
     /// Jobs of each kind to keep running at each site (`mix[site][kind]`).
     mix: Vec<Vec<f64>>,
     /// Jobs of each kind not done when the mix was last solved.
@@ -179,17 +184,12 @@ impl Oracle {
         let n = spec.sites.len();
         let book = JobBook::new(spec.n_jobs, n, spec.max_attempts);
         let kinds = (spec.types.several() && truth.types.len() == spec.types.len()).then(|| {
-            let mut local = Vec::with_capacity(spec.n_jobs as usize);
-            let mut counts = vec![0u64; spec.types.len()];
-            for j in 0..spec.n_jobs {
-                let t = spec.types.of(JobId(j)).index();
-                local.push(counts[t]);
-                counts[t] += 1;
-            }
+            let numbers = KindNumbers::new(&spec.types, spec.n_jobs);
+            let counts = spec.types.ids().map(|t| numbers.jobs_of(t).len() as u64).collect();
             Kinds {
                 types: spec.types.clone(),
                 truth: truth.types.clone(),
-                local,
+                numbers,
                 mix: vec![vec![0.0; spec.types.len()]; n],
                 solved_for: counts,
             }
@@ -200,10 +200,8 @@ impl Oracle {
                 .types
                 .ids()
                 .map(|t| {
-                    let jobs: Vec<JobId> =
-                        (0..spec.n_jobs).map(JobId).filter(|&j| k.types.of(j) == t).collect();
-                    let book = JobBook::new(jobs.len() as u64, n, spec.max_attempts);
-                    Lane { planner: Planner::new(n), own: Some(LaneBook { book, jobs }), next_tail: None }
+                    let book = JobBook::new(k.numbers.jobs_of(t).len() as u64, n, spec.max_attempts);
+                    Lane { planner: Planner::new(n), own: Some(LaneBook { book }), next_tail: None }
                 })
                 .collect(),
         };
@@ -468,13 +466,13 @@ impl Oracle {
 
     /// Withdraws lane `t`'s idle `jobs` (its own numbers) from `site`.
     fn withdraw(&mut self, t: usize, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
-        let Oracle { book, lanes, .. } = self;
+        let Oracle { book, lanes, kinds, .. } = self;
         let lane = &mut lanes[t];
         let jobs = match &mut lane.own {
             None => book.mark_withdrawing(site, jobs),
             Some(own) => {
                 let marked = own.book.mark_withdrawing(site, jobs);
-                let jobs: Vec<JobId> = marked.iter().map(|j| own.jobs[j.0 as usize]).collect();
+                let jobs = global(kinds, t, &marked);
                 book.mark_withdrawing(site, &jobs)
             }
         };
@@ -511,7 +509,7 @@ impl Oracle {
         let mut touched = Vec::new();
         for (t, lane) in self.lanes.iter_mut().enumerate() {
             let Some(own) = lane.own.as_mut() else { continue };
-            if let Some(local) = kinds.localize(JobTypeId(t as u16), event) {
+            if let Some(local) = kinds.numbers.localize(JobTypeId(t as u16), event) {
                 let lane_change = own.book.apply(site, &local);
                 // The run's book has said what to do; this keeps the lane's
                 // marks in step with it.
@@ -520,39 +518,6 @@ impl Oracle {
             }
         }
         (change, touched)
-    }
-}
-
-impl Kinds {
-    /// `event` with only kind `t`'s jobs, in their own numbers; `None` if
-    /// it is about none of them.
-    fn localize(&self, t: JobTypeId, event: &SiteEvent) -> Option<SiteEvent> {
-        let mine = |j: &JobId| self.types.of(*j) == t;
-        let local = |j: JobId| JobId(self.local[j.0 as usize]);
-        let many = |jobs: &[JobId]| -> Option<Vec<JobId>> {
-            let v: Vec<JobId> = jobs.iter().filter(|j| mine(j)).map(|&j| local(j)).collect();
-            (!v.is_empty()).then_some(v)
-        };
-        let one = |job: &JobId| mine(job).then(|| local(*job));
-        Some(match event {
-            SiteEvent::Submitted { jobs, at } => SiteEvent::Submitted { jobs: many(jobs)?, at: *at },
-            SiteEvent::SubmitFailed { jobs, error, permanent } => {
-                SiteEvent::SubmitFailed { jobs: many(jobs)?, error: error.clone(), permanent: *permanent }
-            }
-            SiteEvent::Started { job, at } => SiteEvent::Started { job: one(job)?, at: *at },
-            SiteEvent::Ended { job, at, outcome } => {
-                SiteEvent::Ended { job: one(job)?, at: *at, outcome: outcome.clone() }
-            }
-            SiteEvent::Held { job, at, reason, cause } => {
-                SiteEvent::Held { job: one(job)?, at: *at, reason: reason.clone(), cause: *cause }
-            }
-            SiteEvent::Removed { job, at } => SiteEvent::Removed { job: one(job)?, at: *at },
-            SiteEvent::WithdrawDeclined { job, at } => {
-                SiteEvent::WithdrawDeclined { job: one(job)?, at: *at }
-            }
-            SiteEvent::ResourceDown { job, at } => SiteEvent::ResourceDown { job: one(job)?, at: *at },
-            SiteEvent::ResourceUp { job, at } => SiteEvent::ResourceUp { job: one(job)?, at: *at },
-        })
     }
 }
 
@@ -622,7 +587,7 @@ impl Policy for Oracle {
             actions.extend(self.book.give_up_stranded(&live));
         }
         for t in 0..self.lanes.len() {
-            let Oracle { book, lanes, .. } = self;
+            let Oracle { book, lanes, kinds, .. } = self;
             let lane = &mut lanes[t];
             let why = |_, m: &SiteModel| format!("window {:.0}, {}", m.window, m.waiting_ahead());
             match &mut lane.own {
@@ -630,8 +595,7 @@ impl Policy for Oracle {
                 Some(own) => {
                     for action in lane.planner.dispatch(now, &mut own.book, why) {
                         if let Action::Submit { site, jobs, why } = action {
-                            let jobs: Vec<JobId> = jobs.iter().map(|j| own.jobs[j.0 as usize]).collect();
-                            let jobs = book.take_these(site, &jobs);
+                            let jobs = book.take_these(site, &global(kinds, t, &jobs));
                             actions.push(Action::Submit { site, jobs, why });
                         }
                     }

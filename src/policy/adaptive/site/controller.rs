@@ -212,6 +212,21 @@ impl Site {
         self.conclude(now, Verdict::Healthy { level })
     }
 
+    /// While the probes climb (no ceiling known), the next probe goes at
+    /// least to `level` (within the slots): how far the site is proven
+    /// healthy if every job loaded its resource as much as any could
+    /// (`adaptive::kinds`, "What carries over between kinds"). The probe's
+    /// own test judges it, as any probe's. Returns whether the window grew.
+    pub fn widen_probe(&mut self, level: f64) -> bool {
+        let climbing = self.ceiling >= self.cap && matches!(self.phase, Phase::Testing);
+        let level = level.min(self.cap);
+        if !climbing || !self.probing() || level <= self.window {
+            return false;
+        }
+        self.window = level;
+        true
+    }
+
     /// A verdict that changes the test: told, and a new test begins.
     pub(super) fn conclude(&mut self, now: Time, verdict: Verdict) -> Option<(Verdict, Vec<JobId>)> {
         self.verdicts.push((now, verdict, self.window));
@@ -298,7 +313,11 @@ impl Site {
         } else if self.ceiling < self.cap {
             self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
         } else {
-            self.window = (self.rules.gain * self.floor).max(self.floor + 1.0).min(self.cap);
+            let probe = (self.rules.gain * self.floor).max(self.floor + 1.0);
+            // Every job left within one more probe's overshoot: the search
+            // would end about when they do, so they all run now.
+            let probe = if self.left <= self.rules.gain * probe { probe.max(self.left) } else { probe };
+            self.window = probe.min(self.cap);
         }
     }
 

@@ -168,3 +168,22 @@ fn a_remembered_level_run_degraded_checks_memorys_run_times_and_memorys_floor_an
     assert!(matches!(site.phase, Phase::Holding { since } if since == at), "{:?}", site.phase);
     assert!(site.dist.as_ref().is_some_and(|d| !d.is_remembered()));
 }
+
+#[test]
+fn a_probe_within_one_probes_overshoot_of_every_job_left_takes_them_all() {
+    // The first window's runs make its baseline; the next probe is twice
+    // it (32). With 50 jobs left, within one more probe's overshoot (64),
+    // a probe of 32 would leave a last wave of 18 and a search that ends
+    // when the jobs do: all 50 go now. With 70 left, the probe stays 32.
+    for (left, window) in [(50.0, 50.0), (70.0, 32.0)] {
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+        start(&mut site, 0..16, 0.0);
+        for job in 0..16 {
+            site.ended(JobId(job), 900.0 + 10.0 * job as f64, End::Success);
+        }
+        site.left = left;
+        let verdict = site.check(1100.0).map(|(v, _)| v);
+        assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+        assert_eq!(site.window, window, "{left} jobs left");
+    }
+}

@@ -1,0 +1,306 @@
+//! `adaptive` with several kinds of job: one controller per kind (a lane),
+//! each the one-kind policy of the module above over its own kind's jobs.
+//!
+//! **Why one per kind.** A site's knee is a mix, not a count: its resource
+//! serves C units of load, and a kind of load ℓ slows by `(1 − ℓ) + ℓ D(L)`
+//! when the site's load L passes C (the model's "Job types"). Every
+//! quantity a lane estimates is then its kind's own, at each site: the
+//! healthy run time (a kind's speed there), the queue wait, the failure
+//! rate, and the knee in jobs of that kind. The last is the kind's share of
+//! C given what the other kinds load there, which is what the lane's test
+//! measures: its runs slow only when the site's load passes C, whoever
+//! loads it, and by its own ℓ. An I/O-bound lane therefore finds the knee
+//! the CPU-bound jobs leave it, and a CPU-bound lane, whose runs barely
+//! slow, fills the slots; each lane's planner routes its kind where its
+//! jobs come back soonest. With one kind there is one lane, and that lane
+//! is the policy.
+//!
+//! **Slots.** The kinds share a site's slots: each lane's window there is
+//! bounded by what the others' windows leave (a kind held to its knee
+//! leaves the rest of the slots to the others), and never below an equal
+//! share among the kinds with jobs left (where each would fill them all).
+//! Without the bound, two lanes each filling the slots queued half their
+//! jobs behind the other's, and each planned with slots it did not have.
+//!
+//! **What carries over between kinds.** A lane's probes climb one step
+//! per verdict of its own, so a kind of long runs would climb at a run
+//! time per probe where another kind's quick verdicts show the site far
+//! from loaded. Counted as if every job loaded the resource as much as
+//! any could (the one-kind model, where the loads are all 1), a site
+//! judged healthy with `H` of our jobs of every kind running holds `H`
+//! jobs: while a lane's probes climb (no ceiling known), its probe goes at
+//! least to `H` less what the other kinds run there now. It is a probe,
+//! judged by the lane's own test like any other; what carries over is
+//! only how far the next one may go. A light kind is thus held back by
+//! nothing the one-kind policy would not hold it to, and a heavy kind
+//! risks no more than a probe's overshoot.
+//!
+//! **Not learned (yet).** Each kind's load relative to the others', and
+//! the site's capacity in load: a lane knows the others only through its
+//! own runs and the count above. So a kind new at a site starts from the
+//! first window (memory carries over only what is the site's: its queue
+//! wait, its failures, whether it started anything); and a light kind's
+//! knee is its share of what the heavy kinds leave, not the mix that ends
+//! every kind soonest (the oracle's).
+//!
+//! **Memory.** Each lane reads and keeps its kind's own (the kind's key:
+//! a submit description's fingerprint or given name, a scenario's kind).
+//!
+//! **What is shared.** The run's book (what the engine reads) mirrors the
+//! lanes' books: every event goes to the run's book and, in the kind's own
+//! numbers ([`KindNumbers`]), to the lane of the job it is about; a site's
+//! grid resource going down or up goes to every lane. The lanes' actions
+//! come back in the run's numbers and are marked in the run's book.
+//!
+//! **Cost.** An input goes to one lane (a site-wide event or a tick to each
+//! lane due); per lane, the cost of the one-kind policy over its jobs.
+
+use super::{Adaptive, Params};
+use crate::policy::{
+    Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, JobId, JobState, JobTypeId, JobTypes,
+    KindNumbers, Policy, RunSpec, SiteClass, SiteId, SiteView, Time,
+};
+
+#[derive(serde::Serialize, serde::Deserialize)]
+pub struct ByKind {
+    /// Every job of the run, whatever its kind: what the engine reads.
+    book: JobBook,
+    numbers: KindNumbers,
+    /// Each kind's name, which every reason given for an action begins with.
+    names: Vec<String>,
+    /// One per kind, in the run's order of kinds.
+    lanes: Vec<Adaptive>,
+    /// Per kind and site, the window and capacity its lane told last: a
+    /// site's decisions say what all its kinds may run together.
+    told: Vec<Vec<(f64, Option<f64>)>>,
+    /// Per site, the most of our jobs of every kind it ran when one kind
+    /// was judged healthy there.
+    healthy_with: Vec<f64>,
+    /// Each site's slots, where sites.toml gives them.
+    slots: Vec<Option<f64>>,
+    decided: Vec<Decision>,
+}
+
+impl ByKind {
+    pub fn new(spec: &RunSpec, params: &Params) -> Self {
+        let numbers = KindNumbers::new(&spec.types, spec.n_jobs);
+        let lanes = spec
+            .types
+            .ids()
+            .map(|t| {
+                let lane = RunSpec {
+                    n_jobs: numbers.jobs_of(t).len() as u64,
+                    types: JobTypes::single(numbers.jobs_of(t).len() as u64),
+                    sites: spec.sites.clone(),
+                    memory: spec.memory.clone(),
+                    kind_keys: vec![spec.kind_key(t).to_string()],
+                    max_attempts: spec.max_attempts,
+                };
+                Adaptive::new(&lane, params)
+            })
+            .collect();
+        ByKind {
+            book: JobBook::new(spec.n_jobs, spec.sites.len(), spec.max_attempts),
+            numbers,
+            names: spec.types.ids().map(|t| spec.types.name(t).to_string()).collect(),
+            lanes,
+            told: vec![vec![(0.0, None); spec.sites.len()]; spec.types.len()],
+            healthy_with: vec![0.0; spec.sites.len()],
+            slots: spec.sites.iter().map(|info| info.slots.map(f64::from)).collect(),
+            decided: Vec::new(),
+        }
+    }
+
+    /// Lane `t`'s actions in the run's numbers, marked in the run's book.
+    fn translate(&mut self, t: JobTypeId, actions: Vec<Action>, out: &mut Vec<Action>) {
+        let global = |numbers: &KindNumbers, jobs: &[JobId]| -> Vec<JobId> {
+            jobs.iter().map(|&j| numbers.global(t, j)).collect()
+        };
+        let kind = &self.names[t.index()];
+        for mut action in actions {
+            action.why_mut().insert_str(0, &format!("{kind}: "));
+            match action {
+                Action::Submit { site, jobs, why } => {
+                    let jobs = self.book.take_these(site, &global(&self.numbers, &jobs));
+                    if !jobs.is_empty() {
+                        out.push(Action::Submit { site, jobs, why });
+                    }
+                }
+                Action::Remove { site, jobs, why } => {
+                    let jobs = self.book.mark_removing(site, &global(&self.numbers, &jobs));
+                    if !jobs.is_empty() {
+                        out.push(Action::Remove { site, jobs, why });
+                    }
+                }
+                Action::Withdraw { site, jobs, why } => {
+                    let jobs = self.book.mark_withdrawing(site, &global(&self.numbers, &jobs));
+                    if !jobs.is_empty() {
+                        out.push(Action::Withdraw { site, jobs, why });
+                    }
+                }
+                Action::GiveUp { job, why } => {
+                    let job = self.numbers.global(t, job);
+                    // Out of attempts, the run's book gave it up on the
+                    // same event; stranded, the lane gave it up from its pool.
+                    if self.book.give_up(job) || *self.book.state(job) == JobState::GivenUp {
+                        out.push(Action::GiveUp { job, why });
+                    }
+                }
+            }
+        }
+    }
+
+    fn feed(&mut self, t: JobTypeId, now: Time, input: &Input, out: &mut Vec<Action>) {
+        let actions = self.lanes[t.index()].handle(now, input);
+        self.translate(t, actions, out);
+        let mut widened = Vec::new();
+        for d in self.lanes[t.index()].take_decisions() {
+            if let DecisionKind::Verdict { healthy: true, .. } = d.kind {
+                let i = d.site.index();
+                let running = f64::from(self.book.counts(d.site).running);
+                self.healthy_with[i] = self.healthy_with[i].max(running);
+                for u in self.kinds() {
+                    let own = f64::from(self.lanes[u.index()].book.counts(d.site).running);
+                    let room = self.healthy_with[i] - (running - own);
+                    if self.lanes[u.index()].widen_probe(i, room, now) {
+                        widened.push(u);
+                    }
+                }
+            }
+            match d.kind {
+                DecisionKind::Window { window, capacity } => {
+                    self.told[t.index()][d.site.index()] = (window, capacity);
+                    self.share_slots(d.site.index(), d.at);
+                    let kinds = self.told.iter().map(|per_site| per_site[d.site.index()]);
+                    let (window, capacity) = kinds
+                        .fold((0.0, Some(0.0)), |(w, c), (lw, lc)| (w + lw, c.zip(lc).map(|(c, lc)| c + lc)));
+                    self.decided.push(Decision { kind: DecisionKind::Window { window, capacity }, ..d });
+                }
+                DecisionKind::Verdict { .. } => self.decided.push(d),
+            }
+        }
+        // A controller whose probe widened looks at its sites again now (a
+        // tick is its "look now").
+        widened.sort();
+        widened.dedup();
+        for u in widened {
+            self.feed(u, now, &Input::Tick, out);
+        }
+    }
+
+    /// Shares site `i`'s slots among the kinds: each may fill what the
+    /// others' windows leave (a kind held to its knee leaves the rest to
+    /// the others), and at least an equal share of them among the kinds
+    /// with jobs left (where every kind would fill them all).
+    fn share_slots(&mut self, i: usize, now: Time) {
+        let Some(slots) = self.slots[i] else { return };
+        let wants: Vec<f64> = (self.lanes.iter().zip(&self.told))
+            .map(|(lane, told)| told[i].0.min((lane.book.pool_len() + lane.book.out_total()) as f64))
+            .collect();
+        let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
+        let total: f64 = wants.iter().sum();
+        for (lane, want) in self.lanes.iter_mut().zip(&wants) {
+            let share = (slots - (total - want)).max(slots / kinds_left).max(1.0);
+            lane.share_slots(i, share, now);
+        }
+    }
+
+    fn kinds(&self) -> impl Iterator<Item = JobTypeId> {
+        (0..self.lanes.len() as u16).map(JobTypeId)
+    }
+}
+
+impl Policy for ByKind {
+    fn name(&self) -> &'static str {
+        "adaptive"
+    }
+
+    fn handle(&mut self, now: Time, input: &Input) -> Vec<Action> {
+        let mut out = Vec::new();
+        match input {
+            Input::Site { site, event } => {
+                // The lanes decide what a failure calls for; the run's book
+                // keeps the record.
+                self.book.apply(*site, event);
+                for t in self.kinds().collect::<Vec<_>>() {
+                    if let Some(local) = self.numbers.localize(t, event) {
+                        self.feed(t, now, &Input::Site { site: *site, event: local }, &mut out);
+                    }
+                }
+            }
+            Input::Start => {
+                for t in self.kinds().collect::<Vec<_>>() {
+                    self.feed(t, now, input, &mut out);
+                }
+            }
+            Input::Tick => {
+                for t in self.kinds().collect::<Vec<_>>() {
+                    if self.lanes[t.index()].next_deadline().is_some_and(|at| at <= now) {
+                        self.feed(t, now, input, &mut out);
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn next_deadline(&self) -> Option<Time> {
+        self.lanes.iter().filter_map(Adaptive::next_deadline).min_by(f64::total_cmp)
+    }
+
+    fn book(&self) -> &JobBook {
+        &self.book
+    }
+
+    /// The site as all its kinds make it: their windows and capacities
+    /// added, the soonest AgTime of any kind, and its best class (a site
+    /// is fast if any kind runs fast there, unresponsive only if every
+    /// kind finds it so).
+    fn site_view(&self, site: SiteId) -> SiteView {
+        let views: Vec<SiteView> = self.lanes.iter().map(|l| l.site_view(site)).collect();
+        let class = [SiteClass::Fast, SiteClass::Slow, SiteClass::Unknown]
+            .into_iter()
+            .find(|c| views.iter().any(|v| v.class == *c))
+            .unwrap_or(SiteClass::Unresponsive);
+        SiteView {
+            window: views.iter().map(|v| v.window).sum(),
+            capacity: views.iter().map(|v| v.capacity).sum(),
+            class,
+            agtime: views.iter().filter_map(|v| v.agtime).min_by(f64::total_cmp),
+        }
+    }
+
+    /// Each kind's memory of each site, under the kind's key.
+    fn learned(&self) -> CapacityMemory {
+        let mut learned = CapacityMemory::new();
+        for lane in &self.lanes {
+            for (site, kind, memory) in lane.learned().iter() {
+                learned.insert(site, kind, memory.clone());
+            }
+        }
+        learned
+    }
+
+    fn take_decisions(&mut self) -> Vec<Decision> {
+        std::mem::take(&mut self.decided)
+    }
+
+    fn checkpoint(&self) -> Option<Vec<u8>> {
+        postcard::to_stdvec(self).ok()
+    }
+
+    fn restore(&mut self, saved: &[u8]) -> Result<(), String> {
+        let saved: ByKind = postcard::from_bytes(saved).map_err(|e| format!("unreadable: {e}"))?;
+        let counts = |b: &ByKind| b.lanes.iter().map(|l| l.book.n_jobs()).collect::<Vec<_>>();
+        if counts(&saved) != counts(self) {
+            return Err(format!("it is of another run (jobs per kind {:?})", counts(&saved)));
+        }
+        let mut lanes = std::mem::take(&mut self.lanes).into_iter();
+        *self = saved;
+        // The user's limits are this run's sites.toml (as for one kind).
+        for (lane, fresh) in self.lanes.iter_mut().zip(&mut lanes) {
+            lane.take_limits_of(fresh);
+        }
+        Ok(())
+    }
+}
