@@ -518,6 +518,17 @@ fn the_type_aware_oracle_keeps_one_sites_io_jobs_at_its_server_and_fills_the_slo
     }
 }
 
+/// Two sites of 100 slots: `disk` has a server for 100 I/O jobs, `cloud`
+/// one for 5; 1000 I/O jobs (load 1) and 1000 CPU jobs (load 0.01) of 300 s.
+fn disk_and_cloud() -> Scenario {
+    parsed(
+        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
+         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
+         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
+    )
+}
+
 #[test]
 fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
     // Two sites of 100 slots: `disk` has a server for 100 I/O jobs, `cloud`
@@ -526,12 +537,7 @@ fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
     // the mix ends both kinds together at 3,000 s with (nearly) every I/O
     // job at `disk` and every CPU job at `cloud`; bulk's split by slots
     // runs 50 I/O jobs on a server for 5 at `cloud`.
-    let sc = parsed(
-        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
-         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
-         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
-         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
-    );
+    let sc = disk_and_cloud();
     for seed in 1..=3 {
         let r = sim::run(&sc, &policy("oracle"), seed, &SimOptions::default());
         assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
@@ -547,17 +553,12 @@ fn the_type_aware_oracle_sends_each_kind_where_it_runs_best() {
 
 #[test]
 fn adaptive_fills_a_site_with_cpu_jobs_where_its_server_takes_few_io_jobs() {
-    // Scenario P above: `cloud`'s server holds 5 I/O jobs, its 100 slots
+    // `disk_and_cloud`: `cloud`'s server holds 5 I/O jobs, its 100 slots
     // far more CPU jobs (load 0.01). Blind to kinds, `adaptive` finds one
     // knee of about 5 jobs of any kind there and leaves 95 slots idle; with
     // a controller per kind the CPU jobs fill them, and `cloud` runs most
     // of them.
-    let sc = parsed(
-        "[scenarios.P]\ntypes = [\n  { name = \"io\", n_jobs = 1000, base_runtime = 300, load = 1.0 },\n  \
-         { name = \"cpu\", n_jobs = 1000, base_runtime = 300, load = 0.01 },\n]\nsites = [\n  \
-         { name = \"disk\", slots = 100, capacity = 100, beta = 0.5 },\n  \
-         { name = \"cloud\", slots = 100, capacity = 5, beta = 0.5 },\n]\n",
-    );
+    let sc = disk_and_cloud();
     for seed in 1..=3 {
         let typed = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
         let blind = SimOptions { blind_types: true, ..SimOptions::default() };
