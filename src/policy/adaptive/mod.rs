@@ -48,8 +48,9 @@
 //!   × the floor while no ceiling is known (to every job left of the run
 //!   where they are within one more probe's overshoot, `probe_gain` × that:
 //!   the search would end about when they do, and its last step would
-//!   leave a wave of its own), else to the geometric middle of floor and
-//!   ceiling (the thesis's binary search).
+//!   leave a wave of its own; not on the first window's runs, which are
+//!   taken healthy, not shown so), else to the geometric middle of floor
+//!   and ceiling (the thesis's binary search).
 //! - *Degraded at n*, with s the least slowdown the evidence proves: the
 //!   site delivered what n / s jobs at full speed would, so the window goes
 //!   there (never below the floor; to the floor where the proof rests on

@@ -315,8 +315,12 @@ impl Site {
         } else {
             let probe = (self.rules.gain * self.floor).max(self.floor + 1.0);
             // Every job left within one more probe's overshoot: the search
-            // would end about when they do, so they all run now.
-            let probe = if self.left <= self.rules.gain * probe { probe.max(self.left) } else { probe };
+            // would end about when they do, so they all run now. Not on the
+            // first window's own runs (`searched` is set after this): they
+            // are taken healthy, not shown so, and past a knee below them
+            // the larger probe only thrashes harder (held-out G1117).
+            let last_wave = self.searched && self.left <= self.rules.gain * probe;
+            let probe = if last_wave { probe.max(self.left) } else { probe };
             self.window = probe.min(self.cap);
         }
     }

@@ -171,19 +171,40 @@ fn a_remembered_level_run_degraded_checks_memorys_run_times_and_memorys_floor_an
 
 #[test]
 fn a_probe_within_one_probes_overshoot_of_every_job_left_takes_them_all() {
-    // The first window's runs make its baseline; the next probe is twice
-    // it (32). With 50 jobs left, within one more probe's overshoot (64),
-    // a probe of 32 would leave a last wave of 18 and a search that ends
-    // when the jobs do: all 50 go now. With 70 left, the probe stays 32.
-    for (left, window) in [(50.0, 50.0), (70.0, 32.0)] {
-        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
-        start(&mut site, 0..16, 0.0);
-        for job in 0..16 {
-            site.ended(JobId(job), 900.0 + 10.0 * job as f64, End::Success);
+    // Remembered healthy at 10 (runs of 90–110 s): the probe at 20 runs
+    // healthy (at about 20: the level is the time it ran weighed), and the
+    // next would be about 40. With 60 jobs left, within one more probe's
+    // overshoot (about 80), a probe of 40 would leave a last wave of 20 and
+    // a search that ends when the jobs do: all 60 go now. With 90 left,
+    // the probe stays twice the level judged.
+    for (left, all_left) in [(60.0, true), (90.0, false)] {
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(10.0, None)));
+        assert_eq!((site.floor, site.window), (10.0, 20.0));
+        start(&mut site, 0..20, 0.0);
+        for job in 0..20 {
+            site.ended(JobId(job), 95.0 + job as f64 / 2.0, End::Success);
         }
         site.left = left;
-        let verdict = site.check(1100.0).map(|(v, _)| v);
-        assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+        let verdict = (120..2000).step_by(10).find_map(|t| site.check(f64::from(t))).map(|(v, _)| v);
+        let Some(Verdict::Healthy { level }) = verdict else { panic!("{left} jobs left: {verdict:?}") };
+        assert!((19.0..=20.0).contains(&level), "{left} jobs left: judged at {level}");
+        let window = if all_left { left } else { 2.0 * level };
         assert_eq!(site.window, window, "{left} jobs left");
     }
+}
+
+#[test]
+fn the_first_windows_own_runs_never_send_every_job_left() {
+    // The first window's runs are its baseline, taken healthy, not shown
+    // so: past a knee below them, every job left at once would only
+    // thrash harder. The probe stays twice the window.
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+    start(&mut site, 0..16, 0.0);
+    for job in 0..16 {
+        site.ended(JobId(job), 900.0 + 10.0 * job as f64, End::Success);
+    }
+    site.left = 50.0;
+    let verdict = site.check(1100.0).map(|(v, _)| v);
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+    assert_eq!(site.window, 32.0);
 }
