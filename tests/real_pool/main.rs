@@ -31,6 +31,7 @@
 mod cases;
 mod knee;
 mod pool;
+mod twokinds;
 
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
