@@ -160,7 +160,7 @@ fn running_per_second(log: &Path, epoch: f64, kinds: &BTreeMap<i64, usize>) -> [
     let mut steps: Vec<(f64, usize, i32)> = Vec::new();
     let mut running = std::collections::BTreeSet::new();
     for e in &events {
-        let Some(&kind) = kinds.get(&i64::from(e.cluster)) else { continue };
+        let Some(&kind) = kinds.get(&e.cluster) else { continue };
         let t = cosched::condor::event_run_time(e, epoch);
         let job = (e.cluster, e.proc);
         match e.code {
@@ -195,6 +195,8 @@ struct SiteFigures {
     io_peak: u32,
     cpu_beside_io: u32,
     cpu_peak: u32,
+    /// The most jobs of both kinds at once (the site is declared at [`SLOTS`]).
+    total_peak: u32,
 }
 
 fn figures(running: &[Vec<u32>; 2]) -> SiteFigures {
@@ -207,6 +209,7 @@ fn figures(running: &[Vec<u32>; 2]) -> SiteFigures {
         io_peak: io.iter().copied().max().unwrap_or(0),
         cpu_beside_io: io.iter().zip(cpu).filter(|(i, _)| **i > 0).map(|(_, c)| *c).max().unwrap_or(0),
         cpu_peak: cpu.iter().copied().max().unwrap_or(0),
+        total_peak: io.iter().zip(cpu).map(|(i, c)| i + c).max().unwrap_or(0),
     }
 }
 
@@ -222,12 +225,13 @@ fn print_run(name: &str, run: &Run) {
         let f = figures(running);
         line.push_str(&format!(
             "\n  {site}: I/O jobs at once (while any ran) mean {:.1}, p90 {:.0}, peak {}; CPU jobs beside them \
-             at most {}, peak {}; over {} s",
+             at most {}, peak {}; both kinds at most {} (slots {SLOTS}); over {} s",
             f.io_mean,
             f.io_p90,
             f.io_peak,
             f.cpu_beside_io,
             f.cpu_peak,
+            f.total_peak,
             running[0].len()
         ));
     }
