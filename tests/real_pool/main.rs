@@ -22,8 +22,9 @@
 //! never passes without it. `COSCHED_REAL_POOL=skip` skips the suite (one
 //! line, success) on a developer's machine without root; CI never sets it.
 //! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases. The knee cases of
-//! issue 56 and the two-kinds case of issue 55 assert targets the default policy does not meet yet: they run
-//! when named or with `COSCHED_REAL_POOL_KNEES=1`, not by default.
+//! issue 56 and the two-kinds case of issue 55 assert targets the default
+//! policy does not meet yet: they run when named or with
+//! `COSCHED_REAL_POOL_KNEES=1`, not by default.
 
 // Real processes on a real pool: wall-clock deadlines are the point here.
 #![allow(clippy::disallowed_methods)]
