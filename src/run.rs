@@ -61,6 +61,10 @@ pub struct SubmitArgs {
     /// Scheduling policy; overrides [policy] name in sites.toml.
     #[arg(long)]
     pub policy: Option<String>,
+    /// Tell the policy every job is of one kind, while each job still runs as
+    /// its own: what knowing kinds is worth (kept for --resume).
+    #[arg(long, conflicts_with_all = ["resume", "daemon"])]
+    pub blind_types: bool,
     /// Where submit files, logs and the state database go.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,

@@ -20,6 +20,7 @@
 //! - `runs` — one row per `cosched submit`: `id`, `created` (RFC 3339),
 //!   `n_jobs`, `sites_path`/`sites_text` (the sites file as it was),
 //!   `job_path`/`job_text` (the first kind's submit description as it was), `policy`,
+//!   `blind_types` (the policy was told every job is of one kind),
 //!   `epoch_unix` (the instant that is t = 0 of the run; log timestamps are
 //!   mapped onto run time from it), `simulate`/`speedup` (a `--simulate` run and
 //!   its clock rate), `status` (`running`, `interrupted`, `done`, `failed`,
@@ -72,7 +73,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes; `MIGRATIONS[i]` takes version i to i + 1.
-pub const SCHEMA_VERSION: u32 = 4;
+pub const SCHEMA_VERSION: u32 = 5;
 
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 0 → 1: the first schema.
@@ -142,6 +143,9 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // (`state::memory`); what was learned per site only waits here for the
     // next run to move it there.
     "ALTER TABLE site_memory RENAME TO legacy_site_memory;",
+    // 4 → 5: a run whose policy is told its jobs are of one kind
+    // (`cosched submit --blind-types`).
+    "ALTER TABLE runs ADD COLUMN blind_types INTEGER NOT NULL DEFAULT 0;",
 ];
 
 /// What went wrong with the state directory or database.
@@ -323,6 +327,9 @@ pub struct RunRecord {
     /// JOB`); their counts add up to `n_jobs`.
     pub kinds: Vec<RecordedKind>,
     pub policy: String,
+    /// The policy is told every job is of one kind (`--blind-types`), as it
+    /// must be again when the run resumes.
+    pub blind_types: bool,
     pub epoch_unix: f64,
     pub simulate: bool,
     pub speedup: f64,
@@ -440,8 +447,8 @@ impl Db {
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         tx.execute(
             "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text,
-                               policy, epoch_unix, simulate, speedup, status)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12)",
+                               policy, epoch_unix, simulate, speedup, status, blind_types)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
             params![
                 run.id,
                 run.created,
@@ -455,6 +462,7 @@ impl Db {
                 run.simulate,
                 run.speedup,
                 run.status.as_str(),
+                run.blind_types,
             ],
         )
         .map_err(|e| self.sql(e))?;
@@ -496,6 +504,7 @@ impl Db {
                 job_text: row.get(6)?,
             }],
             policy: row.get(7)?,
+            blind_types: row.get(12)?,
             epoch_unix: row.get(8)?,
             simulate: row.get(9)?,
             speedup: row.get(10)?,
@@ -504,7 +513,7 @@ impl Db {
     }
 
     const RUN_COLUMNS: &'static str = "id, created, n_jobs, sites_path, sites_text, job_path, job_text, \
-                                       policy, epoch_unix, simulate, speedup, status";
+                                       policy, epoch_unix, simulate, speedup, status, blind_types";
 
     /// All runs, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StateError> {
@@ -734,6 +743,7 @@ mod tests {
                 job_text: "queue".into(),
             }],
             policy: "adaptive".into(),
+            blind_types: false,
             epoch_unix: 1.7e9,
             simulate: true,
             speedup: 100.0,
@@ -751,7 +761,8 @@ mod tests {
             job_path: format!("/x/{name}.sub").into(),
             job_text: format!("executable = {name}\nqueue\n"),
         };
-        let two = RunRecord { kinds: vec![kind("io", 4), kind("cpu", 6)], ..run_record("r2") };
+        let two =
+            RunRecord { kinds: vec![kind("io", 4), kind("cpu", 6)], blind_types: true, ..run_record("r2") };
         db.create_run(&two).unwrap();
         // As a cosched of schema 2 recorded it: the runs row alone.
         db.conn
@@ -764,6 +775,7 @@ mod tests {
             .unwrap();
         let runs = db.runs().unwrap();
         assert_eq!(runs[0], two);
+        assert!(!runs[1].blind_types, "a run recorded before blind_types told its policy the kinds");
         let old = &runs[1].kinds;
         assert_eq!(old.len(), 1);
         assert_eq!(

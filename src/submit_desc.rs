@@ -43,7 +43,7 @@
 
 mod kind;
 
-pub use kind::kind_key;
+pub use kind::{blind_kind_key, kind_key};
 
 use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
 use crate::policy::jobtype::SINGLE_TYPE;

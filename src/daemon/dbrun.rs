@@ -151,6 +151,7 @@ impl Machinery for DbMachinery {
                 job_text: request.job_sub.clone(),
             }],
             policy: policy.name().to_string(),
+            blind_types: false,
             epoch_unix: epoch,
             simulate: false,
             speedup: rate,

@@ -238,6 +238,10 @@ pub async fn run(
     for t in kinds.types().ids() {
         tracing::info!("kind {} is {}", kinds.types().name(t), spec.kind_keys[t.index()]);
     }
+    if record.blind_types {
+        spec.types = spec.types.blind();
+        spec.kind_keys = vec![submit_desc::blind_kind_key(&spec.kind_keys)];
+    }
     let build = || policy::build(&config, &spec, None).map_err(Failure::usage);
     let mut policy = build()?;
     let checkpoints =

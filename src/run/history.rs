@@ -574,6 +574,7 @@ mod tests {
                 job_text: String::new(),
             }],
             policy: "adaptive".into(),
+            blind_types: false,
             epoch_unix: 0.0,
             simulate: false,
             speedup: 1.0,

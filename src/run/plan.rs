@@ -93,6 +93,7 @@ impl Plan {
                 })
                 .collect(),
             policy: policy.name().to_string(),
+            blind_types: args.blind_types,
             epoch_unix: epoch,
             simulate: args.simulate,
             speedup: rate,

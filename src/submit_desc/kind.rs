@@ -22,6 +22,10 @@
 //!   canonical text in hex (`1` is the canonical form's version: a new form
 //!   is a new prefix, never the same key with another meaning).
 //!
+//! - A run told its jobs are of one kind (`cosched submit --blind-types`)
+//!   learns about its mix as a whole: its key is `blind:` and its kinds'
+//!   keys in kind order, joined by `+`, never one of its kinds' own.
+//!
 //! A relative `executable` is compared as written: `job.sh` next to two
 //! copies of the same description is the same kind.
 
@@ -58,6 +62,12 @@ pub fn kind_key(desc: &SubmitDescription) -> String {
         // An invalid name is an error `check` reports before any run.
         Some(Err(_)) | None => format!("fp1:{:032x}", fnv1a_128(canonical(desc).as_bytes())),
     }
+}
+
+/// The memory key of a run of `keys` (its kinds' keys, in kind order) run
+/// blind to kinds.
+pub fn blind_kind_key(keys: &[String]) -> String {
+    format!("blind:{}", keys.join("+"))
 }
 
 /// What is wrong with the kind's name, if the description gives one.
@@ -158,6 +168,14 @@ mod tests {
 
     fn key(text: &str) -> String {
         kind_key(&super::super::parse(Path::new("/d/job.sub"), text).expect("parses"))
+    }
+
+    #[test]
+    fn a_blind_runs_key_is_none_of_its_kinds_and_depends_on_their_order() {
+        let (io, cpu) = (key("executable = io.sh\nqueue\n"), key("+CoschedKind = \"cpu\"\nqueue\n"));
+        let both = blind_kind_key(&[io.clone(), cpu.clone()]);
+        assert_eq!(both, format!("blind:{io}+{cpu}"));
+        assert!(both != io && both != cpu && both != blind_kind_key(&[cpu, io]));
     }
 
     #[test]

@@ -822,6 +822,43 @@ mod e2e {
         assert_eq!(summary(&out)["kinds"][1]["done"], 18);
     }
 
+    /// A run told `--blind-types` keeps that when it resumes: the policy
+    /// of the resumed run saw one kind, so what it learned is kept under the
+    /// run's blind key only, never under one of its kinds'.
+    #[test]
+    fn a_blind_run_resumes_blind() {
+        let s = Setup::new(|c| c.submit_transient_fail = 1.0);
+        write_two_kinds(&s);
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        std::fs::write(
+            s.path("sites.toml"),
+            sites.replace("[condor]\n", "[condor]\nunreachable_timeout = 3\n"),
+        )
+        .unwrap();
+        let mut args = vec!["submit", "sites.toml"];
+        args.extend(TWO_KINDS);
+        args.extend(["--state-dir", "state", "--json", "--blind-types"]);
+        let out = s.run(&args);
+        assert_eq!(out.status.code(), Some(1), "stopped, resumable; stderr:\n{}", text(&out.stderr));
+        let out = s.run(&["submit", "--resume", "state", "--blind-types"]);
+        assert_eq!(out.status.code(), Some(2), "--blind-types is the run's, not the resume's");
+        assert!(text(&out.stderr).contains("--blind-types"), "{}", text(&out.stderr));
+        let pool_toml = std::fs::read_to_string(s.pool.join("pool.toml")).unwrap();
+        let mut config: PoolConfig = toml::from_str(&pool_toml).unwrap();
+        config.submit_transient_fail = 0.0;
+        fake_condor::install_with_exe(&s.pool, &config, &util::cosched_bin()).unwrap();
+        let out = s.run(&["submit", "--resume", "state", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert_two_kinds_ran(&s, "resumed blind");
+        let m = memory(&s.path("memory.db"));
+        let kinds: Vec<&str> = m.iter().map(|(_, kind, _)| kind).collect();
+        assert!(!kinds.is_empty(), "the run kept what it learned");
+        assert!(
+            kinds.iter().all(|k| k.starts_with("blind:fp1:") && k.contains("+fp1:")),
+            "a blind run learns of its mix, under its kinds' keys joined: {kinds:?}"
+        );
+    }
+
     /// A pool of a healthy site and one whose shared resource saturates at
     /// 4 jobs and thrashes past it, with sites.toml for `policy`; the
     /// adaptive policy starts at the knee so that its first probe past it

@@ -2,7 +2,7 @@
 //! come of it, counted in the jobs' own ledger and in HTCondor's queue.
 
 use crate::pool::{eventually, summary, text, Case, Pool};
-use crate::{knee, CaseFn};
+use crate::{knee, twokinds, CaseFn};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -60,6 +60,11 @@ pub fn lanes() -> Vec<Lane> {
                 vec![("knee_below_first_window", knee::knee_below_first_window as CaseFn)],
                 vec![("healthy_sites_keep_up", knee::healthy_sites_keep_up)],
             ],
+            awaiting_policy: true,
+        },
+        Lane {
+            cpus: twokinds::CPUS,
+            phases: vec![vec![("two_kinds_beat_blind", twokinds::two_kinds_beat_blind as CaseFn)]],
             awaiting_policy: true,
         },
     ]

@@ -35,7 +35,7 @@ pub const BELOW_CPUS: u32 = 16;
 /// marker directory), `COSCHED_KNEE_C` (C), `COSCHED_KNEE_BETA` (β). The
 /// marker goes on SIGTERM too (`condor_rm` sends it), so a job cut short
 /// does not slow its site for the rest of the run.
-const KNEE_PY: &str = r#"#!/usr/bin/python3
+pub(crate) const KNEE_PY: &str = r#"#!/usr/bin/python3
 # knee.py INDEX LEDGER BASE SPREAD JOB: BASE + (7 INDEX mod SPREAD) s of work
 # at a site whose resource serves C jobs at full speed and thrashes past them.
 import os, signal, sys, time
@@ -103,7 +103,7 @@ struct Setup {
     patience: Duration,
 }
 
-const SITES: [&str; 2] = ["local", "cc"];
+pub(crate) const SITES: [&str; 2] = ["local", "cc"];
 
 /// One run of a setup under one policy, as measured.
 struct Run<'p> {
@@ -248,7 +248,7 @@ fn run_setup<'p>(pool: &'p Pool, setup: &Setup, policy: Option<&str>) -> Run<'p>
 /// back: that one is cut short, not a completion. So an execution counts
 /// as completed when the ledger has its end and its job's user log its
 /// termination (005).
-fn assert_each_completed_once_by_htcondor(case: &Case, n: u64, run_dir: &Path) {
+pub(crate) fn assert_each_completed_once_by_htcondor(case: &Case, n: u64, run_dir: &Path) {
     let mut terminated = std::collections::BTreeSet::new();
     for name in SITES {
         let bytes = std::fs::read(run_dir.join(format!("{name}.log"))).unwrap_or_default();
@@ -289,7 +289,7 @@ fn assert_each_completed_once_by_htcondor(case: &Case, n: u64, run_dir: &Path) {
 
 /// The instant that is t = 0 of the run (user-log stamps map to run time
 /// from it).
-fn epoch_unix(state_db: &Path, run: &str) -> f64 {
+pub(crate) fn epoch_unix(state_db: &Path, run: &str) -> f64 {
     let db = rusqlite::Connection::open(state_db).unwrap();
     db.query_row("SELECT epoch_unix FROM runs WHERE id = ?1", [run], |r| r.get(0)).unwrap()
 }

@@ -10,8 +10,8 @@
 //!
 //! Cases run in lanes, each on a pool of its own size, and the lanes side by
 //! side: the behaviour cases on 16 slots; the knee cases of issue 56 on 96
-//! slots and on 16 (those measure makespans, so each has its pool to itself
-//! while it runs). Within a lane, phases run one after the other, and the
+//! slots and on 16, and the two-kinds case of issue 55 on 48 (those measure
+//! makespans, so each has its pool to itself while it runs). Within a lane, phases run one after the other, and the
 //! cases of a phase side by side (each in its own directory, ledger and state
 //! directory); the ones that disturb the whole pool (the schedd stopped) run
 //! in a phase alone. Every job appends `start`/`end` lines to its case's
@@ -22,8 +22,9 @@
 //! never passes without it. `COSCHED_REAL_POOL=skip` skips the suite (one
 //! line, success) on a developer's machine without root; CI never sets it.
 //! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases. The knee cases of
-//! issue 56 assert targets the default policy does not meet yet: they run
-//! when named or with `COSCHED_REAL_POOL_KNEES=1`, not by default.
+//! issue 56 and the two-kinds case of issue 55 assert targets the default
+//! policy does not meet yet: they run when named or with
+//! `COSCHED_REAL_POOL_KNEES=1`, not by default.
 
 // Real processes on a real pool: wall-clock deadlines are the point here.
 #![allow(clippy::disallowed_methods)]
@@ -31,6 +32,7 @@
 mod cases;
 mod knee;
 mod pool;
+mod twokinds;
 
 use std::panic::AssertUnwindSafe;
 use std::process::ExitCode;
