@@ -296,6 +296,9 @@ pub struct Adaptive {
     /// checkpoint's, like `limits`.
     #[serde(skip)]
     kind_keys: Vec<String>,
+    /// Jobs moved once as outlasting what a slower healthy site would take
+    /// (`Site::silent_stragglers`): never moved so again.
+    moved_silent: BTreeSet<JobId>,
     /// Per site, the slots this controller may fill while other kinds of
     /// job run there too ([`kinds`]); empty for a run of one kind.
     slot_share: Vec<Option<f64>>,
@@ -400,6 +403,7 @@ impl Adaptive {
             limits,
             kind_keys,
             slot_share: Vec::new(),
+            moved_silent: BTreeSet::new(),
         };
         policy.ready = policy.sites.iter().map(Site::ready).collect();
         policy.fallback_run = policy.median_run();
@@ -562,19 +566,25 @@ impl Adaptive {
             let mut silent = Vec::new();
             if let Some(longest) = median_longest {
                 silent = self.sites[i].silent_stragglers(now, SILENT_PAST * longest);
+                // Once: a job's size is its own, and one too long for the
+                // bar went back to a site it was taken from, again and
+                // again, while a kind's speeds spread past hardware's
+                // (held-out T1086 never ended).
+                silent.retain(|(job, _)| !self.moved_silent.contains(job));
                 if !silent.is_empty() {
                     self.sites[i].restart_below(now, &silent, longest);
                     touched.push(i);
                 }
             }
             let cases = [
-                (self.sites[i].stragglers(now), "these run slowed past the window"),
+                (self.sites[i].stragglers(now), "these run slowed past the window", false),
                 (
                     silent,
                     "these outlast what a slower healthy site would take by far (a first window past a knee)",
+                    true,
                 ),
             ];
-            for (stragglers, because) in cases {
+            for (stragglers, because, silent) in cases {
                 let mut jobs = Vec::new();
                 for (job, time_left) in stragglers {
                     // A fresh copy at the same site would run as slowed.
@@ -584,6 +594,9 @@ impl Adaptive {
                     let Some(taker) = taker else { continue };
                     taker.1 -= 1;
                     jobs.push(job);
+                }
+                if silent {
+                    self.moved_silent.extend(jobs.iter().copied());
                 }
                 let why = format!("adaptive: tail: {because}; a site with room would finish them sooner");
                 self.remove(SiteId(i as u32), &jobs, why, actions);
