@@ -788,10 +788,9 @@ mod e2e {
         assert!(rows.iter().all(|r| r["kind"] != "?"), "every cluster's kind is known: {rows:?}");
     }
 
-    /// A stopped run of two kinds resumes with its kinds from its record;
-    /// a resume given other kinds is refused.
-    #[test]
-    fn a_run_of_two_kinds_resumes_with_its_kinds_and_refuses_others() {
+    /// A run of two kinds (with `extra` arguments) stopped by a schedd that
+    /// never answers: resumable, with its kinds recorded.
+    fn stopped_two_kinds(extra: &[&str]) -> Setup {
         let s = Setup::new(|c| c.submit_transient_fail = 1.0);
         write_two_kinds(&s);
         let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
@@ -803,17 +802,30 @@ mod e2e {
         let mut args = vec!["submit", "sites.toml"];
         args.extend(TWO_KINDS);
         args.extend(["--state-dir", "state", "--json"]);
+        args.extend(extra);
         let out = s.run(&args);
         assert_eq!(out.status.code(), Some(1), "stopped, resumable; stderr:\n{}", text(&out.stderr));
-        let out = s.run(&["submit", "--resume", "state", "--jobs", "io=12:io.sub"]);
-        let err = text(&out.stderr);
-        assert_eq!(out.status.code(), Some(2), "{err}");
-        assert!(err.contains("other kinds of job") && err.contains("--jobs cpu=18:"), "{err}");
-        // The schedd answers again.
+        s
+    }
+
+    /// The stopped run's schedd answers again.
+    fn schedd_answers_again(s: &Setup) {
         let pool_toml = std::fs::read_to_string(s.pool.join("pool.toml")).unwrap();
         let mut config: PoolConfig = toml::from_str(&pool_toml).unwrap();
         config.submit_transient_fail = 0.0;
         fake_condor::install_with_exe(&s.pool, &config, &util::cosched_bin()).unwrap();
+    }
+
+    /// A stopped run of two kinds resumes with its kinds from its record;
+    /// a resume given other kinds is refused.
+    #[test]
+    fn a_run_of_two_kinds_resumes_with_its_kinds_and_refuses_others() {
+        let s = stopped_two_kinds(&[]);
+        let out = s.run(&["submit", "--resume", "state", "--jobs", "io=12:io.sub"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains("other kinds of job") && err.contains("--jobs cpu=18:"), "{err}");
+        schedd_answers_again(&s);
         let mut again = vec!["submit", "--resume", "state", "--json"];
         again.extend(TWO_KINDS);
         let out = s.run(&again);
@@ -827,26 +839,11 @@ mod e2e {
     /// run's blind key only, never under one of its kinds'.
     #[test]
     fn a_blind_run_resumes_blind() {
-        let s = Setup::new(|c| c.submit_transient_fail = 1.0);
-        write_two_kinds(&s);
-        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
-        std::fs::write(
-            s.path("sites.toml"),
-            sites.replace("[condor]\n", "[condor]\nunreachable_timeout = 3\n"),
-        )
-        .unwrap();
-        let mut args = vec!["submit", "sites.toml"];
-        args.extend(TWO_KINDS);
-        args.extend(["--state-dir", "state", "--json", "--blind-types"]);
-        let out = s.run(&args);
-        assert_eq!(out.status.code(), Some(1), "stopped, resumable; stderr:\n{}", text(&out.stderr));
+        let s = stopped_two_kinds(&["--blind-types"]);
         let out = s.run(&["submit", "--resume", "state", "--blind-types"]);
         assert_eq!(out.status.code(), Some(2), "--blind-types is the run's, not the resume's");
         assert!(text(&out.stderr).contains("--blind-types"), "{}", text(&out.stderr));
-        let pool_toml = std::fs::read_to_string(s.pool.join("pool.toml")).unwrap();
-        let mut config: PoolConfig = toml::from_str(&pool_toml).unwrap();
-        config.submit_transient_fail = 0.0;
-        fake_condor::install_with_exe(&s.pool, &config, &util::cosched_bin()).unwrap();
+        schedd_answers_again(&s);
         let out = s.run(&["submit", "--resume", "state", "--json"]);
         assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
         assert_two_kinds_ran(&s, "resumed blind");
