@@ -574,7 +574,11 @@ impl Adaptive {
             };
             self.decided.push(Decision { at, site, kind });
         }
-        let window = (s.window, s.searched.then_some(s.floor));
+        // The floor is told as the capacity found once it is knowledge, or
+        // once a level above it was seen degraded (a first window found
+        // slowed leaves the level below as the floor before any verdict
+        // there): what the next run would be told too (`capacity_memory`).
+        let window = (s.window, (s.searched || s.ceiling < s.cap).then_some(s.floor));
         if told.window != Some(window) {
             told.window = Some(window);
             let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
