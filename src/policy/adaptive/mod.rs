@@ -574,11 +574,7 @@ impl Adaptive {
             };
             self.decided.push(Decision { at, site, kind });
         }
-        // The floor is told as the capacity found once it is knowledge, or
-        // once a level above it was seen degraded (a first window found
-        // slowed leaves the level below as the floor before any verdict
-        // there): what the next run would be told too (`capacity_memory`).
-        let window = (s.window, (s.searched || s.ceiling < s.cap).then_some(s.floor));
+        let window = (s.window, s.capacity_found());
         if told.window != Some(window) {
             told.window = Some(window);
             let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
@@ -831,7 +827,7 @@ impl Policy for Adaptive {
         };
         SiteView {
             window: s.window.round() as u32,
-            capacity: s.searched.then_some(s.floor),
+            capacity: s.capacity_found(),
             class,
             agtime: s.ready().then_some(model.wait + model.run),
         }

@@ -505,6 +505,14 @@ impl Site {
         self.test.level = self.floor;
     }
 
+    /// The capacity found, for people (decisions, the report): the floor,
+    /// once it is knowledge or a level above it was seen degraded (a first
+    /// window found slowed leaves the level below as the floor before any
+    /// verdict there), as memory keeps it (`capacity_memory`).
+    pub fn capacity_found(&self) -> Option<f64> {
+        (self.searched || self.ceiling < self.cap).then_some(self.floor)
+    }
+
     /// Whether the floor is still the first window's, its runs taken as
     /// healthy and never compared with a level below (see
     /// [`Site::check_slow_baseline`]).
