@@ -1580,3 +1580,35 @@ fn issue_56_a_healthy_site_at_its_slots_pays_the_check_below_once_within_two_run
         }
     }
 }
+
+#[test]
+fn issue_56_a_site_checking_its_floor_below_still_tells_the_others_its_speed() {
+    // The e2e knee case (`knee_setup`): a healthy site at its 4 slots, whose
+    // first window is checked from the level below from its first verdict
+    // on, and a 32-slot site past its knee of 4 at its first window of 16
+    // (runs 16 times slower). The healthy site's speed, its baseline set
+    // aside while it is rechecked, shows the first window slowed at its
+    // verdict: the site goes below 16 and never probes above it. Told
+    // nothing while the healthy site learned its runs below afresh, the
+    // knee site probed 32 (runs 64 times slower) and its check below did
+    // not drain before the run ended: memory kept 16.
+    let good = SiteParams { capacity: Capacity::Infinite, wait_mean: 5.0, ..SiteParams::healthy("good", 4) };
+    let knee = SiteParams {
+        capacity: Capacity::Finite(4.0),
+        beta: 1.0,
+        wait_mean: 5.0,
+        ..SiteParams::healthy("knee", 32)
+    };
+    let scenario = Scenario {
+        desc: "a healthy site at its slots beside one past its knee".into(),
+        types: vec![JobType::single(120, 60.0, 0.2)],
+        sites: vec![good, knee],
+    };
+    for seed in 1..=5 {
+        let r = run(&scenario, "adaptive", seed);
+        let peak = r.metrics.sites[1].peak_concurrency;
+        assert!(peak <= 16, "seed {seed}: {peak} ran at once at the knee site, past its first window");
+        let found = at(&r.learned, "knee").capacity.unwrap_or(f64::INFINITY);
+        assert!(found <= 2.0 * 4.0, "seed {seed}: capacity found {found:.1} at the knee site, true knee 4");
+    }
+}

@@ -70,7 +70,9 @@
 //!   so nothing at that level tells floor from knee. It is checked against
 //!   the level below when a probe proves thrash, when its baseline is
 //!   more than `SPEED_SPREAD` (2, hardware's spread) times slower than the
-//!   other sites' beyond that quantile's error, or when the search
+//!   other sites' beyond that quantile's error (a site checking its own
+//!   floor below is known meanwhile by that floor's baseline, slowed if
+//!   anything), or when the search
 //!   converges on it (the first window is all the site holds, or the level
 //!   above ran no worse than a knee at the floor would make it): then
 //!   nothing above will ever check it, and where every site is past its
@@ -444,9 +446,20 @@ impl Adaptive {
     /// The median over sites with healthy runs of their own (but site
     /// `except`) of one statistic of those runs.
     fn median_over_ready(&self, except: Option<usize>, of: impl Fn(&Distribution) -> f64) -> Option<f64> {
+        self.median_over(except, |s| s.dist.as_ref().filter(|_| s.ready()), of)
+    }
+
+    /// The median over sites (but site `except`) of one statistic of the
+    /// runs `runs` picks from each (sites it picks none from are left out).
+    fn median_over(
+        &self,
+        except: Option<usize>,
+        runs: impl Fn(&Site) -> Option<&Distribution>,
+        of: impl Fn(&Distribution) -> f64,
+    ) -> Option<f64> {
         let mut values: Vec<f64> = (self.sites.iter().enumerate())
-            .filter(|&(j, s)| Some(j) != except && s.ready())
-            .filter_map(|(_, s)| s.dist.as_ref())
+            .filter(|&(j, _)| Some(j) != except)
+            .filter_map(|(_, s)| runs(s))
             .map(of)
             .collect();
         values.sort_by(f64::total_cmp);
@@ -526,7 +539,7 @@ impl Adaptive {
             // A first window past a knee, told by the other sites' speeds.
             if self.sites[i].baseline_unchecked() {
                 let quantile = |d: &Distribution| d.quantile(SPEED_QUANTILE);
-                if let Some(others) = self.median_over_ready(Some(i), quantile) {
+                if let Some(others) = self.median_over(Some(i), Site::speed_known, quantile) {
                     self.sites[i].check_slow_baseline(others);
                 }
             }

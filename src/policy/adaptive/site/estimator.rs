@@ -551,6 +551,18 @@ impl Site {
         }
     }
 
+    /// The runs this site's speed is known by, for the other sites to be
+    /// compared with ([`Site::check_slow_baseline`]): its own once ready;
+    /// while its floor is checked from the level below and the runs there
+    /// are not yet ready, the floor's baseline set aside. Slowed, if
+    /// anything, by its level, that baseline only makes another site's
+    /// runs look less slow; without it, a site checking its floor hides
+    /// its speed for a drain and a sample, and a first window past a knee
+    /// judged meanwhile goes untold (a probe above it thrashes instead).
+    pub fn speed_known(&self) -> Option<&Distribution> {
+        self.dist.as_ref().filter(|_| self.ready()).or(self.floor_below())
+    }
+
     /// The factors the test's alternatives stretch a run by, least first:
     /// κ × [`STRETCH`] slower above a floor, or, checking a floor from
     /// below, as many times *faster* than its baseline (past a knee, fewer
