@@ -42,7 +42,9 @@ use std::sync::Arc;
 /// 7: the progress tally counts each kind of job per site.
 /// 8: `adaptive` keeps a controller per kind of job, each with the share of
 /// every site's slots the other kinds leave it.
-const FORMAT: u32 = 8;
+/// 9: `adaptive`'s queue-wait estimate keeps the recent waits and how the
+/// site starts the jobs that wait there (its first cohort's verdict).
+const FORMAT: u32 = 9;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {
