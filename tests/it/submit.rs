@@ -352,7 +352,7 @@ mod check {
     #[test]
     fn kinds_on_the_command_line_are_refused_with_what_to_write() {
         let files = [("io.sub", GOOD_JOB), ("cpu.sub", GOOD_JOB), ("my job.sub", GOOD_JOB)];
-        let cases: [(&[&str], &[&str]); 9] = [
+        let cases: [(&[&str], &[&str]); 8] = [
             (
                 &["submit", "5", "sites.toml", "io.sub", "--jobs", "io=3:io.sub"],
                 &["do not go together", "cosched submit SITES --jobs io=3:io.sub"],
@@ -378,18 +378,6 @@ mod check {
             (
                 &["submit", "sites.toml", "--jobs", "3:my job.sub"],
                 &["`my job` cannot name", "NAME=3:my job.sub"],
-            ),
-            (
-                &[
-                    "submit",
-                    "sites.toml",
-                    "--jobs",
-                    "io=3:io.sub",
-                    "--daemon",
-                    "--socket",
-                    "/nonexistent.sock",
-                ],
-                &["--daemon does not take runs of several kinds", "yet"],
             ),
         ];
         for (args, wants) in cases {
@@ -687,21 +675,8 @@ mod e2e {
         );
     }
 
-    /// Two submit descriptions for a run of two kinds (issue 55): each
-    /// passes its own marker, the kind's name and the job's index to the
-    /// job, so a job's arguments show which description it was submitted
-    /// with and what `$(CoschedType)` and `$(CoschedJob)` were.
     fn write_two_kinds(s: &Setup) {
-        for kind in ["io", "cpu"] {
-            std::fs::write(
-                s.path(&format!("{kind}.sub")),
-                format!(
-                    "executable = job.sh\narguments = from-{kind} $(CoschedType) $(CoschedJob)\n\
-                     output = out.$(CoschedJob)\nqueue\n"
-                ),
-            )
-            .unwrap();
-        }
+        util::write_two_kinds(s.dir.path());
     }
 
     const TWO_KINDS: [&str; 4] = ["--jobs", "io=12:io.sub", "--jobs", "18:cpu.sub"];
@@ -712,20 +687,8 @@ mod e2e {
     /// proportions; each batch file holds one kind.
     fn assert_two_kinds_ran(s: &Setup, context: &str) {
         s.assert_each_job_ran_once(30, context);
-        let mut kind_of = BTreeMap::new();
-        for r in fake_condor::history(&s.pool).iter().filter(|r| r.status == HistoryStatus::Succeeded) {
-            let job = r.job.expect("CoschedJob");
-            let kind = r.kind.clone().unwrap_or_else(|| panic!("{context}: job {job} has no CoschedType"));
-            assert_eq!(r.args, format!("from-{kind} {kind} {job}"), "{context}: job {job}");
-            kind_of.insert(job, kind);
-        }
-        let io: Vec<u64> = kind_of.iter().filter(|(_, k)| *k == "io").map(|(j, _)| *j).collect();
-        assert_eq!((io.len(), kind_of.len() - io.len()), (12, 18), "{context}: {kind_of:?}");
-        for prefix in 1..=30u64 {
-            let seen = io.iter().filter(|j| **j < prefix).count() as f64;
-            let due = prefix as f64 * 12.0 / 30.0;
-            assert!((seen - due).abs() <= 1.0, "{context}: {seen} io jobs among the first {prefix}: {io:?}");
-        }
+        let history = fake_condor::history(&s.pool);
+        util::assert_each_job_of_its_kind(history.iter(), (12, 18), context);
         let run_dir = std::fs::read_dir(s.path("state/runs")).unwrap().next().unwrap().unwrap().path();
         for entry in std::fs::read_dir(&run_dir).unwrap().filter_map(Result::ok) {
             let path = entry.path();
