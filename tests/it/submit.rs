@@ -323,6 +323,58 @@ mod check {
         util::cosched(dir.path(), args)
     }
 
+    /// `memory key[ of KIND]: KEY` lines of `check`'s output: (kind, key).
+    fn memory_keys(stdout: &str) -> Vec<(String, String)> {
+        stdout
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("memory key"))
+            .map(|rest| {
+                let (whose, key) = rest.split_once(": ").unwrap_or_else(|| panic!("{rest}"));
+                let key = key.split_whitespace().next().unwrap_or_default();
+                (whose.trim_start_matches(" of ").to_string(), key.to_string())
+            })
+            .collect()
+    }
+
+    /// `fp1:` and 32 hex digits (a 128-bit fingerprint).
+    fn is_fingerprint(key: &str) -> bool {
+        key.strip_prefix("fp1:").is_some_and(|h| h.len() == 32 && h.chars().all(|c| c.is_ascii_hexdigit()))
+    }
+
+    /// Issue 55: `check` prints each kind's memory key, so a person sees
+    /// which runs share what they learn: a description's fingerprint, the
+    /// same for the same job written another way, another for another job;
+    /// or the name the description gives its kind.
+    #[test]
+    fn check_prints_each_kinds_memory_key() {
+        let out = in_dir_with(&[("job.sub", GOOD_JOB)], &["check", "sites.toml", "job.sub"]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        let single = memory_keys(&stdout);
+        assert_eq!(single.len(), 1, "{stdout}");
+        assert_eq!(single[0].0, "", "a run of one kind names no kind: {stdout}");
+        assert!(is_fingerprint(&single[0].1), "{stdout}");
+        // The same job with its output elsewhere and a comment; another
+        // job; a job named by the user.
+        let moved = format!("# the same job\noutput = elsewhere.txt\n{GOOD_JOB}");
+        let other = GOOD_JOB.replace("executable = ", "request_memory = 2048\nexecutable = ");
+        let named = format!("+CoschedKind = \"my-analysis\"\n{GOOD_JOB}");
+        let files = [("a.sub", GOOD_JOB), ("b.sub", moved.as_str()), ("c.sub", &other), ("d.sub", &named)];
+        let kinds = ["1:a.sub", "1:b.sub", "1:c.sub", "1:d.sub"];
+        let mut args = vec!["check", "sites.toml"];
+        args.extend(kinds.iter().flat_map(|k| ["--jobs", k]));
+        let out = in_dir_with(&files, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        let keys: std::collections::BTreeMap<String, String> = memory_keys(&stdout).into_iter().collect();
+        assert_eq!(keys.len(), 4, "{stdout}");
+        assert_eq!(keys["a"], single[0].1, "the same description, the same key: {stdout}");
+        assert_eq!(keys["b"], keys["a"], "output and comments are not the kind: {stdout}");
+        assert!(is_fingerprint(&keys["c"]) && keys["c"] != keys["a"], "request_* is: {stdout}");
+        assert_eq!(keys["d"], "name:my-analysis", "{stdout}");
+        assert!(stdout.contains("memory key of b: ") && stdout.contains("the same as a's"), "{stdout}");
+    }
+
     /// Issue 55: `check` takes the kinds as `submit` does and checks every
     /// description; an error in the second names that file and its line.
     #[test]
@@ -336,6 +388,12 @@ mod check {
             stdout.contains("2 kinds") && stdout.contains("40 × io") && stdout.contains("100 × cpu"),
             "{stdout}"
         );
+        let keys = memory_keys(&stdout);
+        let (io, cpu) = (&keys[0], &keys[1]);
+        assert_eq!((io.0.as_str(), cpu.0.as_str()), ("io", "cpu"), "{stdout}");
+        assert!(is_fingerprint(&io.1), "{stdout}");
+        assert_eq!(io.1, cpu.1, "one description, one key: {stdout}");
+        assert!(stdout.contains("the same as io's"), "two kinds sharing memory are said to: {stdout}");
         let out = in_dir_with(&[("io.sub", GOOD_JOB), ("cpu.sub", cpu_bad)], &args);
         assert_bad(&out, &["cpu.sub:2:1", "key = value"]);
         assert!(!stderr(&out).contains("io.sub:"), "the first description is fine: {}", stderr(&out));
