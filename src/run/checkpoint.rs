@@ -42,7 +42,9 @@ use std::sync::Arc;
 /// 7: the progress tally counts each kind of job per site.
 /// 8: `adaptive` keeps a controller per kind of job, each with the share of
 /// every site's slots the other kinds leave it.
-const FORMAT: u32 = 8;
+/// 9: a decision not told yet names its kind of job, and `adaptive`'s
+/// controller per kind keeps them as `adaptive`'s one controller does.
+const FORMAT: u32 = 9;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -807,6 +807,21 @@ mod e2e {
             assert_eq!(succeeded, n, "{kind}: {rows:?}");
         }
         assert!(rows.iter().all(|r| r["kind"] != "?"), "every cluster's kind is known: {rows:?}");
+        // The policy's decisions say whose they are: each kind's windows
+        // and verdicts name it, a site's window of both kinds none.
+        let decided =
+            json["summary"]["decisions"].as_array().unwrap_or_else(|| panic!("{}", json["summary"]));
+        let mut windowed = std::collections::BTreeSet::new();
+        for site in decided {
+            assert!(site["windows"].as_array().is_some_and(|w| w.iter().all(|p| p.get("kind").is_none())));
+            for p in site["kind_windows"].as_array().into_iter().flatten() {
+                windowed.insert(p["kind"].as_str().unwrap_or_else(|| panic!("{p}")).to_string());
+            }
+            for v in site["verdicts"].as_array().unwrap() {
+                assert!(v["kind"] == "io" || v["kind"] == "cpu", "a verdict of its kind: {v}");
+            }
+        }
+        assert_eq!(windowed.into_iter().collect::<Vec<_>>(), ["cpu", "io"], "{decided:?}");
     }
 
     /// A run of two kinds (with `extra` arguments) stopped by a schedd that
