@@ -179,6 +179,18 @@ pub fn render_status(r: &RunStatus) -> String {
         if let Some(note) = unreachable_note(r, site) {
             let _ = writeln!(s, "    {note}");
         }
+        let width = site.kinds.iter().map(|k| k.name.len()).max().unwrap_or(0);
+        for k in &site.kinds {
+            let _ = writeln!(
+                s,
+                "    {:<width$} {:>5} running {:>6} done  run time {}{}",
+                k.name,
+                k.running,
+                k.done,
+                k.mean_run_time.map_or("-".to_string(), |t| format!("{t:.0} s")),
+                crate::run::progress::window_and_capacity(k)
+            );
+        }
     }
     s
 }

@@ -85,6 +85,15 @@ fn new_run_id(n: u64) -> (String, String) {
     (format!("{}-d{n}", now.format("%Y%m%dT%H%M%S")), now.to_rfc3339())
 }
 
+/// Each job's kind of a recorded run (one kind when the record's kinds do
+/// not make a run, which `drive` then reports).
+fn recorded_kinds(record: &RunRecord) -> crate::policy::JobTypes {
+    let names = record.kinds.iter().map(|k| k.name.clone()).collect();
+    let counts: Vec<u64> = record.kinds.iter().map(|k| k.count).collect();
+    crate::policy::JobTypes::interleaved(names, &counts)
+        .unwrap_or_else(|_| crate::policy::JobTypes::single(record.n_jobs))
+}
+
 fn site_names(record: &RunRecord) -> Vec<String> {
     crate::config::parse(&record.sites_path, &record.sites_text)
         .map(|(s, _)| s.sites.iter().map(|x| x.name.clone()).collect())
@@ -124,7 +133,8 @@ impl Machinery for DbMachinery {
         if !problems.is_empty() {
             return Err(format!("{}\nnothing was submitted", problems.join("\n")));
         }
-        crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
+        let job_kinds =
+            crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
         let policy = match &request.policy {
             Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),
@@ -174,7 +184,7 @@ impl Machinery for DbMachinery {
         )
         .map_err(sql_error(&path))?;
         let id = conn.last_insert_rowid() as u64;
-        Ok(StoredRun::queued(id, owner, request.n_jobs, &policy, &sites))
+        Ok(StoredRun::queued(id, owner, job_kinds.types().clone(), &policy, &sites))
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {
@@ -214,6 +224,7 @@ impl Machinery for DbMachinery {
                 owner: owner as u32,
                 state,
                 n_jobs: record.n_jobs,
+                kinds: recorded_kinds(&record),
                 policy: record.policy.clone(),
                 sites,
                 message,

@@ -74,7 +74,7 @@ impl Machinery for MemorySim {
         }
         let mut runs = self.runs.locked();
         let id = runs.keys().next_back().map_or(1, |k| k + 1);
-        let stored = StoredRun::queued(id, owner, request.n_jobs, &policy, &sites);
+        let stored = StoredRun::queued(id, owner, types.clone(), &policy, &sites);
         runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy, types)) });
         Ok(stored)
     }

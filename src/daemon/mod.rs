@@ -82,7 +82,9 @@
 //! "sites":[SITE…]}` with `state` one of
 //! `queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
 //! `SITE` is `{"name","capacity","class","window","fair_cap","held_back",
-//! "queued","running","held","done","agtime"}` ([`protocol::SiteStatus`]).
+//! "queued","running","held","done","agtime","kinds"?}` ([`protocol::SiteStatus`]),
+//! `kinds` in a run of several kinds: `[{"name","done","running",
+//! "mean_run_time","window","capacity"}…]`, each kind there.
 //! Any request may carry `"as_uid": N`, refused unless `trust_client_uid`.
 
 pub mod client;

@@ -235,6 +235,11 @@ pub struct SiteStatus {
     pub unreachable_since: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_error: Option<String>,
+    /// Each kind of job there, in a run of several kinds: its jobs running
+    /// and done, their mean run time, its window and what was learned of it
+    /// (the capacity found), as the run's summary shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<crate::run::progress::KindSiteSummary>,
 }
 
 #[cfg(test)]

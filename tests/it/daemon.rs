@@ -546,6 +546,40 @@ fn a_daemon_run_of_two_kinds_resumes_with_its_kinds_after_a_restart() {
     assert_eq!(succeeded(&plain), (0..10).collect::<Vec<_>>(), "the run of one kind");
     assert_eq!(succeeded(&kinded), (0..30).collect::<Vec<_>>(), "the run of two kinds");
     util::assert_each_job_of_its_kind(kinded.into_iter(), (12, 18), "after a restart");
+    // `status` shows each kind per site, its past replayed after the
+    // restart: jobs done (adding up to the site's), run time, window.
+    let run = d.run(id);
+    let mut done_of = BTreeMap::new();
+    for site in run["sites"].as_array().unwrap() {
+        let kinds = site["kinds"].as_array().unwrap_or_else(|| panic!("each kind at {site}"));
+        let names: Vec<&str> = kinds.iter().map(|k| k["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["io", "cpu"], "{site}");
+        let done: u64 = kinds.iter().map(|k| k["done"].as_u64().unwrap()).sum();
+        assert_eq!(done, site["done"].as_u64().unwrap(), "the kinds add up to the site: {site}");
+        for k in kinds {
+            *done_of.entry(k["name"].as_str().unwrap().to_string()).or_insert(0) +=
+                k["done"].as_u64().unwrap();
+            assert!(k["window"].as_f64().is_some(), "the kind's window there: {site}");
+            if k["done"].as_u64() > Some(0) {
+                assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
+            }
+        }
+    }
+    assert_eq!(done_of, BTreeMap::from([("cpu".to_string(), 18), ("io".to_string(), 12)]), "{run}");
+    assert!(d.run(other)["sites"][0].get("kinds").is_none(), "a run of one kind shows none");
+    let out = s
+        .command(&["status", &id.to_string()])
+        .env("COSCHED_SOCKET", s.path("d.sock"))
+        .output()
+        .expect("the client runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for kind in ["io", "cpu"] {
+        let lines: Vec<&str> =
+            text.lines().filter(|l| l.trim_start().starts_with(&format!("{kind} "))).collect();
+        assert_eq!(lines.len(), 2, "a line of {kind} per site:\n{text}");
+        assert!(lines.iter().all(|l| l.contains(" done") && l.contains("window ")), "{text}");
+    }
 }
 
 #[test]

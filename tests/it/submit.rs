@@ -792,6 +792,8 @@ mod e2e {
             for k in per_kind.iter().filter(|k| k["done"].as_u64().unwrap() > 0) {
                 assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
             }
+            // Each kind's window there, as its controller told it last.
+            assert!(per_kind.iter().all(|k| k["window"].as_f64().is_some()), "{site}");
         }
         // The report, from the logs and the clusters' kinds: every job
         // succeeded once, under its kind.
