@@ -44,7 +44,9 @@ use std::sync::Arc;
 /// every site's slots the other kinds leave it.
 /// 9: `adaptive`'s queue-wait estimate keeps the recent waits and how the
 /// site starts the jobs that wait there (its first cohort's verdict).
-const FORMAT: u32 = 9;
+/// 10: a decision not told yet names its kind of job, and `adaptive`'s
+/// controller per kind keeps them as `adaptive`'s one controller does.
+const FORMAT: u32 = 10;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -318,7 +318,7 @@ pub struct Adaptive {
 /// tagged enum (its JSON form), which postcard cannot read back, so a
 /// checkpoint written with any decision untaken was unreadable and the
 /// resume replayed every log instead. They go as one JSON string.
-mod decisions_as_json {
+pub(super) mod decisions_as_json {
     use super::Decision;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -551,13 +551,13 @@ impl Adaptive {
                     DecisionKind::Verdict { healthy: false, level, slowdown: Some(slowdown) }
                 }
             };
-            self.decided.push(Decision { at, site, kind });
+            self.decided.push(Decision::of_site(at, site, kind));
         }
         let window = (s.window, s.searched.then_some(s.floor));
         if told.window != Some(window) {
             told.window = Some(window);
             let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
-            self.decided.push(Decision { at: now, site, kind });
+            self.decided.push(Decision::of_site(now, site, kind));
         }
     }
 
