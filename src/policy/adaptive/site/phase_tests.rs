@@ -209,10 +209,10 @@ fn the_first_windows_own_runs_never_send_every_job_left() {
     assert_eq!(site.window, 32.0);
 }
 
-/// A site known healthy at 16 (memory), sent a cohort of 16 at t = 0 whose
-/// job `i` starts after `wait(i)` seconds.
-fn cohort_started(wait: impl Fn(u64) -> f64) -> Site {
-    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(16.0, None)));
+/// A site of `slots` known healthy at 16 (memory), sent a cohort of 16 at
+/// t = 0 whose job `i` starts after `wait(i)` seconds.
+fn cohort_started(slots: f64, wait: impl Fn(u64) -> f64) -> Site {
+    let mut site = Site::new("s".into(), slots, 1200.0, 16.0, rules(), Some(&memory(16.0, None)));
     let jobs: Vec<JobId> = (0..16).map(JobId).collect();
     site.submitted(&jobs, 0.0);
     for job in jobs {
@@ -221,19 +221,24 @@ fn cohort_started(wait: impl Fn(u64) -> f64) -> Site {
     site
 }
 
+/// The quantiles of Exp(10 s) for 16 jobs: other users' jobs ahead,
+/// freeing room one by one.
+fn exponential_waits(i: u64) -> f64 {
+    -10.0 * (1.0 - (i as f64 + 0.5) / 16.0).ln()
+}
+
 #[test]
 fn a_cohort_that_starts_within_a_cycle_keeps_no_queue_ahead() {
     // Waits of 8–9 s: the first negotiation cycle started all 16 (the real
     // pool's `local`). Jobs queued now would all start at the next one.
-    let together = cohort_started(|i| 8.0 + (i % 2) as f64);
+    let together = cohort_started(100.0, |i| 8.0 + (i % 2) as f64);
     assert!(together.waits.start_together());
     let model = together.model(20.0, None);
     assert_eq!(model.ahead, 0.0);
     assert_eq!(model.out_target(together.running), together.window);
-    // Waits of mean 10 s spread as exponential draws are (the quantiles of
-    // Exp(10)): other users' jobs ahead, freeing room one by one. Little's
-    // law keeps jobs queued ahead there.
-    let one_by_one = cohort_started(|i| -10.0 * (1.0 - (i as f64 + 0.5) / 16.0).ln());
+    // Waits of mean 10 s spread as exponential draws are: Little's law
+    // keeps jobs queued ahead there.
+    let one_by_one = cohort_started(100.0, exponential_waits);
     assert!(!one_by_one.waits.start_together());
     let model = one_by_one.model(20.0, None);
     assert!(model.ahead > 0.0, "{model:?}");
@@ -244,12 +249,7 @@ fn a_cohort_that_starts_within_a_cycle_keeps_no_queue_ahead() {
 fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
     // Its cohort started one by one, but 22 of our jobs run on 20 slots:
     // only jobs queued past the window start past the slots.
-    let mut site = Site::new("s".into(), 20.0, 1200.0, 16.0, rules(), Some(&memory(16.0, None)));
-    let jobs: Vec<JobId> = (0..16).map(JobId).collect();
-    site.submitted(&jobs, 0.0);
-    for job in jobs {
-        site.started(job, -10.0 * (1.0 - (job.0 as f64 + 0.5) / 16.0).ln());
-    }
+    let mut site = cohort_started(20.0, exponential_waits);
     assert!(!site.waits.start_together());
     start(&mut site, 16..22, 40.0);
     assert!(site.waits.start_together());
