@@ -96,6 +96,8 @@
 //!   and one entry in [`policy::POLICIES`] (`pub mod NAME;` beside it). The
 //!   entry's place is its place in `cosched bench`'s output. Nothing else:
 //!   sites.toml, `--policy`, `bench`, the daemon and `--help` read the table.
+//!   `Policy::checkpoint`/`restore` are optional (without them `--resume`
+//!   replays the whole run), as is `Policy::learned` (memory for the next).
 //! - **A new HTCondor user-log event**: to read and dump it,
 //!   `userlog/mod.rs` (an `EventBody` variant, its code in the event table),
 //!   `userlog/text.rs` and `userlog/xml.rs` (its arm in each format's
@@ -103,19 +105,25 @@
 //!   compiler points there), and a test in `tests/it/userlog.rs`. If it
 //!   changes a job's times or end: `userlog/stats.rs` `effect` (the one
 //!   fold, [`stats::JobTimes`], reads it from there for `log stats` and the
-//!   report alike). If a policy must hear of it: a `policy::SiteEvent`
-//!   variant (`policy/mod.rs`) and `JobBook::apply` (`policy/book.rs`),
-//!   both exhaustive; `condor::site_event` (`condor/site.rs`), the one
-//!   translation of a log event that live runs and `--resume` share;
-//!   `run/progress.rs`; and, for the end-to-end tests, the fake schedd's
-//!   writer (`fake_condor/events.rs`, `fake_condor/schedd.rs`).
+//!   report alike). If it carries a fact the report shows (a reason, a
+//!   resource): `report::model::from_userlog`, the report's one adapter
+//!   from the parser. If a policy must hear of it: a `policy::SiteEvent`
+//!   variant (`policy/mod.rs`), then an arm in each exhaustive match on it,
+//!   which the compiler lists: `JobBook::apply` (`policy/book.rs`),
+//!   `KindNumbers::localize` (`policy/jobtype.rs`), `run/progress.rs`,
+//!   `replay.rs`; `condor::site_event` (`condor/site.rs`), the one
+//!   translation of a log event that live runs and `--resume` share; for the
+//!   simulator, `sim/backend.rs`; and, for the end-to-end tests, the fake
+//!   schedd's writer (`fake_condor/events.rs`, `fake_condor/schedd.rs`).
 //! - **A new report figure**: its number computed from [`stats`] in
 //!   `report/metrics.rs` (`summarize`, in passes over the jobs, which are
-//!   on disk at scale; every number on the page is also in `report.json`), its chart in `report/svg.rs` if no chart there draws it,
-//!   its place and definition in `report/html.rs` (`charts`,
-//!   `DEFINITIONS`), and its value on a fixture log, worked out by hand, in
-//!   `tests/it/report.rs`. A per-job fact the fold does not keep yet is a
-//!   field of `report::model::JobRecord`.
+//!   on disk at scale; `report.json` serializes what it returns), its chart
+//!   in `report/svg.rs` if no chart there draws it, its place and definition
+//!   in `report/html.rs` (`charts`, `DEFINITIONS`), its column in `report/html.rs`'s `sites_csv` (a
+//!   per-site figure) or `write_jobs_csv` (a per-job one), and its value on
+//!   a fixture log, worked out by hand, in `tests/it/report.rs`. A per-job
+//!   fact the fold does not keep yet is a field of
+//!   `report::model::JobRecord`, read from the events in `from_userlog`.
 //!
 //! # Layers
 //! Imports point down this list, never up:

@@ -977,7 +977,8 @@ pub fn without_repeats(problems: Vec<Problem>) -> Vec<Problem> {
 }
 
 /// Every problem of the sites file and of each kind's description and
-/// count, and a one-line summary of what would run when there are no errors.
+/// count, and, when there are no errors, a summary of what would run: a
+/// line, then each kind's memory key.
 pub fn check_problems(sites_path: &Path, kinds: &[KindSpec]) -> (Vec<Problem>, String) {
     let mut problems = Vec::new();
     let sites = match crate::config::load_with_warnings(sites_path) {
@@ -1027,9 +1028,26 @@ pub fn check_problems(sites_path: &Path, kinds: &[KindSpec]) -> (Vec<Problem>, S
             format!("{} kinds: {}", loaded.len(), each.join(", "))
         }
     };
-    let summary =
+    let mut summary =
         format!("ok: {} site(s) ({}), policy {}, {what}", names.len(), names.join(", "), sites.policy.name());
+    summary.push_str(&memory_keys(&loaded));
     (problems, summary)
+}
+
+/// One line per kind: the key its memory is kept under ([`kind_key`]), so
+/// that a person sees which runs share what they learn; a kind whose key
+/// an earlier kind of the run has is said to share it.
+fn memory_keys(loaded: &[(&KindSpec, SubmitDescription)]) -> String {
+    let keys: Vec<String> = loaded.iter().map(|(_, desc)| kind_key(desc)).collect();
+    let mut out = String::new();
+    for (i, ((kind, _), key)) in loaded.iter().zip(&keys).enumerate() {
+        let whose = if loaded.len() == 1 { String::new() } else { format!(" of {}", kind.name) };
+        let _ = write!(out, "\n  memory key{whose}: {key}");
+        if let Some(first) = keys[..i].iter().position(|k| k == key) {
+            let _ = write!(out, " (the same as {}'s: they share memory)", loaded[first].0.name);
+        }
+    }
+    out
 }
 
 #[cfg(test)]

@@ -508,6 +508,8 @@ fn trace_text(name: &str, scenario: &Scenario, task: &Task, r: &SimResult) -> St
                 capacity.map_or("no capacity found yet".to_string(), |c| format!("capacity found {c:.0}")),
             ),
         };
+        // A kind's own window or verdict says whose, as the actions do.
+        let why = d.job_kind.as_ref().map_or(why.clone(), |kind| format!("{kind}: {why}"));
         (d.at, Some(d.site), action, format!("{jobs:.0}"), why)
     });
     let actions = r.trace.iter().map(|e| (e.time, e.site, e.action, e.jobs.to_string(), e.why.clone()));

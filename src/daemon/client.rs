@@ -4,7 +4,7 @@
 //! the protocol. `COSCHED_AS_UID` adds `as_uid` to requests (honoured only by
 //! a daemon with the test-only `trust_client_uid`).
 
-use super::protocol::{Envelope, Request, Response, RunStatus, SubmitRequest};
+use super::protocol::{Envelope, KindRequest, Request, Response, RunStatus, SubmitRequest};
 use crate::run::SubmitArgs;
 use crate::{CmdResult, Exit, Failure};
 use clap::Args;
@@ -179,6 +179,18 @@ pub fn render_status(r: &RunStatus) -> String {
         if let Some(note) = unreachable_note(r, site) {
             let _ = writeln!(s, "    {note}");
         }
+        let width = site.kinds.iter().map(|k| k.name.len()).max().unwrap_or(0);
+        for k in &site.kinds {
+            let _ = writeln!(
+                s,
+                "    {:<width$} {:>5} running {:>6} done  run time {}{}",
+                k.name,
+                k.running,
+                k.done,
+                k.mean_run_time.map_or("-".to_string(), |t| format!("{t:.0} s")),
+                crate::run::progress::window_and_capacity(k)
+            );
+        }
     }
     s
 }
@@ -275,16 +287,10 @@ pub fn watch(args: RunRefArgs) -> CmdResult {
     }
 }
 
-/// `cosched submit N sites.toml job.sub --daemon`: hands the run to the daemon
-/// and prints its id.
+/// `cosched submit N sites.toml job.sub --daemon` (or `cosched submit
+/// sites.toml --jobs NAME=COUNT:FILE … --daemon`): hands the run to the
+/// daemon and prints its id.
 pub fn submit(args: &SubmitArgs) -> CmdResult {
-    if !args.jobs.is_empty() {
-        return Err(Failure::usage(
-            "--daemon does not take runs of several kinds (--jobs) yet; run it in the foreground (drop \
-             --daemon), or hand the daemon one run per submit description (cosched submit N SITES JOB \
-             --daemon)",
-        ));
-    }
     if args.resume.is_some() {
         return Err(Failure::usage(
             "--daemon and --resume do not go together: the daemon resumes its runs itself",
@@ -299,30 +305,50 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
              run, drop --daemon",
         ));
     }
-    let (sites, kinds) = args.inputs()?;
-    let Some(kind) = kinds.first() else {
+    let (sites, specs) = args.inputs()?;
+    if specs.is_empty() {
         return Err(Failure::usage("--daemon needs N, the sites file and the submit description"));
-    };
-    let (sites, job) = (&sites, &kind.path);
-    let n_jobs = kind
-        .count
-        .and_then(|n| u64::try_from(n).ok())
-        .filter(|&n| n > 0)
-        .ok_or_else(|| Failure::usage("N must be at least 1"))?;
+    }
     let read = |p: &Path| {
         std::fs::read_to_string(p).map_err(|e| Failure::usage(format!("{}: cannot read: {e}", p.display())))
     };
     let abs = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf()).display().to_string();
+    let mut kinds = Vec::with_capacity(specs.len());
+    for spec in &specs {
+        let count = spec
+            .count
+            .and_then(|n| u64::try_from(n).ok())
+            .filter(|&n| n > 0)
+            .ok_or_else(|| Failure::usage("N must be at least 1"))?;
+        kinds.push(KindRequest {
+            name: spec.name.clone(),
+            count,
+            job_path: abs(&spec.path),
+            job_sub: read(&spec.path)?,
+        });
+    }
+    let n_jobs = kinds.iter().map(|k| k.count).sum();
     let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
-    let request = SubmitRequest {
+    let mut request = SubmitRequest {
         n_jobs,
-        sites_path: abs(sites),
-        sites_toml: read(sites)?,
-        job_path: abs(job),
-        job_sub: read(job)?,
+        sites_path: abs(&sites),
+        sites_toml: read(&sites)?,
+        job_path: String::new(),
+        job_sub: String::new(),
+        kinds: Vec::new(),
         cwd,
         policy: args.policy.clone(),
     };
+    // A run of one description goes in the form every daemon reads.
+    match kinds.pop() {
+        Some(one) if args.jobs.is_empty() && kinds.is_empty() => {
+            (request.job_path, request.job_sub) = (one.job_path, one.job_sub);
+        }
+        last => {
+            kinds.extend(last);
+            request.kinds = kinds;
+        }
+    }
     let mut conn = Connection::open(&super::default_socket(args.socket.as_deref()))?;
     let response = conn.request(Request::Submit(request))?;
     let id = response.run.ok_or_else(|| Failure::failed("the daemon accepted the run but gave no id"))?;

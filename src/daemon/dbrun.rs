@@ -2,7 +2,7 @@
 //! machinery of `cosched submit` ([`crate::state`], [`crate::run`]).
 //!
 //! Every daemon run is a row of `runs` like a foreground run (same intent →
-//! outcome records, log offsets), plus a row of
+//! outcome records, log offsets, its kinds of job in `run_kinds`), plus a row of
 //! `daemon_runs` with the number people type, the owner's uid and the
 //! daemon's state. Driving a run is [`crate::run::drive`], as for
 //! `cosched submit`: a run with recorded submissions is resumed exactly as
@@ -85,6 +85,15 @@ fn new_run_id(n: u64) -> (String, String) {
     (format!("{}-d{n}", now.format("%Y%m%dT%H%M%S")), now.to_rfc3339())
 }
 
+/// Each job's kind of a recorded run (one kind when the record's kinds do
+/// not make a run, which `drive` then reports).
+fn recorded_kinds(record: &RunRecord) -> crate::policy::JobTypes {
+    let names = record.kinds.iter().map(|k| k.name.clone()).collect();
+    let counts: Vec<u64> = record.kinds.iter().map(|k| k.count).collect();
+    crate::policy::JobTypes::interleaved(names, &counts)
+        .unwrap_or_else(|_| crate::policy::JobTypes::single(record.n_jobs))
+}
+
 fn site_names(record: &RunRecord) -> Vec<String> {
     crate::config::parse(&record.sites_path, &record.sites_text)
         .map(|(s, _)| s.sites.iter().map(|x| x.name.clone()).collect())
@@ -94,24 +103,29 @@ fn site_names(record: &RunRecord) -> Vec<String> {
 impl Machinery for DbMachinery {
     fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
         let sites_path = PathBuf::from(&request.sites_path);
-        let job_path = PathBuf::from(&request.job_path);
-        let n = i64::try_from(request.n_jobs).map_err(|_| "N is too large".to_string())?;
-        let parsed_sites = crate::config::parse(&sites_path, &request.sites_toml);
-        let parsed_desc = crate::submit_desc::parse(&job_path, &request.job_sub);
-        let (sites, desc) = match (parsed_sites, parsed_desc) {
-            (Ok((s, _)), Ok(d)) => (s, d),
-            (s, d) => {
-                let mut msgs: Vec<String> = Vec::new();
-                if let Err(e) = s {
-                    msgs.push(e.to_string());
-                }
-                if let Err(e) = d {
-                    msgs.push(e.to_string());
-                }
-                return Err(format!("{}\nnothing was submitted", msgs.join("\n")));
+        i64::try_from(request.n_jobs).map_err(|_| "N is too large".to_string())?;
+        let kinds = request.run_kinds()?;
+        let mut msgs: Vec<String> = Vec::new();
+        let sites = crate::config::parse(&sites_path, &request.sites_toml)
+            .map(|(s, _)| s)
+            .map_err(|e| msgs.push(e.to_string()))
+            .ok();
+        let mut descs = Vec::with_capacity(kinds.len());
+        for kind in &kinds {
+            match crate::submit_desc::parse(Path::new(&kind.job_path), &kind.job_sub) {
+                Ok(desc) => descs.push((kind.name.clone(), kind.count, desc)),
+                Err(e) => msgs.push(e.to_string()),
             }
+        }
+        let Some(sites) = sites.filter(|_| msgs.is_empty()) else {
+            return Err(format!("{}\nnothing was submitted", msgs.join("\n")));
         };
-        let problems: Vec<String> = crate::submit_desc::validate(&sites, &desc, Some(n))
+        // As `cosched submit` checks them: every description against the
+        // sites, with its kind's count.
+        let problems = descs.iter().flat_map(|(_, count, desc)| {
+            crate::submit_desc::validate(&sites, desc, i64::try_from(*count).ok())
+        });
+        let problems: Vec<String> = crate::submit_desc::without_repeats(problems.collect())
             .into_iter()
             .filter(|p| p.is_error())
             .map(|p| p.to_string())
@@ -119,6 +133,8 @@ impl Machinery for DbMachinery {
         if !problems.is_empty() {
             return Err(format!("{}\nnothing was submitted", problems.join("\n")));
         }
+        let job_kinds =
+            crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
         let policy = match &request.policy {
             Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),
@@ -142,14 +158,17 @@ impl Machinery for DbMachinery {
             n_jobs: request.n_jobs,
             sites_path,
             sites_text: request.sites_toml.clone(),
-            // The daemon takes runs of one description (several kinds: not
-            // yet, the client refuses them).
-            kinds: vec![crate::state::RecordedKind {
-                name: crate::policy::jobtype::SINGLE_TYPE.to_string(),
-                count: request.n_jobs,
-                job_path,
-                job_text: request.job_sub.clone(),
-            }],
+            // Recorded with the run: a restarted daemon resumes it with
+            // these kinds, as `--resume` does a foreground run.
+            kinds: kinds
+                .into_iter()
+                .map(|k| crate::state::RecordedKind {
+                    name: k.name,
+                    count: k.count,
+                    job_path: PathBuf::from(k.job_path),
+                    job_text: k.job_sub,
+                })
+                .collect(),
             policy: policy.name().to_string(),
             blind_types: false,
             epoch_unix: epoch,
@@ -165,7 +184,7 @@ impl Machinery for DbMachinery {
         )
         .map_err(sql_error(&path))?;
         let id = conn.last_insert_rowid() as u64;
-        Ok(StoredRun::queued(id, owner, request.n_jobs, &policy, &sites))
+        Ok(StoredRun::queued(id, owner, job_kinds.types().clone(), &policy, &sites))
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {
@@ -205,6 +224,7 @@ impl Machinery for DbMachinery {
                 owner: owner as u32,
                 state,
                 n_jobs: record.n_jobs,
+                kinds: recorded_kinds(&record),
                 policy: record.policy.clone(),
                 sites,
                 message,

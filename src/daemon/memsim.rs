@@ -8,11 +8,14 @@
 //! 2-core machine. It is NOT crash-safe: nothing survives a restart. Runs that
 //! must survive go through the state database (`simulate = "fake"` or real
 //! HTCondor).
+//!
+//! A run of several kinds tells its policy each job's kind, but the sites'
+//! `[site.simulate]` models know no kinds: every kind runs there as one.
 
 use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::engine::{self, Ending, EngineOptions, RunClock};
-use crate::policy::{self, PolicyConfig};
+use crate::policy::{self, JobTypes, PolicyConfig};
 use crate::sim::backend::SimSite;
 use crate::sim::metrics::Ledger;
 use crate::sim::model::{job_work, site_seed, Scenario, SiteSim};
@@ -24,8 +27,9 @@ use tokio_util::sync::CancellationToken;
 
 struct Recorded {
     stored: StoredRun,
-    /// What is needed to drive it; dropped when the run finishes.
-    plan: Option<(crate::config::SitesFile, PolicyConfig)>,
+    /// What is needed to drive it (the kinds as its policy is told them);
+    /// dropped when the run finishes.
+    plan: Option<(crate::config::SitesFile, PolicyConfig, JobTypes)>,
 }
 
 pub struct MemorySim {
@@ -45,6 +49,10 @@ impl Machinery for MemorySim {
         if request.n_jobs == 0 {
             return Err("N must be at least 1".into());
         }
+        let kinds = request.run_kinds()?;
+        let names = kinds.iter().map(|k| k.name.clone()).collect();
+        let counts: Vec<u64> = kinds.iter().map(|k| k.count).collect();
+        let types = JobTypes::interleaved(names, &counts)?;
         let (sites, _warnings) = crate::config::parse(Path::new(&request.sites_path), &request.sites_toml)
             .map_err(|e| e.to_string())?;
         if let Err(missing) = sites.simulated_sites() {
@@ -66,8 +74,8 @@ impl Machinery for MemorySim {
         }
         let mut runs = self.runs.locked();
         let id = runs.keys().next_back().map_or(1, |k| k + 1);
-        let stored = StoredRun::queued(id, owner, request.n_jobs, &policy, &sites);
-        runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy)) });
+        let stored = StoredRun::queued(id, owner, types.clone(), &policy, &sites);
+        runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy, types)) });
         Ok(stored)
     }
 
@@ -84,14 +92,17 @@ impl Machinery for MemorySim {
     ) -> BoxFuture<Result<Ending, String>> {
         let prepared = {
             let runs = self.runs.locked();
-            runs.get(&id).and_then(|r| r.plan.clone().map(|(sites, policy)| (r.stored.n_jobs, sites, policy)))
+            runs.get(&id).and_then(|r| {
+                r.plan.clone().map(|(sites, policy, types)| (r.stored.n_jobs, sites, policy, types))
+            })
         };
         let speedup = self.speedup;
         Box::pin(async move {
-            let (n_jobs, sites, config) =
+            let (n_jobs, sites, config, types) =
                 prepared.ok_or_else(|| format!("no unfinished run {id} recorded"))?;
             let params = sites.simulated_sites().map_err(|m| format!("sites without a model: {m:?}"))?;
-            let spec = sites.run_spec(n_jobs, Default::default());
+            let mut spec = sites.run_spec(n_jobs, Default::default());
+            spec.types = types;
             let inner = policy::build(&config, &spec, None)?;
             let mut policy = wrap(inner, speedup);
             let scenario = Scenario::single(

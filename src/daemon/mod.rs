@@ -66,6 +66,10 @@
 //! {"op":"submit","n_jobs":100,"sites_path":"/home/a/sites.toml","sites_toml":"…",
 //!  "job_path":"/home/a/job.sub","job_sub":"…","cwd":"/home/a","policy":"adaptive"}
 //!                                              → {"ok":true,"run":7}
+//! {"op":"submit","n_jobs":1400,"sites_path":"…","sites_toml":"…","cwd":"/home/a",
+//!  "kinds":[{"name":"io","count":400,"job_path":"/home/a/io.sub","job_sub":"…"},
+//!           {"name":"cpu","count":1000,"job_path":"/home/a/cpu.sub","job_sub":"…"}]}
+//!                                              → {"ok":true,"run":8}   (several kinds: --jobs)
 //! {"op":"runs"}                                → {"ok":true,"runs":[RUN…]}   (sites empty)
 //! {"op":"status"}  {"op":"status","run":7}     → {"ok":true,"runs":[RUN…]}   (unfinished runs / that run)
 //! {"op":"cancel","run":7}                      → {"ok":true,"run":7}
@@ -78,7 +82,9 @@
 //! "sites":[SITE…]}` with `state` one of
 //! `queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
 //! `SITE` is `{"name","capacity","class","window","fair_cap","held_back",
-//! "queued","running","held","done","agtime"}` ([`protocol::SiteStatus`]).
+//! "queued","running","held","done","agtime","kinds"?}` ([`protocol::SiteStatus`]),
+//! `kinds` in a run of several kinds: `[{"name","done","running",
+//! "mean_run_time","window","capacity"}…]`, each kind there.
 //! Any request may carry `"as_uid": N`, refused unless `trust_client_uid`.
 
 pub mod client;

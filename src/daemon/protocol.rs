@@ -41,19 +41,73 @@ pub enum Request {
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SubmitRequest {
+    /// Jobs of the run, all kinds.
     pub n_jobs: u64,
     /// Where the client read the sites file (for messages).
     pub sites_path: String,
     pub sites_toml: String,
-    /// Where the client read the submit description (for messages; relative
-    /// paths inside it resolve against `cwd`).
+    /// A run of one submit description (`cosched submit N SITES JOB
+    /// --daemon`): where the client read it (for messages; relative paths
+    /// inside it resolve against `cwd`), and its text. Empty when `kinds`
+    /// gives the run's descriptions.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job_path: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job_sub: String,
+    /// A run of several kinds (`--jobs NAME=COUNT:FILE`, repeated): each
+    /// kind's name, count and description, in the order given; their counts
+    /// add up to `n_jobs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<KindRequest>,
     /// The client's working directory.
     pub cwd: String,
     /// Overrides `[policy] name` of the sites file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
+}
+
+/// One kind of job of a [`SubmitRequest`]: what `--jobs NAME=COUNT:FILE`
+/// names, the file by content.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KindRequest {
+    pub name: String,
+    pub count: u64,
+    /// Where the client read the description (for messages).
+    pub job_path: String,
+    pub job_sub: String,
+}
+
+impl SubmitRequest {
+    /// The run's kinds: those of `kinds`, or the one description of
+    /// `job_path` (named [`crate::policy::jobtype::SINGLE_TYPE`], all
+    /// `n_jobs` jobs). An error says what is inconsistent.
+    pub fn run_kinds(&self) -> Result<Vec<KindRequest>, String> {
+        if self.kinds.is_empty() {
+            if self.job_sub.is_empty() && self.job_path.is_empty() {
+                return Err("the request names no submit description (job_path, job_sub) and no kinds".into());
+            }
+            return Ok(vec![KindRequest {
+                name: crate::policy::jobtype::SINGLE_TYPE.to_string(),
+                count: self.n_jobs,
+                job_path: self.job_path.clone(),
+                job_sub: self.job_sub.clone(),
+            }]);
+        }
+        if !self.job_path.is_empty() || !self.job_sub.is_empty() {
+            return Err(
+                "a request gives either one description (job_path, job_sub) or kinds, not both".into()
+            );
+        }
+        let total = self.kinds.iter().try_fold(0u64, |sum, k| sum.checked_add(k.count));
+        if total != Some(self.n_jobs) {
+            return Err(format!(
+                "the kinds' counts ({}) do not add up to n_jobs ({})",
+                self.kinds.iter().map(|k| format!("{}={}", k.name, k.count)).collect::<Vec<_>>().join(", "),
+                self.n_jobs
+            ));
+        }
+        Ok(self.kinds.clone())
+    }
 }
 
 /// Every response line. `ok` says whether the request succeeded; `error`
@@ -181,6 +235,11 @@ pub struct SiteStatus {
     pub unreachable_since: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unreachable_error: Option<String>,
+    /// Each kind of job there, in a run of several kinds: its jobs running
+    /// and done, their mean run time, its window and what was learned of it
+    /// (the capacity found), as the run's summary shows them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub kinds: Vec<crate::run::progress::KindSiteSummary>,
 }
 
 #[cfg(test)]
@@ -197,6 +256,31 @@ mod tests {
         assert_eq!(e.request, Request::Runs);
         assert!(serde_json::from_str::<Envelope>(r#"{"op":"explode"}"#).is_err());
         assert!(serde_json::from_str::<Envelope>(r#"{"op":"cancel"}"#).is_err());
+    }
+
+    #[test]
+    fn a_submit_gives_one_description_or_kinds_whose_counts_make_n() {
+        let kind = |name: &str, count| KindRequest {
+            name: name.into(),
+            count,
+            job_path: format!("/h/{name}.sub"),
+            job_sub: "queue\n".into(),
+        };
+        let one: Envelope = serde_json::from_str(
+            r#"{"op":"submit","n_jobs":5,"sites_path":"s","sites_toml":"","job_path":"/h/j.sub","job_sub":"queue\n","cwd":"/h"}"#,
+        )
+        .unwrap();
+        let Request::Submit(mut r) = one.request else { panic!("a submit") };
+        let single = r.run_kinds().unwrap();
+        assert_eq!((single.len(), single[0].name.as_str(), single[0].count), (1, "job", 5));
+        r.kinds = vec![kind("io", 2), kind("cpu", 3)];
+        assert!(r.run_kinds().unwrap_err().contains("not both"));
+        (r.job_path, r.job_sub) = (String::new(), String::new());
+        assert_eq!(r.run_kinds().unwrap(), vec![kind("io", 2), kind("cpu", 3)]);
+        r.n_jobs = 6;
+        assert!(r.run_kinds().unwrap_err().contains("io=2, cpu=3"));
+        let text = serde_json::to_string(&r).unwrap();
+        assert!(!text.contains("job_path\":\"\""), "an empty description is left out: {text}");
     }
 
     #[test]

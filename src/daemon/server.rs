@@ -15,7 +15,7 @@ use super::protocol::{Envelope, Request, Response, RunState, RunStatus, SiteStat
 use super::share::{self, Board, FairShare};
 use crate::config::SitesFile;
 use crate::engine::{Ending, Observer};
-use crate::policy::{Policy, PolicyConfig, SiteId, Time};
+use crate::policy::{Decision, JobTypes, Policy, PolicyConfig, SiteId, Time};
 use crate::run::drive::{Starting, Watcher};
 use crate::sync::{Locked, ReadWriteLocked};
 use std::collections::BTreeMap;
@@ -54,6 +54,9 @@ pub struct StoredRun {
     pub owner: u32,
     pub state: RunState,
     pub n_jobs: u64,
+    /// Each job's kind of job (what `status` shows per site; one kind for
+    /// a run of one description).
+    pub kinds: JobTypes,
     pub policy: String,
     /// Site names, in the run's site order.
     pub sites: Vec<String>,
@@ -66,12 +69,19 @@ pub struct StoredRun {
 
 impl StoredRun {
     /// A run just accepted: queued, nothing said about it yet.
-    pub fn queued(id: u64, owner: u32, n_jobs: u64, policy: &PolicyConfig, sites: &SitesFile) -> StoredRun {
+    pub fn queued(
+        id: u64,
+        owner: u32,
+        kinds: JobTypes,
+        policy: &PolicyConfig,
+        sites: &SitesFile,
+    ) -> StoredRun {
         StoredRun {
             id,
             owner,
             state: RunState::Queued,
-            n_jobs,
+            n_jobs: kinds.total(),
+            kinds,
             policy: policy.name().to_string(),
             sites: sites.sites.iter().map(|s| s.name.clone()).collect(),
             message: None,
@@ -108,6 +118,8 @@ struct RunEntry {
     id: u64,
     owner: u32,
     sites: Vec<String>,
+    /// Each job's kind, for the status of each kind per site.
+    kinds: JobTypes,
     board: Board,
     /// The latest status (the observer writes it, clients read it).
     status: Mutex<RunStatus>,
@@ -373,6 +385,7 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         id: stored.id,
         owner: stored.owner,
         sites: stored.sites,
+        kinds: stored.kinds,
         board,
         status: Mutex::new(status),
         changed,
@@ -405,7 +418,8 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             n_jobs,
             1.0,
             crate::run::progress::Display::Quiet,
-        );
+        )
+        .with_kinds(entry.kinds.clone());
         let unreachable = vec![None; entry.sites.len()];
         let observer = Box::new(StatusObserver { entry: entry.clone(), tally, unreachable });
         let result = shared.machinery.drive(entry.id, wrap, observer, entry.stop.clone()).await;
@@ -485,6 +499,10 @@ impl Observer for StatusObserver {
         self.tally.event(now, site, event);
     }
 
+    fn decisions(&mut self, decisions: &[Decision]) {
+        self.tally.decisions(decisions);
+    }
+
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         if let Some(slot) = self.unreachable.get_mut(site.index()) {
             *slot = down;
@@ -523,6 +541,7 @@ impl Observer for StatusObserver {
                     agtime: view.agtime,
                     unreachable_since: down.as_ref().map(|d| d.0),
                     unreachable_error: down.map(|d| d.1),
+                    kinds: self.tally.kind_site_summaries(site),
                 }
             })
             .collect();

@@ -400,13 +400,14 @@ where
 
 /// What the policy decided while replaying a resumed run's history was told
 /// (and recorded) when it was first decided, before the restart, so it is not
-/// told again; only the windows it rebuilt are, as of `now`, since the next
-/// window is told only when it changes.
+/// told again; only the windows it rebuilt are (each site's, and each of
+/// its kinds'), as of `now`, since the next window is told only when it
+/// changes.
 fn told_after_replay(policy: &mut dyn Policy, now: Time, observer: &mut dyn Observer) {
     let mut windows = std::collections::BTreeMap::new();
     for decision in policy.take_decisions() {
         if let DecisionKind::Window { .. } = decision.kind {
-            windows.insert(decision.site, Decision { at: now, ..decision });
+            windows.insert((decision.site, decision.job_kind.clone()), Decision { at: now, ..decision });
         }
     }
     if !windows.is_empty() {
@@ -523,7 +524,7 @@ mod tests {
     }
 
     fn decision(at: Time, site: u32, kind: DecisionKind) -> Decision {
-        Decision { at, site: SiteId(site), kind }
+        Decision::of_site(at, SiteId(site), kind)
     }
 
     /// What a backend was asked to do, in order: (what, job ids).

@@ -340,7 +340,21 @@ pub struct SiteView {
 pub struct Decision {
     pub at: Time,
     pub site: SiteId,
+    /// The kind of job it is about (its name, [`JobTypes::name`]) in a run
+    /// of several kinds, where each kind has its own window and verdicts at
+    /// a site; `None` for the site as a whole (every kind's jobs together,
+    /// or the one kind of a run of one). Absent from the JSON when `None`,
+    /// so a record of one kind reads as it always did.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_kind: Option<String>,
     pub kind: DecisionKind,
+}
+
+impl Decision {
+    /// A decision about site `site` as a whole.
+    pub fn of_site(at: Time, site: SiteId, kind: DecisionKind) -> Decision {
+        Decision { at, site, job_kind: None, kind }
+    }
 }
 
 /// What was decided (see [`Decision`]).

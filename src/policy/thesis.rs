@@ -515,7 +515,7 @@ impl Thesis {
                 *told = Some(current);
                 let kind =
                     DecisionKind::Window { window: current.0 as f64, capacity: current.1.map(|c| c as f64) };
-                self.decided.push(Decision { at: now, site: SiteId(i as u32), kind });
+                self.decided.push(Decision::of_site(now, SiteId(i as u32), kind));
             }
         }
     }

@@ -281,20 +281,24 @@ fn decisions_section(h: &mut String, s: &Summary) {
                 t: v.t,
                 level: v.level,
                 healthy: v.healthy,
-                tooltip: match v.slowdown {
-                    Some(x) if !v.healthy => {
-                        format!(
-                            "degraded at {} s: {} running, jobs {}× slower",
-                            fmt_num(v.t),
-                            fmt_num(v.level),
-                            fmt_num(x)
-                        )
+                tooltip: format!(
+                    "{}{}",
+                    v.kind.as_ref().map_or(String::new(), |k| format!("{k} jobs: ")),
+                    match v.slowdown {
+                        Some(x) if !v.healthy => {
+                            format!(
+                                "degraded at {} s: {} running, jobs {}× slower",
+                                fmt_num(v.t),
+                                fmt_num(v.level),
+                                fmt_num(x)
+                            )
+                        }
+                        _ if !v.healthy => {
+                            format!("degraded at {} s: {} running", fmt_num(v.t), fmt_num(v.level))
+                        }
+                        _ => format!("healthy at {} s: {} running", fmt_num(v.t), fmt_num(v.level)),
                     }
-                    _ if !v.healthy => {
-                        format!("degraded at {} s: {} running", fmt_num(v.t), fmt_num(v.level))
-                    }
-                    _ => format!("healthy at {} s: {} running", fmt_num(v.t), fmt_num(v.level)),
-                },
+                ),
             })
             .collect();
         let running: Vec<f64> = d.running.running.iter().map(|&r| f64::from(r)).collect();

@@ -205,8 +205,14 @@ pub struct DecisionSeries {
     /// The site's name in the run.
     pub site: String,
     /// The window and the capacity found: a step function, each point
-    /// holding until the next.
+    /// holding until the next. In a run of several kinds, of all kinds
+    /// together.
     pub windows: Vec<WindowPoint>,
+    /// In a run of several kinds, each kind's own window and capacity at
+    /// the site (each point names its kind; each kind's a step function).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kind_windows: Vec<WindowPoint>,
+    /// Every verdict, each of a kind's test in a run of several kinds.
     pub verdicts: Vec<VerdictPoint>,
     /// The jobs of the site's log.
     #[serde(skip)]
@@ -220,12 +226,19 @@ pub struct WindowPoint {
     pub t: f64,
     pub window: f64,
     pub capacity: Option<f64>,
+    /// The kind of job whose window it is (in `kind_windows`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct VerdictPoint {
     pub t: f64,
     pub healthy: bool,
+    /// The kind of job whose test it was, in a run of several kinds (its
+    /// jobs are the `level`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<String>,
     /// Jobs running when the test judged.
     pub level: f64,
     /// How many times slower than healthy jobs ran (degraded verdicts).
@@ -408,19 +421,22 @@ pub fn decision_series(jobs: &dyn Jobs, summary: &Summary, decisions: &RunDecisi
             let mut ordered: Vec<&crate::policy::Decision> = s.decisions.iter().collect();
             ordered.sort_by(|a, b| a.at.total_cmp(&b.at));
             let mut windows = Vec::new();
+            let mut kind_windows = Vec::new();
             let mut verdicts = Vec::new();
             for d in ordered {
+                let kind = d.job_kind.clone();
                 match d.kind {
                     DecisionKind::Window { window, capacity } => {
-                        windows.push(WindowPoint { t: at(d.at), window, capacity })
+                        let point = WindowPoint { t: at(d.at), window, capacity, kind };
+                        if point.kind.is_some() { &mut kind_windows } else { &mut windows }.push(point);
                     }
                     DecisionKind::Verdict { healthy, level, slowdown } => {
-                        verdicts.push(VerdictPoint { t: at(d.at), healthy, level, slowdown })
+                        verdicts.push(VerdictPoint { t: at(d.at), healthy, kind, level, slowdown })
                     }
                 }
             }
             let running = occupancy_of(jobs, &[Part::Log(s.log)], axis);
-            DecisionSeries { site: s.site.clone(), windows, verdicts, running }
+            DecisionSeries { site: s.site.clone(), windows, kind_windows, verdicts, running }
         })
         .collect()
 }

@@ -42,9 +42,13 @@ use std::sync::Arc;
 /// 7: the progress tally counts each kind of job per site.
 /// 8: `adaptive` keeps a controller per kind of job, each with the share of
 /// every site's slots the other kinds leave it.
-/// 9: `adaptive`'s test, while a floor is rechecked, weighs runs faster
+/// 9: `adaptive`'s queue-wait estimate keeps the recent waits and how the
+/// site starts the jobs that wait there (its first cohort's verdict).
+/// 10: a decision not told yet names its kind of job, and `adaptive`'s
+/// controller per kind keeps them as `adaptive`'s one controller does.
+/// 11: `adaptive`'s test, while a floor is rechecked, weighs runs faster
 /// than the floor's baseline set aside (not slower than the fresh one).
-const FORMAT: u32 = 9;
+const FORMAT: u32 = 11;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

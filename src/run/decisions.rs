@@ -15,11 +15,14 @@
 //! written are coalesced (the latest wins and is written once the spacing
 //! has passed, or at the end), so a site writes at most two window points
 //! per spacing; and past [`MAX_PER_SITE`] points of a kind a site writes no
-//! more of that kind but its last window. A week-long run of 10^6 jobs thus
+//! more of that kind but its last window. In a run of several kinds of job
+//! each kind's windows and verdicts at a site ([`Decision::job_kind`]) are
+//! bounded so too, apart from the site's own. A week-long run of 10^6 jobs thus
 //! stays within a few MB per site whatever the policy.
 
 use crate::engine::{Ending, Observer};
 use crate::policy::{Action, Decision, DecisionKind, Policy, SiteEvent, SiteId, Time};
+use std::collections::BTreeMap;
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 
@@ -41,7 +44,8 @@ pub const MAX_PER_SITE: usize = 10_000;
 pub struct Recording<'a> {
     inner: &'a mut dyn Observer,
     out: Sink,
-    sites: Vec<SiteTally>,
+    /// By site and kind of job (`None`: the site's own).
+    sites: BTreeMap<(SiteId, Option<String>), SiteTally>,
     dirty: bool,
 }
 
@@ -98,16 +102,12 @@ impl<'a> Recording<'a> {
     /// Records into `run_dir/decisions.jsonl` (appending).
     pub fn new(run_dir: &Path, inner: &'a mut dyn Observer) -> Self {
         let out = Sink { path: run_dir.join(FILE), file: None, failed: false };
-        Recording { inner, out, sites: Vec::new(), dirty: false }
+        Recording { inner, out, sites: BTreeMap::new(), dirty: false }
     }
 
     fn record(&mut self, decisions: &[Decision]) {
         for d in decisions {
-            let i = d.site.index();
-            if self.sites.len() <= i {
-                self.sites.resize_with(i + 1, SiteTally::default);
-            }
-            let tally = &mut self.sites[i];
+            let tally = self.sites.entry((d.site, d.job_kind.clone())).or_default();
             match d.kind {
                 DecisionKind::Window { .. } => {
                     let spaced = tally.windows < EXACT_FIRST
@@ -137,7 +137,7 @@ impl<'a> Recording<'a> {
 
     /// Writes the windows held back and flushes.
     fn finish(&mut self) {
-        let pending: Vec<Decision> = self.sites.iter_mut().filter_map(|s| s.pending.take()).collect();
+        let pending: Vec<Decision> = self.sites.values_mut().filter_map(|s| s.pending.take()).collect();
         for d in &pending {
             self.out.write(d);
         }
@@ -196,7 +196,7 @@ mod tests {
     use crate::engine::NullObserver;
 
     fn window(at: Time, site: u32, window: f64) -> Decision {
-        Decision { at, site: SiteId(site), kind: DecisionKind::Window { window, capacity: None } }
+        Decision::of_site(at, SiteId(site), DecisionKind::Window { window, capacity: None })
     }
 
     #[test]
@@ -220,11 +220,11 @@ mod tests {
             let at = -1e6 + k as f64;
             rec.record(&[window(at, 0, 1.0), window(at, 1, 1.0)]);
         }
-        let verdict = Decision {
-            at: 5.0,
-            site: SiteId(1),
-            kind: DecisionKind::Verdict { healthy: false, level: 8.0, slowdown: Some(2.0) },
-        };
+        let verdict = Decision::of_site(
+            5.0,
+            SiteId(1),
+            DecisionKind::Verdict { healthy: false, level: 8.0, slowdown: Some(2.0) },
+        );
         // Site 0: 0 is written, 10 and 20 fall within the spacing (20 wins),
         // 100 is past it: 20 is written before it. Site 1 is spaced alone.
         rec.record(&[window(0.0, 0, 16.0), window(0.0, 1, 16.0), verdict.clone()]);
@@ -243,6 +243,45 @@ mod tests {
         assert_eq!(site0, vec![(0.0, 16.0), (20.0, 8.0), (100.0, 4.0), (110.0, 5.0)]);
         assert!(read.contains(&verdict), "{read:?}");
         assert!(read.contains(&window(0.0, 1, 16.0)), "{read:?}");
+    }
+
+    /// A kind's windows are spaced apart from its site's: a close window of
+    /// one kind neither replaces nor is replaced by the site's own; and the
+    /// kind comes back from the file.
+    #[test]
+    fn each_kinds_windows_are_spaced_on_their_own_and_keep_their_kind() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut null = NullObserver;
+        let mut rec = Recording::new(dir.path(), &mut null);
+        let of = |kind: &str, d: Decision| Decision { job_kind: Some(kind.into()), ..d };
+        for k in 0..EXACT_FIRST {
+            let at = -1e6 + k as f64;
+            rec.record(&[window(at, 0, 1.0), of("io", window(at, 0, 1.0))]);
+        }
+        rec.record(&[window(0.0, 0, 16.0), of("io", window(0.0, 0, 6.0))]);
+        // Within the spacing: each held back apart, the latest of each kept.
+        rec.record(&[window(10.0, 0, 20.0), of("io", window(20.0, 0, 7.0)), of("cpu", window(30.0, 0, 9.0))]);
+        rec.finish();
+        let late: Vec<(Option<String>, Time, f64)> = read(dir.path())
+            .into_iter()
+            .filter(|d| d.at >= 0.0)
+            .filter_map(|d| match d.kind {
+                DecisionKind::Window { window, .. } => Some((d.job_kind, d.at, window)),
+                DecisionKind::Verdict { .. } => None,
+            })
+            .collect();
+        let io = Some("io".to_string());
+        let cpu = Some("cpu".to_string());
+        assert_eq!(
+            late,
+            vec![
+                (None, 0.0, 16.0),
+                (io.clone(), 0.0, 6.0),
+                (cpu, 30.0, 9.0),
+                (None, 10.0, 20.0),
+                (io, 20.0, 7.0)
+            ]
+        );
     }
 
     #[test]

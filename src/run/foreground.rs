@@ -122,6 +122,9 @@ impl Observer for Watch {
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         self.progress.site_unreachable(site, down);
     }
+    fn decisions(&mut self, decisions: &[crate::policy::Decision]) {
+        self.progress.decisions(decisions);
+    }
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
         self.progress.progress(now, policy);
     }

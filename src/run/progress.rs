@@ -13,7 +13,9 @@
 //! to learn per kind); a run of one kind shows and prints what it always did.
 
 use crate::engine::{Ending, Observer};
-use crate::policy::{Action, JobId, JobTypeId, JobTypes, Outcome, Policy, SiteEvent, SiteId, Time};
+use crate::policy::{
+    Action, Decision, DecisionKind, JobId, JobTypeId, JobTypes, Outcome, Policy, SiteEvent, SiteId, Time,
+};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -113,7 +115,15 @@ pub struct Progress {
     notes: Vec<String>,
     /// Sites whose schedd does not answer: (since, run time; last error).
     unreachable: BTreeMap<SiteId, (Time, String)>,
+    /// By site, then kind: the window and capacity found the policy told
+    /// last for that kind there ([`Decision::job_kind`]); empty in a run of
+    /// one kind. Not in the tally: a policy tells its windows again after a
+    /// resume's replay, and a restored one as they change.
+    kind_windows: Vec<Vec<Option<WindowTold>>>,
 }
+
+/// A window and the capacity found, as a policy told them.
+type WindowTold = (f64, Option<f64>);
 
 /// What the events have told so far: the whole run's, also after a resume
 /// (replayed, or restored from a checkpoint with [`Progress::restore`]).
@@ -182,8 +192,9 @@ pub struct KindSummary {
     pub done: u64,
 }
 
-/// One kind of job at one site.
-#[derive(Clone, Debug, Serialize)]
+/// One kind of job at one site (also each kind of a site in the daemon's
+/// `status`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, serde::Deserialize)]
 pub struct KindSiteSummary {
     pub name: String,
     pub done: u64,
@@ -191,6 +202,14 @@ pub struct KindSiteSummary {
     pub running: u32,
     /// Mean run time of its successful attempts there, seconds.
     pub mean_run_time: Option<f64>,
+    /// The kind's window there (jobs of the kind the policy lets out),
+    /// where its policy keeps one per kind and told it.
+    #[serde(default)]
+    pub window: Option<f64>,
+    /// The concurrency of the kind its policy found healthy there (what it
+    /// learned, and keeps for the next run), if found.
+    #[serde(default)]
+    pub capacity: Option<f64>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -254,19 +273,34 @@ impl Progress {
             summary: None,
             notes: Vec::new(),
             unreachable: BTreeMap::new(),
+            kind_windows: Vec::new(),
         }
     }
 
     /// Tells the kind of each job, to show each kind per site when there
     /// are several.
     pub fn with_kinds(mut self, types: JobTypes) -> Self {
-        self.tally.kinds = if types.several() {
-            vec![vec![KindTotals::default(); types.len()]; self.names.len()]
+        (self.tally.kinds, self.kind_windows) = if types.several() {
+            let n = self.names.len();
+            (vec![vec![KindTotals::default(); types.len()]; n], vec![vec![None; types.len()]; n])
         } else {
-            Vec::new()
+            (Vec::new(), Vec::new())
         };
         self.types = types;
         self
+    }
+
+    /// Keeps each kind's window per site from the policy's decisions.
+    fn note_decisions(&mut self, decisions: &[Decision]) {
+        for d in decisions {
+            let (DecisionKind::Window { window, capacity }, Some(name)) = (&d.kind, &d.job_kind) else {
+                continue;
+            };
+            let Some(t) = self.types.ids().find(|&t| self.types.name(t) == name) else { continue };
+            if let Some(slot) = self.kind_windows.get_mut(d.site.index()).and_then(|s| s.get_mut(t.index())) {
+                *slot = Some((*window, *capacity));
+            }
+        }
     }
 
     /// One kind's totals at one site (`None` in a run of one kind).
@@ -519,18 +553,21 @@ impl Progress {
         out
     }
 
-    /// One line per kind of job at `site`: `io: 3 running, 12 done, run
-    /// time 412 s` (none in a run of one kind).
+    /// One line per kind of job at `site`: `io  3 running  12 done  run
+    /// time 412 s  window 8  capacity 6.0` (none in a run of one kind).
     fn kind_lines(&self, site: SiteId) -> Vec<String> {
-        let Some(kinds) = self.tally.kinds.get(site.index()) else { return Vec::new() };
         let width = self.types.ids().map(|t| self.types.name(t).len()).max().unwrap_or(0);
-        kinds
+        self.kind_site_summaries(site)
             .iter()
-            .enumerate()
-            .map(|(t, k)| {
-                let name = self.types.name(JobTypeId(t as u16));
-                let run = mean_secs(k.run_sum, k.run_n);
-                format!("{name:<width$}  {:>5} running {:>7} done  run time {run}", k.running, k.done)
+            .map(|k| {
+                let run = secs(k.mean_run_time);
+                format!(
+                    "{:<width$}  {:>5} running {:>7} done  run time {run}{}",
+                    k.name,
+                    k.running,
+                    k.done,
+                    window_and_capacity(k)
+                )
             })
             .collect()
     }
@@ -719,28 +756,44 @@ impl Progress {
         }
     }
 
-    fn kind_site_summaries(&self, site: SiteId) -> Vec<KindSiteSummary> {
+    /// Each kind of job at `site` (none in a run of one kind): what the
+    /// summary, the progress and the daemon's `status` show of it.
+    pub fn kind_site_summaries(&self, site: SiteId) -> Vec<KindSiteSummary> {
         let Some(kinds) = self.tally.kinds.get(site.index()) else { return Vec::new() };
+        let windows = self.kind_windows.get(site.index());
         kinds
             .iter()
             .enumerate()
-            .map(|(t, k)| KindSiteSummary {
-                name: self.types.name(JobTypeId(t as u16)).to_string(),
-                done: k.done,
-                running: k.running,
-                mean_run_time: (k.run_n > 0).then(|| k.run_sum / k.run_n as f64),
+            .map(|(t, k)| {
+                let told = windows.and_then(|w| w.get(t).copied().flatten());
+                KindSiteSummary {
+                    name: self.types.name(JobTypeId(t as u16)).to_string(),
+                    done: k.done,
+                    running: k.running,
+                    mean_run_time: (k.run_n > 0).then(|| k.run_sum / k.run_n as f64),
+                    window: told.map(|(w, _)| w),
+                    capacity: told.and_then(|(_, c)| c),
+                }
             })
             .collect()
     }
 }
 
-/// `412 s`, or `-` with nothing to average.
-fn mean_secs(sum: f64, n: u64) -> String {
-    if n == 0 {
-        "-".to_string()
-    } else {
-        format!("{:.0} s", sum / n as f64)
+/// `  window 8  capacity 6.0` of a kind at a site, as far as told.
+pub fn window_and_capacity(k: &KindSiteSummary) -> String {
+    let mut out = String::new();
+    if let Some(w) = k.window {
+        let _ = write!(out, "  window {w:.0}");
     }
+    if let Some(c) = k.capacity {
+        let _ = write!(out, "  capacity {c:.1}");
+    }
+    out
+}
+
+/// `412 s`, or `-` with nothing to average.
+fn secs(v: Option<f64>) -> String {
+    v.map_or("-".to_string(), |v| format!("{v:.0} s"))
 }
 
 impl Observer for Progress {
@@ -752,6 +805,9 @@ impl Observer for Progress {
     }
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
         self.record(site, event);
+    }
+    fn decisions(&mut self, decisions: &[Decision]) {
+        self.note_decisions(decisions);
     }
     fn site_unreachable(&mut self, site: SiteId, down: Option<(Time, String)>) {
         self.set_unreachable(site, down);
@@ -796,7 +852,6 @@ impl Progress {
 /// The summary as people read it.
 pub fn render_summary(s: &Summary) -> String {
     let mut out = String::new();
-    let secs = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.0} s"));
     let _ = writeln!(
         out,
         "\nRun {} ({}): {} of {} jobs done, {} failed for good{}.",
@@ -854,10 +909,11 @@ pub fn render_summary(s: &Summary) -> String {
         for k in &site.kinds {
             let _ = writeln!(
                 out,
-                "    {:<kind_width$} {:>6} done, run time {}",
+                "    {:<kind_width$} {:>6} done, run time {}{}",
                 k.name,
                 k.done,
-                secs(k.mean_run_time)
+                secs(k.mean_run_time),
+                window_and_capacity(k)
             );
         }
     }
@@ -1059,6 +1115,19 @@ mod tests {
             rows.iter().map(|k| (k.name.as_str(), k.done, k.running, k.mean_run_time)).collect();
         assert_eq!(got, [("io", 1, 0, Some(100.0)), ("cpu", 1, 0, Some(300.0))]);
         assert!(p.kind_lines(a)[1].contains("run time 300 s"), "{:?}", p.kind_lines(a));
+        // Each kind's window and capacity, as its decisions last told them;
+        // the site's own window, and a kind the run does not have, are not.
+        let told = |kind: Option<&str>, window, capacity| Decision {
+            job_kind: kind.map(str::to_string),
+            ..Decision::of_site(5.0, a, DecisionKind::Window { window, capacity })
+        };
+        p.decisions(&[told(Some("cpu"), 8.0, None), told(Some("cpu"), 5.0, Some(4.0))]);
+        p.decisions(&[told(None, 30.0, Some(20.0)), told(Some("gpu"), 9.0, Some(9.0))]);
+        let told_of = |p: &Progress| {
+            p.kind_site_summaries(a).iter().map(|k| (k.window, k.capacity)).collect::<Vec<_>>()
+        };
+        assert_eq!(told_of(&p), [(None, None), (Some(5.0), Some(4.0))]);
+        assert!(p.kind_lines(a)[1].ends_with("window 5  capacity 4.0"), "{:?}", p.kind_lines(a));
         // A checkpoint's tally restores into a run of the same kinds only.
         let saved = p.checkpoint().unwrap();
         let mut same = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet).with_kinds(types);

@@ -502,6 +502,86 @@ fn a_daemon_run_writes_its_report_as_a_foreground_run_does() {
     }
 }
 
+/// Issue 55: the daemon takes a run of several kinds as `cosched submit`
+/// does (`submit SITES --jobs … --daemon`), beside a run of one kind of
+/// another user at the same sites; it records the run's kinds, and a
+/// restarted daemon resumes it with them: the jobs submitted after the
+/// restart still run their own kind's description.
+#[test]
+fn a_daemon_run_of_two_kinds_resumes_with_its_kinds_after_a_restart() {
+    let s = Setup::new(|_| {}, 200.0, "[capacity]\ngood = 6\nslow = 4\n");
+    util::write_two_kinds(s.dir.path());
+    let mut d = s.start();
+    let args = ["submit", "both.toml", "--jobs", "io=12:io.sub", "--jobs", "18:cpu.sub", "--daemon"];
+    let out = s.command(&args).env("COSCHED_SOCKET", s.path("d.sock")).output().expect("the client runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "stderr:\n{}", String::from_utf8_lossy(&out.stderr));
+    let id: u64 = stdout.trim().parse().unwrap_or_else(|_| panic!("a run id, not {stdout:?}"));
+    let other = s.submit(&d, USER_B, 10, "both.toml", None);
+    assert_eq!(d.run(id)["n_jobs"], 30, "{}", d.run(id));
+    wait_for("the run of two kinds to make progress", PATIENCE, || {
+        (d.run(id)["done"].as_u64() >= Some(3)).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "SIGTERM is a clean stop:\n{}", d.log_text());
+    let submitted_before = fake_condor::history(&s.pool).len();
+    let d = s.start();
+    d.wait_finished(&[id, other], &s.pool);
+    assert!(d.log_text().contains(&format!("run {id}: resuming")), "{}", d.log_text());
+    let history = fake_condor::history(&s.pool);
+    assert!(history.len() > submitted_before, "nothing of the run was left for after the restart");
+    // The other run of one kind ran every job once; the run of two kinds
+    // ran each of its jobs once, of its own kind, before the restart and
+    // after it.
+    let (plain, kinded): (Vec<_>, Vec<_>) = history.iter().partition(|r| r.kind.as_deref() == Some("job"));
+    let succeeded = |records: &[&fake_condor::HistoryRecord]| {
+        let mut jobs: Vec<u64> = records
+            .iter()
+            .filter(|r| r.status == HistoryStatus::Succeeded)
+            .map(|r| r.job.expect("CoschedJob"))
+            .collect();
+        jobs.sort_unstable();
+        jobs
+    };
+    assert_eq!(succeeded(&plain), (0..10).collect::<Vec<_>>(), "the run of one kind");
+    assert_eq!(succeeded(&kinded), (0..30).collect::<Vec<_>>(), "the run of two kinds");
+    util::assert_each_job_of_its_kind(kinded.into_iter(), (12, 18), "after a restart");
+    // `status` shows each kind per site, its past replayed after the
+    // restart: jobs done (adding up to the site's), run time, window.
+    let run = d.run(id);
+    let mut done_of = BTreeMap::new();
+    for site in run["sites"].as_array().unwrap() {
+        let kinds = site["kinds"].as_array().unwrap_or_else(|| panic!("each kind at {site}"));
+        let names: Vec<&str> = kinds.iter().map(|k| k["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["io", "cpu"], "{site}");
+        let done: u64 = kinds.iter().map(|k| k["done"].as_u64().unwrap()).sum();
+        assert_eq!(done, site["done"].as_u64().unwrap(), "the kinds add up to the site: {site}");
+        for k in kinds {
+            *done_of.entry(k["name"].as_str().unwrap().to_string()).or_insert(0) +=
+                k["done"].as_u64().unwrap();
+            assert!(k["window"].as_f64().is_some(), "the kind's window there: {site}");
+            if k["done"].as_u64() > Some(0) {
+                assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
+            }
+        }
+    }
+    assert_eq!(done_of, BTreeMap::from([("cpu".to_string(), 18), ("io".to_string(), 12)]), "{run}");
+    assert!(d.run(other)["sites"][0].get("kinds").is_none(), "a run of one kind shows none");
+    let out = s
+        .command(&["status", &id.to_string()])
+        .env("COSCHED_SOCKET", s.path("d.sock"))
+        .output()
+        .expect("the client runs");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    for kind in ["io", "cpu"] {
+        let lines: Vec<&str> =
+            text.lines().filter(|l| l.trim_start().starts_with(&format!("{kind} "))).collect();
+        assert_eq!(lines.len(), 2, "a line of {kind} per site:\n{text}");
+        assert!(lines.iter().all(|l| l.contains(" done") && l.contains("window ")), "{text}");
+    }
+}
+
 #[test]
 fn kill_9_at_20_random_moments_then_restart_runs_every_job_exactly_once() {
     #[allow(clippy::disallowed_methods)] // a fresh seed per run, printed; COSCHED_TEST_SEED repeats one

@@ -475,6 +475,44 @@ fn every_policy_conserves_every_job_of_every_kind_on_a_mixed_scenario() {
     }
 }
 
+/// Issue 55: `adaptive`'s decisions in a run of several kinds say whose
+/// they are: each kind's verdicts and windows name it, and a site's window
+/// of all kinds together names none and is the kinds' windows added.
+#[test]
+fn adaptive_decisions_name_their_kind_and_a_sites_window_adds_its_kinds() {
+    use cosched::policy::DecisionKind;
+    use std::collections::BTreeMap;
+    let sc = mixed("M3");
+    let names: Vec<String> = sc.types.iter().map(|t| t.name.clone()).collect();
+    for seed in 1..=2 {
+        let r =
+            sim::run(&sc, &policy("adaptive"), seed, &SimOptions { trace: true, ..SimOptions::default() });
+        let case = format!("M3 adaptive seed {seed}");
+        assert!(r.errors.is_empty(), "{case}: {:?}", r.errors);
+        let mut verdicts_of = BTreeMap::new();
+        // Per site, each kind's window in force, and the site's.
+        let mut kind_window: BTreeMap<(u32, String), f64> = BTreeMap::new();
+        for d in &r.decisions {
+            match (&d.kind, &d.job_kind) {
+                (DecisionKind::Verdict { .. }, None) => panic!("{case}: a verdict of no kind: {d:?}"),
+                (DecisionKind::Verdict { .. }, Some(k)) => *verdicts_of.entry(k.clone()).or_insert(0) += 1,
+                (DecisionKind::Window { window, .. }, Some(k)) => {
+                    assert!(names.contains(k), "{case}: {d:?}");
+                    kind_window.insert((d.site.0, k.clone()), *window);
+                }
+                (DecisionKind::Window { window, .. }, None) => {
+                    let added: f64 =
+                        kind_window.iter().filter(|((s, _), _)| *s == d.site.0).map(|(_, w)| w).sum();
+                    assert_eq!(*window, added, "{case}: the site's window is its kinds' added: {d:?}");
+                }
+            }
+        }
+        for name in &names {
+            assert!(verdicts_of.get(name) > Some(&0), "{case}: no verdict of {name}: {verdicts_of:?}");
+        }
+    }
+}
+
 #[test]
 fn bulk_gives_every_site_the_same_mix_of_kinds() {
     // M3: 750 I/O and 1,500 CPU jobs over 300 and 100 slots, split 3:1.

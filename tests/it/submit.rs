@@ -323,6 +323,58 @@ mod check {
         util::cosched(dir.path(), args)
     }
 
+    /// `memory key[ of KIND]: KEY` lines of `check`'s output: (kind, key).
+    fn memory_keys(stdout: &str) -> Vec<(String, String)> {
+        stdout
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("memory key"))
+            .map(|rest| {
+                let (whose, key) = rest.split_once(": ").unwrap_or_else(|| panic!("{rest}"));
+                let key = key.split_whitespace().next().unwrap_or_default();
+                (whose.trim_start_matches(" of ").to_string(), key.to_string())
+            })
+            .collect()
+    }
+
+    /// `fp1:` and 32 hex digits (a 128-bit fingerprint).
+    fn is_fingerprint(key: &str) -> bool {
+        key.strip_prefix("fp1:").is_some_and(|h| h.len() == 32 && h.chars().all(|c| c.is_ascii_hexdigit()))
+    }
+
+    /// Issue 55: `check` prints each kind's memory key, so a person sees
+    /// which runs share what they learn: a description's fingerprint, the
+    /// same for the same job written another way, another for another job;
+    /// or the name the description gives its kind.
+    #[test]
+    fn check_prints_each_kinds_memory_key() {
+        let out = in_dir_with(&[("job.sub", GOOD_JOB)], &["check", "sites.toml", "job.sub"]);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        let single = memory_keys(&stdout);
+        assert_eq!(single.len(), 1, "{stdout}");
+        assert_eq!(single[0].0, "", "a run of one kind names no kind: {stdout}");
+        assert!(is_fingerprint(&single[0].1), "{stdout}");
+        // The same job with its output elsewhere and a comment; another
+        // job; a job named by the user.
+        let moved = format!("# the same job\noutput = elsewhere.txt\n{GOOD_JOB}");
+        let other = GOOD_JOB.replace("executable = ", "request_memory = 2048\nexecutable = ");
+        let named = format!("+CoschedKind = \"my-analysis\"\n{GOOD_JOB}");
+        let files = [("a.sub", GOOD_JOB), ("b.sub", moved.as_str()), ("c.sub", &other), ("d.sub", &named)];
+        let kinds = ["1:a.sub", "1:b.sub", "1:c.sub", "1:d.sub"];
+        let mut args = vec!["check", "sites.toml"];
+        args.extend(kinds.iter().flat_map(|k| ["--jobs", k]));
+        let out = in_dir_with(&files, &args);
+        let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", stderr(&out));
+        let keys: std::collections::BTreeMap<String, String> = memory_keys(&stdout).into_iter().collect();
+        assert_eq!(keys.len(), 4, "{stdout}");
+        assert_eq!(keys["a"], single[0].1, "the same description, the same key: {stdout}");
+        assert_eq!(keys["b"], keys["a"], "output and comments are not the kind: {stdout}");
+        assert!(is_fingerprint(&keys["c"]) && keys["c"] != keys["a"], "request_* is: {stdout}");
+        assert_eq!(keys["d"], "name:my-analysis", "{stdout}");
+        assert!(stdout.contains("memory key of b: ") && stdout.contains("the same as a's"), "{stdout}");
+    }
+
     /// Issue 55: `check` takes the kinds as `submit` does and checks every
     /// description; an error in the second names that file and its line.
     #[test]
@@ -336,6 +388,12 @@ mod check {
             stdout.contains("2 kinds") && stdout.contains("40 × io") && stdout.contains("100 × cpu"),
             "{stdout}"
         );
+        let keys = memory_keys(&stdout);
+        let (io, cpu) = (&keys[0], &keys[1]);
+        assert_eq!((io.0.as_str(), cpu.0.as_str()), ("io", "cpu"), "{stdout}");
+        assert!(is_fingerprint(&io.1), "{stdout}");
+        assert_eq!(io.1, cpu.1, "one description, one key: {stdout}");
+        assert!(stdout.contains("the same as io's"), "two kinds sharing memory are said to: {stdout}");
         let out = in_dir_with(&[("io.sub", GOOD_JOB), ("cpu.sub", cpu_bad)], &args);
         assert_bad(&out, &["cpu.sub:2:1", "key = value"]);
         assert!(!stderr(&out).contains("io.sub:"), "the first description is fine: {}", stderr(&out));
@@ -352,7 +410,7 @@ mod check {
     #[test]
     fn kinds_on_the_command_line_are_refused_with_what_to_write() {
         let files = [("io.sub", GOOD_JOB), ("cpu.sub", GOOD_JOB), ("my job.sub", GOOD_JOB)];
-        let cases: [(&[&str], &[&str]); 9] = [
+        let cases: [(&[&str], &[&str]); 8] = [
             (
                 &["submit", "5", "sites.toml", "io.sub", "--jobs", "io=3:io.sub"],
                 &["do not go together", "cosched submit SITES --jobs io=3:io.sub"],
@@ -378,18 +436,6 @@ mod check {
             (
                 &["submit", "sites.toml", "--jobs", "3:my job.sub"],
                 &["`my job` cannot name", "NAME=3:my job.sub"],
-            ),
-            (
-                &[
-                    "submit",
-                    "sites.toml",
-                    "--jobs",
-                    "io=3:io.sub",
-                    "--daemon",
-                    "--socket",
-                    "/nonexistent.sock",
-                ],
-                &["--daemon does not take runs of several kinds", "yet"],
             ),
         ];
         for (args, wants) in cases {
@@ -687,21 +733,8 @@ mod e2e {
         );
     }
 
-    /// Two submit descriptions for a run of two kinds (issue 55): each
-    /// passes its own marker, the kind's name and the job's index to the
-    /// job, so a job's arguments show which description it was submitted
-    /// with and what `$(CoschedType)` and `$(CoschedJob)` were.
     fn write_two_kinds(s: &Setup) {
-        for kind in ["io", "cpu"] {
-            std::fs::write(
-                s.path(&format!("{kind}.sub")),
-                format!(
-                    "executable = job.sh\narguments = from-{kind} $(CoschedType) $(CoschedJob)\n\
-                     output = out.$(CoschedJob)\nqueue\n"
-                ),
-            )
-            .unwrap();
-        }
+        util::write_two_kinds(s.dir.path());
     }
 
     const TWO_KINDS: [&str; 4] = ["--jobs", "io=12:io.sub", "--jobs", "18:cpu.sub"];
@@ -712,20 +745,8 @@ mod e2e {
     /// proportions; each batch file holds one kind.
     fn assert_two_kinds_ran(s: &Setup, context: &str) {
         s.assert_each_job_ran_once(30, context);
-        let mut kind_of = BTreeMap::new();
-        for r in fake_condor::history(&s.pool).iter().filter(|r| r.status == HistoryStatus::Succeeded) {
-            let job = r.job.expect("CoschedJob");
-            let kind = r.kind.clone().unwrap_or_else(|| panic!("{context}: job {job} has no CoschedType"));
-            assert_eq!(r.args, format!("from-{kind} {kind} {job}"), "{context}: job {job}");
-            kind_of.insert(job, kind);
-        }
-        let io: Vec<u64> = kind_of.iter().filter(|(_, k)| *k == "io").map(|(j, _)| *j).collect();
-        assert_eq!((io.len(), kind_of.len() - io.len()), (12, 18), "{context}: {kind_of:?}");
-        for prefix in 1..=30u64 {
-            let seen = io.iter().filter(|j| **j < prefix).count() as f64;
-            let due = prefix as f64 * 12.0 / 30.0;
-            assert!((seen - due).abs() <= 1.0, "{context}: {seen} io jobs among the first {prefix}: {io:?}");
-        }
+        let history = fake_condor::history(&s.pool);
+        util::assert_each_job_of_its_kind(history.iter(), (12, 18), context);
         let run_dir = std::fs::read_dir(s.path("state/runs")).unwrap().next().unwrap().unwrap().path();
         for entry in std::fs::read_dir(&run_dir).unwrap().filter_map(Result::ok) {
             let path = entry.path();
@@ -771,6 +792,8 @@ mod e2e {
             for k in per_kind.iter().filter(|k| k["done"].as_u64().unwrap() > 0) {
                 assert!(k["mean_run_time"].as_f64().is_some_and(|t| t > 0.0), "{site}");
             }
+            // Each kind's window there, as its controller told it last.
+            assert!(per_kind.iter().all(|k| k["window"].as_f64().is_some()), "{site}");
         }
         // The report, from the logs and the clusters' kinds: every job
         // succeeded once, under its kind.
@@ -786,6 +809,21 @@ mod e2e {
             assert_eq!(succeeded, n, "{kind}: {rows:?}");
         }
         assert!(rows.iter().all(|r| r["kind"] != "?"), "every cluster's kind is known: {rows:?}");
+        // The policy's decisions say whose they are: each kind's windows
+        // and verdicts name it, a site's window of both kinds none.
+        let decided =
+            json["summary"]["decisions"].as_array().unwrap_or_else(|| panic!("{}", json["summary"]));
+        let mut windowed = std::collections::BTreeSet::new();
+        for site in decided {
+            assert!(site["windows"].as_array().is_some_and(|w| w.iter().all(|p| p.get("kind").is_none())));
+            for p in site["kind_windows"].as_array().into_iter().flatten() {
+                windowed.insert(p["kind"].as_str().unwrap_or_else(|| panic!("{p}")).to_string());
+            }
+            for v in site["verdicts"].as_array().unwrap() {
+                assert!(v["kind"] == "io" || v["kind"] == "cpu", "a verdict of its kind: {v}");
+            }
+        }
+        assert_eq!(windowed.into_iter().collect::<Vec<_>>(), ["cpu", "io"], "{decided:?}");
     }
 
     /// A run of two kinds (with `extra` arguments) stopped by a schedd that

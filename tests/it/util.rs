@@ -105,3 +105,47 @@ pub fn remembered(site: &str, memory: cosched::policy::SiteMemory) -> cosched::p
     m.insert(site, cosched::policy::jobtype::SINGLE_TYPE, memory);
     m
 }
+
+/// Two submit descriptions in `dir` for a run of two kinds (issue 55),
+/// `io.sub` and `cpu.sub`: each passes its own marker, the kind's name and
+/// the job's index to the job, so a job's arguments show which description
+/// it was submitted with and what `$(CoschedType)` and `$(CoschedJob)` were.
+pub fn write_two_kinds(dir: &Path) {
+    write_echo_job(dir);
+    for kind in ["io", "cpu"] {
+        std::fs::write(
+            dir.join(format!("{kind}.sub")),
+            format!(
+                "executable = job.sh\narguments = from-{kind} $(CoschedType) $(CoschedJob)\n\
+                 output = out.$(CoschedJob)\nqueue\n"
+            ),
+        )
+        .unwrap();
+    }
+}
+
+/// Every successful execution of `history` (one run of the two kinds of
+/// [`write_two_kinds`], `io` and `cpu` jobs as `counts` says) ran its own
+/// kind's description, with its kind's name as attribute and macro; the
+/// kinds alternate over the run's indexes in their proportions.
+pub fn assert_each_job_of_its_kind<'a>(
+    history: impl Iterator<Item = &'a cosched::fake_condor::HistoryRecord>,
+    counts: (usize, usize),
+    context: &str,
+) {
+    let mut kind_of = std::collections::BTreeMap::new();
+    for r in history.filter(|r| r.status == cosched::fake_condor::HistoryStatus::Succeeded) {
+        let job = r.job.expect("CoschedJob");
+        let kind = r.kind.clone().unwrap_or_else(|| panic!("{context}: job {job} has no CoschedType"));
+        assert_eq!(r.args, format!("from-{kind} {kind} {job}"), "{context}: job {job}");
+        kind_of.insert(job, kind);
+    }
+    let io: Vec<u64> = kind_of.iter().filter(|(_, k)| *k == "io").map(|(j, _)| *j).collect();
+    assert_eq!((io.len(), kind_of.len() - io.len()), counts, "{context}: {kind_of:?}");
+    let n = (counts.0 + counts.1) as u64;
+    for prefix in 1..=n {
+        let seen = io.iter().filter(|j| **j < prefix).count() as f64;
+        let due = prefix as f64 * counts.0 as f64 / n as f64;
+        assert!((seen - due).abs() <= 1.0, "{context}: {seen} io jobs among the first {prefix}: {io:?}");
+    }
+}

@@ -322,7 +322,7 @@ fn running_after_starts(log: &Path, epoch: f64) -> Vec<(f64, u32)> {
 fn windows_of(decisions: &[cosched::policy::Decision], site: usize) -> Vec<(f64, f64)> {
     decisions
         .iter()
-        .filter(|d| d.site.index() == site)
+        .filter(|d| d.site.index() == site && d.job_kind.is_none())
         .filter_map(|d| match d.kind {
             DecisionKind::Window { window, .. } => Some((d.at, window)),
             DecisionKind::Verdict { .. } => None,

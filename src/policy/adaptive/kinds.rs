@@ -43,6 +43,10 @@
 //! knee is its share of what the heavy kinds leave, not the mix that ends
 //! every kind soonest (the oracle's).
 //!
+//! **Decisions.** Each lane's verdicts and windows are told with its kind's
+//! name ([`Decision::job_kind`]); a site's window of all kinds together (the
+//! lanes' windows and capacities added) is told with none.
+//!
 //! **Memory.** Each lane reads and keeps its kind's own (the kind's key:
 //! a submit description's fingerprint or given name, a scenario's kind).
 //!
@@ -78,6 +82,9 @@ pub struct ByKind {
     healthy_with: Vec<f64>,
     /// Each site's slots, where sites.toml gives them.
     slots: Vec<Option<f64>>,
+    /// Each lane's decisions, marked with its kind, and each site's window
+    /// of all kinds together (see [`super::decisions_as_json`]).
+    #[serde(with = "super::decisions_as_json")]
     decided: Vec<Decision>,
 }
 
@@ -167,6 +174,7 @@ impl ByKind {
                     }
                 }
             }
+            let own = Decision { job_kind: Some(self.names[t.index()].clone()), ..d.clone() };
             match d.kind {
                 DecisionKind::Window { window, capacity } => {
                     self.told[t.index()][d.site.index()] = (window, capacity);
@@ -174,9 +182,10 @@ impl ByKind {
                     let kinds = self.told.iter().map(|per_site| per_site[d.site.index()]);
                     let (window, capacity) = kinds
                         .fold((0.0, Some(0.0)), |(w, c), (lw, lc)| (w + lw, c.zip(lc).map(|(c, lc)| c + lc)));
+                    self.decided.push(own);
                     self.decided.push(Decision { kind: DecisionKind::Window { window, capacity }, ..d });
                 }
-                DecisionKind::Verdict { .. } => self.decided.push(d),
+                DecisionKind::Verdict { .. } => self.decided.push(own),
             }
         }
         // A controller whose probe widened looks at its sites again now (a

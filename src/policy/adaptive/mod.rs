@@ -169,15 +169,26 @@
 //! and what this run made of memory (its floor came from there, its run
 //! times were checked, what the tail is to leave the next run).
 //!
-//! **Routing** is the [`Planner`]'s, shared with the oracle: Little's law
-//! keeps rate × wait jobs queued ahead (no more than a probe's overshoot);
-//! while probes climb, the jobs a window lacks are queued as many times
-//! over as it takes for them to start by the next verdict; and where one
-//! site is left open and its search ended at its slots, every job left
-//! waits there. The pool is water-filled by expected finish time; once it
-//! is empty, idle jobs, and jobs running past a draining site's window,
-//! move where they would finish sooner by a margin. A site's `max_jobs`
-//! and `max_idle` (sites.toml) bound all of it.
+//! **Routing** is the [`Planner`]'s, shared with the oracle. A job queued
+//! past the window runs as soon as the site starts it, so jobs are queued
+//! ahead only where the site starts them one by one, as room frees (its
+//! waits are other users'). Where it starts every job waiting at its next
+//! cycle (a negotiation, a gridmanager's poll: it has room past our
+//! window), a queue would start past the window all at once: there the jobs
+//! out are the window's, and should all of them start now, the site is at
+//! its window. Which of the two, the site's first cohort shows (sent
+//! together, its jobs' starts spread over more than their mean wait, or
+//! not: `Starting`, in `site/estimator.rs`), and a site seen running more
+//! of our jobs than its slots starts what it is sent. Where jobs are queued
+//! ahead: Little's law keeps rate × wait of them, the wait that of the jobs
+//! starting lately (no more than a probe's overshoot); while probes climb,
+//! the jobs a window lacks are queued as many times over as it takes for
+//! them to start by the next verdict; and where one site is left open and
+//! its search ended at its slots, every job left waits there. The pool is
+//! water-filled by expected finish time; once it is empty, idle jobs, and
+//! jobs running past a draining site's window, move where they would finish
+//! sooner by a margin. A site's `max_jobs` and `max_idle` (sites.toml)
+//! bound all of it.
 //!
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`
@@ -341,7 +352,7 @@ pub struct Adaptive {
 /// tagged enum (its JSON form), which postcard cannot read back, so a
 /// checkpoint written with any decision untaken was unreadable and the
 /// resume replayed every log instead. They go as one JSON string.
-mod decisions_as_json {
+pub(super) mod decisions_as_json {
     use super::Decision;
     use serde::{Deserialize, Deserializer, Serializer};
 
@@ -585,13 +596,13 @@ impl Adaptive {
                     DecisionKind::Verdict { healthy: false, level, slowdown: Some(slowdown) }
                 }
             };
-            self.decided.push(Decision { at, site, kind });
+            self.decided.push(Decision::of_site(at, site, kind));
         }
         let window = (s.window, s.capacity_found());
         if told.window != Some(window) {
             told.window = Some(window);
             let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
-            self.decided.push(Decision { at: now, site, kind });
+            self.decided.push(Decision::of_site(now, site, kind));
         }
     }
 

@@ -66,8 +66,15 @@ impl Site {
             wait: self.waits.pessimistic(now),
             // Jobs kept waiting ahead start whenever the queue lets them, so
             // more than the window would run: not while the first cohort's
-            // runs are still to become the baseline at that level.
-            ahead: if self.ready() { self.waits.mean(now).unwrap_or(0.0) } else { 0.0 },
+            // runs are still to become the baseline at that level, nor where
+            // they would start together. The wait they cover is that of the
+            // jobs starting now: where they start sooner than they did, the
+            // queue shrinks with them.
+            ahead: if self.ready() && !self.waits.start_together() {
+                self.waits.recent_mean(now).unwrap_or(0.0)
+            } else {
+                0.0
+            },
             success,
             draining: self.draining() && f64::from(self.running) > self.window,
             // How fast throughput falls past the window is not known here;

@@ -6,6 +6,8 @@ use super::*;
 
 /// Queue waits as an exponential with right-censoring: the MLE of the mean
 /// is all the time jobs spent waiting (started or not) over the starts.
+/// And how the site starts the jobs that wait there, as its first cohort
+/// showed ([`Starting`]).
 #[derive(Clone, Debug, Default, serde::Serialize, serde::Deserialize)]
 pub struct Waits {
     /// Σ waits of jobs that left the queue (started or not).
@@ -14,18 +16,132 @@ pub struct Waits {
     pub(super) idle: u64,
     pub(super) idle_since_sum: f64,
     pub starts: u64,
+    /// The same estimate over about the last `memory` starts: all the
+    /// waiting done (by jobs started, withdrawn or still idle) up to
+    /// `recent_at`, and the starts, each start discounting both by
+    /// `1 − 1/memory`.
+    pub(super) recent_waited: f64,
+    pub(super) recent_starts: f64,
+    pub(super) recent_at: Time,
+    pub(super) starting: Starting,
+}
+
+/// How a site starts the jobs waiting there. A job waits for one of two
+/// things: room (other users' jobs ahead of it, slots busy), and then jobs
+/// start one by one as room frees; or only the matchmaker's next cycle (a
+/// negotiation, a gridmanager's poll) on a site with room to spare, and then
+/// every job waiting starts at that cycle, together. Its first cohort (the
+/// jobs of its first submission, sent at one time) tells which: waiting for
+/// room, n jobs' starts spread over about `H(n−1)` times their mean wait (the
+/// range of n exponential draws), more than the mean itself; waiting for a
+/// cycle, within one cycle, no more than the mean (all at once, where they
+/// did not wait at all).
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub enum Starting {
+    /// The first cohort is still starting: what it showed so far.
+    Watching(Cohort),
+    /// Jobs start one by one, or the cohort was too small to tell: a queue
+    /// kept ahead by Little's law keeps the window full and no fuller.
+    OneByOne,
+    /// Jobs start together: a queue kept ahead would all start at the next
+    /// cycle, past the window, so none is kept.
+    Together,
+}
+
+impl Default for Starting {
+    /// A site that was sent nothing yet.
+    fn default() -> Starting {
+        Starting::Watching(Cohort::default())
+    }
+}
+
+/// The first cohort's starts so far.
+#[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Cohort {
+    /// When it was submitted, and how many of its jobs are still to start
+    /// or have started (a job withdrawn before starting leaves it).
+    at: Time,
+    size: u32,
+    started: u32,
+    first_start: Time,
+    last_start: Time,
+    /// Σ waits of the jobs that started.
+    waited: f64,
+}
+
+/// Fewer jobs than this cannot tell the two ways apart: the range of 8
+/// exponential waits is 2.6 times their mean on average, but that of 3 only
+/// 1.5, and often less than 1.
+pub const COHORT_TO_TELL: u32 = 8;
+
+impl Cohort {
+    fn verdict(&self) -> Starting {
+        if self.started < COHORT_TO_TELL {
+            Starting::OneByOne
+        } else if self.last_start - self.first_start <= self.waited / f64::from(self.started) {
+            Starting::Together
+        } else {
+            Starting::OneByOne
+        }
+    }
 }
 
 impl Waits {
+    /// Adds the waiting done by the jobs idle since `recent_at`.
+    fn accrue(&mut self, at: Time) {
+        if at > self.recent_at {
+            self.recent_waited += self.idle as f64 * (at - self.recent_at);
+            self.recent_at = at;
+        }
+    }
     fn submitted(&mut self, at: Time) {
+        self.accrue(at);
         self.idle += 1;
         self.idle_since_sum += at;
+        if let Starting::Watching(cohort) = &mut self.starting {
+            if cohort.size == 0 || cohort.at == at {
+                cohort.at = at;
+                cohort.size += 1;
+            }
+        }
     }
-    fn left(&mut self, submitted: Time, at: Time, started: bool) {
+    fn left(&mut self, submitted: Time, at: Time, started: bool, memory: f64) {
+        self.accrue(at);
         self.idle = self.idle.saturating_sub(1);
         self.idle_since_sum -= submitted;
         self.closed += (at - submitted).max(0.0);
         self.starts += u64::from(started);
+        if started {
+            let keep = 1.0 - 1.0 / memory.max(1.0);
+            self.recent_waited *= keep;
+            self.recent_starts = self.recent_starts * keep + 1.0;
+        }
+        if let Starting::Watching(cohort) = &mut self.starting {
+            if cohort.size > 0 && submitted == cohort.at {
+                if started {
+                    let first = if cohort.started == 0 { at } else { cohort.first_start.min(at) };
+                    cohort.first_start = first;
+                    cohort.last_start = cohort.last_start.max(at);
+                    cohort.started += 1;
+                    cohort.waited += (at - submitted).max(0.0);
+                } else {
+                    cohort.size -= 1;
+                }
+                if cohort.started == cohort.size {
+                    self.starting = cohort.verdict();
+                }
+            }
+        }
+    }
+    /// Whether jobs waiting here start together ([`Starting`]).
+    pub fn start_together(&self) -> bool {
+        self.starting == Starting::Together
+    }
+    /// [`Waits::mean`] over about the last `memory` starts (the `memory`
+    /// of each start): where jobs start sooner than they did, it follows.
+    pub fn recent_mean(&self, now: Time) -> Option<f64> {
+        let waited = self.recent_waited + self.idle as f64 * (now - self.recent_at).max(0.0);
+        (self.starts >= 3).then(|| waited / self.recent_starts.max(1.0))
     }
     /// All the waiting done so far, seconds.
     pub fn exposure(&self, now: Time) -> f64 {
@@ -253,17 +369,22 @@ impl Site {
     /// held, or finished between two polls of a grid job.
     pub fn left_idle(&mut self, job: JobId, at: Time) {
         if let Some(submitted) = self.idle.remove(&job) {
-            self.waits.left(submitted, at, false);
+            self.waits.left(submitted, at, false, self.window);
         }
     }
 
     pub fn started(&mut self, job: JobId, at: Time) {
         let Some(submitted) = self.idle.remove(&job) else { return };
         self.advance(at);
-        self.waits.left(submitted, at, true);
+        self.waits.left(submitted, at, true, self.window);
         self.any_started = true;
         self.closed_until = None;
         self.running += 1;
+        // Only jobs queued past the window start past the slots, so the
+        // site starts what it is sent, whatever its first cohort showed.
+        if f64::from(self.running) > self.cap + 1.0 {
+            self.waits.starting = Starting::Together;
+        }
         self.runs.insert(
             job,
             Run { start: at, test: self.test.id, theta: self.test.above, overloaded: self.draining() },

@@ -50,6 +50,7 @@ impl Site {
             // site that slow (not a probe parked there while others have
             // room, to be moved once its wait, counted from zero, grew).
             self.waits.closed = self.idle_timeout;
+            self.waits.recent_waited = self.idle_timeout;
         }
         if let Some((succeeded, failed)) = m.attempts {
             (self.successes, self.failures) = (succeeded, failed);
@@ -58,6 +59,7 @@ impl Site {
             // As if three jobs had waited that long.
             self.waits.closed = 3.0 * w;
             self.waits.starts = 3;
+            (self.waits.recent_waited, self.waits.recent_starts) = (3.0 * w, 3.0);
         }
     }
 

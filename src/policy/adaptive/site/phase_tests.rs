@@ -307,3 +307,50 @@ fn issue_56_no_check_below_where_the_jobs_left_are_within_a_probe_of_the_floor()
     assert!(site.holding(), "{:?}", site.phase);
     assert_eq!(site.window, 16.0);
 }
+
+/// A site of `slots` known healthy at 16 (memory), sent a cohort of 16 at
+/// t = 0 whose job `i` starts after `wait(i)` seconds.
+fn cohort_started(slots: f64, wait: impl Fn(u64) -> f64) -> Site {
+    let mut site = Site::new("s".into(), slots, 1200.0, 16.0, rules(), Some(&memory(16.0, None)));
+    let jobs: Vec<JobId> = (0..16).map(JobId).collect();
+    site.submitted(&jobs, 0.0);
+    for job in jobs {
+        site.started(job, wait(job.0));
+    }
+    site
+}
+
+/// The quantiles of Exp(10 s) for 16 jobs: other users' jobs ahead,
+/// freeing room one by one.
+fn exponential_waits(i: u64) -> f64 {
+    -10.0 * (1.0 - (i as f64 + 0.5) / 16.0).ln()
+}
+
+#[test]
+fn a_cohort_that_starts_within_a_cycle_keeps_no_queue_ahead() {
+    // Waits of 8–9 s: the first negotiation cycle started all 16 (the real
+    // pool's `local`). Jobs queued now would all start at the next one.
+    let together = cohort_started(100.0, |i| 8.0 + (i % 2) as f64);
+    assert!(together.waits.start_together());
+    let model = together.model(20.0, None);
+    assert_eq!(model.ahead, 0.0);
+    assert_eq!(model.out_target(together.running), together.window);
+    // Waits of mean 10 s spread as exponential draws are: Little's law
+    // keeps jobs queued ahead there.
+    let one_by_one = cohort_started(100.0, exponential_waits);
+    assert!(!one_by_one.waits.start_together());
+    let model = one_by_one.model(20.0, None);
+    assert!(model.ahead > 0.0, "{model:?}");
+    assert!(model.out_target(one_by_one.running) > one_by_one.window, "{model:?}");
+}
+
+#[test]
+fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
+    // Its cohort started one by one, but 22 of our jobs run on 20 slots:
+    // only jobs queued past the window start past the slots.
+    let mut site = cohort_started(20.0, exponential_waits);
+    assert!(!site.waits.start_together());
+    start(&mut site, 16..22, 40.0);
+    assert!(site.waits.start_together());
+    assert_eq!(site.model(40.0, None).ahead, 0.0);
+}
