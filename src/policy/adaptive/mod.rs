@@ -185,7 +185,12 @@
 //! the jobs a window lacks are queued as many times over as it takes for
 //! them to start by the next verdict; and where one site is left open and
 //! its search ended at its slots, every job left waits there. The pool is
-//! water-filled by expected finish time; once it is empty, idle jobs, and
+//! water-filled by expected finish time, a site's run time its own runs'
+//! or, while it has none (none ended yet, or all learned afresh after a
+//! verdict), the median site's, but never less than its
+//! youngest running job's age (a first cohort far past a knee ends long
+//! after the others' runs would; counting on it to end soon held the jobs
+//! left for the slots it would free). Once the pool is empty, idle jobs, and
 //! jobs running past a draining site's window, move where they would finish
 //! sooner by a margin. A site's `max_jobs` and `max_idle` (sites.toml)
 //! bound all of it.

@@ -57,7 +57,10 @@ impl Site {
             .filter(|r| matches!(r.suspect, Suspect::Memory { .. }))
             .and_then(|r| r.baseline.as_ref());
         let own = self.dist.as_ref().or(checking.map(|(d, _)| d)).map(Distribution::mean);
-        let run = own.or(fallback_run);
+        // None of its own runs known: every job running has run at least as
+        // long as the youngest of them, whatever the other sites' runs say.
+        let running_for = own.is_none().then(|| self.by_start.last().map(|(start, _)| now - start.time()));
+        let run = own.or(fallback_run).into_iter().chain(running_for.flatten()).reduce(f64::max);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
         let mut model = SiteModel {
             open: true,

@@ -354,3 +354,16 @@ fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
     assert!(site.waits.start_together());
     assert_eq!(site.model(40.0, None).ahead, 0.0);
 }
+
+#[test]
+fn a_site_with_no_run_ended_is_modelled_no_faster_than_its_jobs_are_old() {
+    // Other sites' runs take 500 s; this site's first cohort, past a steep
+    // knee, has run for 5,000 s and none has ended. The planner must not
+    // count on those jobs ending soon and hold the jobs left for the slots
+    // they would free.
+    let mut site = Site::new("s".into(), 16.0, 1200.0, 16.0, rules(), None);
+    start(&mut site, 0..16, 0.0);
+    assert_eq!(site.model(100.0, Some(500.0)).run, 500.0);
+    assert!(site.model(5000.0, Some(500.0)).run >= 5000.0);
+    assert!(site.model(5000.0, None).run >= 5000.0);
+}
