@@ -46,7 +46,9 @@ use std::sync::Arc;
 /// site starts the jobs that wait there (its first cohort's verdict).
 /// 10: a decision not told yet names its kind of job, and `adaptive`'s
 /// controller per kind keeps them as `adaptive`'s one controller does.
-const FORMAT: u32 = 10;
+/// 11: `adaptive`'s test, while a floor is rechecked, weighs runs faster
+/// than the floor's baseline set aside (not slower than the fresh one).
+const FORMAT: u32 = 11;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

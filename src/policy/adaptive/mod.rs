@@ -68,11 +68,38 @@
 //!   at the slots.
 //! - *A wrong start.* A first window past the knee slows the baseline too,
 //!   so nothing at that level tells floor from knee. It is checked against
-//!   the level below when a probe proves thrash, or when its baseline is
+//!   the level below when a probe proves thrash, when its baseline is
 //!   more than `SPEED_SPREAD` (2, hardware's spread) times slower than the
-//!   other sites' beyond that quantile's error. Once the pool is empty, a
+//!   other sites' beyond that quantile's error (a site checking its own
+//!   floor below is known meanwhile by that floor's baseline, slowed if
+//!   anything), or when the search
+//!   converges on it (the first window is all the site holds, or the level
+//!   above ran no worse than a knee at the floor would make it): then
+//!   nothing above will ever check it, and where every site is past its
+//!   knee alike no other site's speed tells. Once the pool is empty, a
 //!   first cohort that never ends moves when older than `SILENT_PAST` (4)
 //!   times the median site's longest healthy run.
+//! - *The check below.* Processor sharing says how: below the knee a run
+//!   takes its work's time whatever else runs; past it every run is
+//!   stretched by the level over the knee (and by thrash). So at a floor F
+//!   past the knee, the level m = F / `probe_gain` under it runs faster,
+//!   by at least F / m where the knee is at or under m, by F over the knee
+//!   (times its thrash) where it is between; at a floor below the knee, as
+//!   fast. The site drains to m and a sequential test weighs the runs
+//!   there against F's baseline, as a probe above is weighed, with the
+//!   alternatives "κ × `STRETCH` times faster" (the healthy side's scale
+//!   profiled down as far as it is up above: a baseline learned long is
+//!   its false alarm); undecided after as many runs as F's baseline holds,
+//!   it ends "as fast". Faster: m is the floor, a first window again (its
+//!   runs, once ready, the baseline; checked below in turn where the search
+//!   converges on it), and F the ceiling. As fast: F is back, checked for
+//!   good. Only while more than a probe's reach (`probe_gain` × F) of jobs
+//!   is left: with fewer, the level below could not pay back its cost
+//!   before the run ends. Its cost on a healthy site, once per run: the
+//!   site runs at most F for the drain (the jobs past m end, under a run)
+//!   and m for the test (as many runs at m as F's baseline holds, at most:
+//!   about a run where that baseline is one window's), about a wave of the
+//!   site's jobs at `1 − 1/probe_gain` of its throughput.
 //!
 //! **The phases.** Each site's controller is in one phase at a time
 //! (`site::Phase`, each carrying what only it needs), as in tcp_bbr.c:
@@ -84,7 +111,10 @@
 //!             |  ^   (healthy, not converged: stays)       |
 //!   degraded, |  | drained,                      degraded, |
 //!   slow 1st  |  | no suspect                    slow 1st  |
-//!   window    v  |                               window    |
+//!   window,   |  |                               window    |
+//!   converged |  |                                         |
+//!   on the 1st|  |                                         |
+//!   window    v  |                                         |
 //!           DRAINING <---------------------------------------+
 //!             |    (degraded again: stays, cut deeper)
 //!             | drained, a suspect
@@ -98,7 +128,8 @@
 //!   knowledge), and that verdict is its runs, taken healthy. After it, a
 //!   test weighs a probe above the floor, or the floor itself after a cut.
 //!   Healthy and not converged: Testing again at the next probe; healthy and
-//!   converged: Holding; degraded: Draining.
+//!   converged: Holding, or Draining to check the floor below where it is
+//!   the first window's; degraded: Draining.
 //! - *Draining* (after a degraded verdict, carrying what it proved: the
 //!   level judged, the least slowdown proven and the likeliest one, by
 //!   which jobs still running past the window are moved in the tail; or a
@@ -106,17 +137,19 @@
 //!   then left to end): jobs run past the window and none starts; no new
 //!   test begins, but the verdict's test goes on and a larger slowdown it
 //!   proves cuts deeper. It may carry a level under suspicion and what is
-//!   suspect there (`Suspect`): the floor itself (a probe proved thrash, or
-//!   the first window was slow), or memory's run times (a remembered level
+//!   suspect there (`Suspect`): the floor itself (a probe proved thrash,
+//!   the first window was slow, or the search converged on it), or memory's run times (a remembered level
 //!   ran degraded; with the ceiling memory knew, to come back should they
 //!   prove another job's). Drained with a suspect: Rechecking; without:
 //!   Testing.
 //! - *Rechecking* (carrying the suspect and, once drained, its baseline set
-//!   aside): the runs at the level below are learned afresh, no test runs,
-//!   and once they are ready they settle it: a suspect floor's runs slowed
-//!   (the level below is the floor) or not (the old floor is back), or
-//!   memory's runs another job's (memory's floor is back under memory's
-//!   ceiling: Holding where that converges) or not. Then Testing.
+//!   aside): the runs at the level below are learned afresh. A suspect
+//!   floor is settled by the check below's sequential test against its
+//!   baseline: its runs slowed (the level below is the floor, its first
+//!   window) or not (the old floor is back). Memory's run times are settled
+//!   once the fresh runs are ready, by the two means: another job's
+//!   (memory's floor is back under memory's ceiling: Holding where that
+//!   converges) or not. Then Testing.
 //! - *Holding* (since a time): the search converged, the level is held and
 //!   watched (healthy verdicts change nothing); degraded: Draining; after
 //!   `reprobe_after` mean runs, the level above is tried: Testing.
@@ -152,7 +185,12 @@
 //! the jobs a window lacks are queued as many times over as it takes for
 //! them to start by the next verdict; and where one site is left open and
 //! its search ended at its slots, every job left waits there. The pool is
-//! water-filled by expected finish time; once it is empty, idle jobs, and
+//! water-filled by expected finish time, a site's run time its own runs'
+//! or, while it has none (none ended yet, or all learned afresh after a
+//! verdict), the median site's, but never less than its
+//! youngest running job's age (a first cohort far past a knee ends long
+//! after the others' runs would; counting on it to end soon held the jobs
+//! left for the slots it would free). Once the pool is empty, idle jobs, and
 //! jobs running past a draining site's window, move where they would finish
 //! sooner by a margin. A site's `max_jobs` and `max_idle` (sites.toml)
 //! bound all of it.
@@ -424,9 +462,20 @@ impl Adaptive {
     /// The median over sites with healthy runs of their own (but site
     /// `except`) of one statistic of those runs.
     fn median_over_ready(&self, except: Option<usize>, of: impl Fn(&Distribution) -> f64) -> Option<f64> {
+        self.median_over(except, |s| s.dist.as_ref().filter(|_| s.ready()), of)
+    }
+
+    /// The median over sites (but site `except`) of one statistic of the
+    /// runs `runs` picks from each (sites it picks none from are left out).
+    fn median_over(
+        &self,
+        except: Option<usize>,
+        runs: impl Fn(&Site) -> Option<&Distribution>,
+        of: impl Fn(&Distribution) -> f64,
+    ) -> Option<f64> {
         let mut values: Vec<f64> = (self.sites.iter().enumerate())
-            .filter(|&(j, s)| Some(j) != except && s.ready())
-            .filter_map(|(_, s)| s.dist.as_ref())
+            .filter(|&(j, _)| Some(j) != except)
+            .filter_map(|(_, s)| runs(s))
             .map(of)
             .collect();
         values.sort_by(f64::total_cmp);
@@ -506,7 +555,7 @@ impl Adaptive {
             // A first window past a knee, told by the other sites' speeds.
             if self.sites[i].baseline_unchecked() {
                 let quantile = |d: &Distribution| d.quantile(SPEED_QUANTILE);
-                if let Some(others) = self.median_over_ready(Some(i), quantile) {
+                if let Some(others) = self.median_over(Some(i), Site::speed_known, quantile) {
                     self.sites[i].check_slow_baseline(others);
                 }
             }
@@ -554,7 +603,7 @@ impl Adaptive {
             };
             self.decided.push(Decision::of_site(at, site, kind));
         }
-        let window = (s.window, s.searched.then_some(s.floor));
+        let window = (s.window, s.capacity_found());
         if told.window != Some(window) {
             told.window = Some(window);
             let kind = DecisionKind::Window { window: window.0, capacity: window.1 };
@@ -807,7 +856,7 @@ impl Policy for Adaptive {
         };
         SiteView {
             window: s.window.round() as u32,
-            capacity: s.searched.then_some(s.floor),
+            capacity: s.capacity_found(),
             class,
             agtime: s.ready().then_some(model.wait + model.run),
         }

@@ -57,7 +57,10 @@ impl Site {
             .filter(|r| matches!(r.suspect, Suspect::Memory { .. }))
             .and_then(|r| r.baseline.as_ref());
         let own = self.dist.as_ref().or(checking.map(|(d, _)| d)).map(Distribution::mean);
-        let run = own.or(fallback_run);
+        // None of its own runs known: every job running has run at least as
+        // long as the youngest of them, whatever the other sites' runs say.
+        let running_for = own.is_none().then(|| self.by_start.last().map(|(start, _)| now - start.time()));
+        let run = own.or(fallback_run).into_iter().chain(running_for.flatten()).reduce(f64::max);
         let success = (self.successes as f64 + 1.0) / ((self.successes + self.failures) as f64 + 1.0);
         let mut model = SiteModel {
             open: true,
@@ -181,7 +184,7 @@ impl Site {
         }
         let mean = self.dist.as_ref().map_or(1.0, Distribution::mean);
         self.next_eval = now + (mean / EVALS).max(1.0);
-        if !self.searched && self.window <= self.floor && self.floor < self.cap {
+        if !self.searched && self.window <= self.floor {
             // The first cohort's runs are the baseline, healthy by assumption:
             // that is the first verdict, and probing starts above it.
             let level = self.floor;
@@ -317,6 +320,7 @@ impl Site {
             // next, and holding it there would idle those slots all run).
             self.window = if self.ceiling < self.cap { self.floor } else { self.cap };
             self.phase = Phase::Holding { since: now };
+            self.check_held_floor();
         } else if self.ceiling < self.cap {
             self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling);
         } else {
@@ -511,6 +515,14 @@ impl Site {
         self.test.level = self.floor;
     }
 
+    /// The capacity found, for people (decisions, the report): the floor,
+    /// once it is knowledge or a level above it was seen degraded (a first
+    /// window found slowed leaves the level below as the floor before any
+    /// verdict there), as memory keeps it (`capacity_memory`).
+    pub fn capacity_found(&self) -> Option<f64> {
+        (self.searched || self.ceiling < self.cap).then_some(self.floor)
+    }
+
     /// Whether the floor is still the first window's, its runs taken as
     /// healthy and never compared with a level below (see
     /// [`Site::check_slow_baseline`]).
@@ -544,9 +556,39 @@ impl Site {
         if !slow || !self.baseline_unchecked() {
             return;
         }
+        self.probe_below();
+    }
+
+    /// The floor (a baseline's level never compared with a level below) is
+    /// checked from the level below: the site drains there, with no verdict
+    /// proven, and the runs there are weighed against the floor's
+    /// (`check_below`, [`Site::weigh_below`]).
+    fn probe_below(&mut self) {
         self.phase = Phase::Draining { proven: None, recheck: None };
         self.check_below();
         self.window = self.floor;
+    }
+
+    /// The search converged on a floor that is still the first window's:
+    /// nothing above it will ever check its runs (the level above was seen
+    /// degraded no more than a knee at the floor would make it, or the floor
+    /// is all the site holds), and where every site is past its knee alike
+    /// no other site's speed tells either. Past a knee, fewer jobs run
+    /// faster, so it is checked from the level below, once per floor (a
+    /// floor that comes back is checked; one the check moves down is the
+    /// next first window). Not where the jobs left are within a probe's
+    /// reach of the floor: the check could not pay back its cost, the
+    /// level below run for a drain and a test, before the run ends.
+    pub(super) fn check_held_floor(&mut self) {
+        let pays = self.left > self.rules.gain * self.floor;
+        if pays
+            && self.floor >= 2.0
+            && self.floor_is_first_windows()
+            && self.ready()
+            && self.recheck().is_none()
+        {
+            self.probe_below();
+        }
     }
 
     /// [`Site::check`] once every job has been sent (the tail; see `judge`
@@ -591,8 +633,8 @@ impl Site {
         if let Some(d) = &self.dist {
             // A draining site is looked at again when a job ends there, or
             // when its verdict's test may prove more.
-            if self.running > 0 && self.ready() && !matches!(self.phase, Phase::Draining { proven: None, .. })
-            {
+            let testing = self.ready() || self.floor_below().is_some();
+            if self.running > 0 && testing && !matches!(self.phase, Phase::Draining { proven: None, .. }) {
                 at(self.next_eval.max(now + (d.mean() / EVALS).max(1.0) * 0.1));
             }
             if let Phase::Holding { since } = self.phase {

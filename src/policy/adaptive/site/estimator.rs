@@ -435,7 +435,8 @@ impl Site {
                 self.estimate(at);
             }
         }
-        if let (Some(d), false) = (&self.dist, run.overloaded) {
+        let reference = self.floor_below().or(self.dist.as_ref());
+        if let (Some(d), false) = (reference, run.overloaded) {
             // A first cohort's job that outlived the baseline taken from its
             // shorter half ends where that baseline is the tail's
             // assumption: the tail stands for this very job. By the density
@@ -461,14 +462,18 @@ impl Site {
             let healthy = testimony.healthy(d);
             let llr = |kappa: f64, scale: f64| testimony.llr(d, kappa, scale, above_now, &healthy);
             let weighed = testimony.exposure();
+            let factors = self.factors();
+            let mut ended_llr = self.test.ended_llr;
+            let mut ended_null = self.test.ended_null;
+            for (j, &scale) in self.test.scales.iter().enumerate() {
+                for (k, factor) in factors.iter().enumerate() {
+                    ended_llr[k][j] += llr(*factor, scale);
+                }
+                ended_null[j] += llr(1.0, scale);
+            }
+            (self.test.ended_llr, self.test.ended_null) = (ended_llr, ended_null);
             if weighed.age > 0.0 {
                 self.test.weighed += (weighed.above / weighed.age).min(1.0);
-            }
-            for (j, &scale) in self.test.scales.iter().enumerate() {
-                for (k, stretch) in STRETCH.iter().enumerate() {
-                    self.test.ended_llr[k][j] += llr(self.rules.kappa * stretch, scale);
-                }
-                self.test.ended_null[j] += llr(1.0, scale);
             }
         }
     }
@@ -617,11 +622,12 @@ impl Site {
                     _ => None,
                 }
             });
+        let factors = self.factors();
         for e in running {
             let healthy = e.running_healthy(d);
             for (j, &scale) in self.test.scales.iter().enumerate() {
-                for (k, stretch) in STRETCH.iter().enumerate() {
-                    llr[k][j] += e.running_llr(d, self.rules.kappa * stretch, scale, &healthy);
+                for (k, factor) in factors.iter().enumerate() {
+                    llr[k][j] += e.running_llr(d, *factor, scale, &healthy);
                 }
                 null[j] += e.running_llr(d, 1.0, scale, &healthy);
             }
@@ -644,10 +650,47 @@ impl Site {
             above_jobs: 0.0,
             ended_llr: [[0.0; SCALES.len()]; STRETCH.len()],
             ended_null: [0.0; SCALES.len()],
-            scales: scales_for(self.dist.as_ref(), self.rules.scale_z),
+            scales: match self.floor_below() {
+                // Below, a false alarm is a baseline learned long: the
+                // healthy side may shorten it as far as it may lengthen it
+                // above.
+                Some(d) => scales_for(Some(d), self.rules.scale_z).map(|s| 1.0 / s),
+                None => scales_for(self.dist.as_ref(), self.rules.scale_z),
+            },
             weighed: 0.0,
         };
         self.last = now;
+    }
+
+    /// While a floor under suspicion is checked from the level below
+    /// ([`Suspect::Floor`], drained), its baseline: the test then weighs the
+    /// runs here against it, every whole run counting.
+    pub(super) fn floor_below(&self) -> Option<&Distribution> {
+        match &self.phase {
+            Phase::Rechecking(Recheck { suspect: Suspect::Floor, baseline: Some((d, _)), .. }) => Some(d),
+            _ => None,
+        }
+    }
+
+    /// The runs this site's speed is known by, for the other sites to be
+    /// compared with ([`Site::check_slow_baseline`]): its own once ready;
+    /// while its floor is checked from the level below and the runs there
+    /// are not yet ready, the floor's baseline set aside. Slowed, if
+    /// anything, by its level, that baseline only makes another site's
+    /// runs look less slow; without it, a site checking its floor hides
+    /// its speed for a drain and a sample, and a first window past a knee
+    /// judged meanwhile goes untold (a probe above it thrashes instead).
+    pub fn speed_known(&self) -> Option<&Distribution> {
+        self.dist.as_ref().filter(|_| self.ready()).or(self.floor_below())
+    }
+
+    /// The factors the test's alternatives stretch a run by, least first:
+    /// κ × [`STRETCH`] slower above a floor, or, checking a floor from
+    /// below, as many times *faster* than its baseline (past a knee, fewer
+    /// jobs run faster: that baseline was slowed by its level).
+    pub(super) fn factors(&self) -> [f64; STRETCH.len()] {
+        let below = self.floor_below().is_some();
+        STRETCH.map(|s| if below { 1.0 / (self.rules.kappa * s) } else { self.rules.kappa * s })
     }
 
     /// Whether the test under way is a probe: about the levels above a

@@ -209,6 +209,105 @@ fn the_first_windows_own_runs_never_send_every_job_left() {
     assert_eq!(site.window, 32.0);
 }
 
+/// A site whose first window is all it holds (16 slots), its first cohort
+/// ended at `first` s a run (slowed or not: nothing at 16 tells), and the
+/// first verdict taken: returns the site, drained to the level below.
+fn held_at_its_slots(first: f64, left: f64) -> Site {
+    let mut site = Site::new("s".into(), 16.0, 1200.0, 16.0, rules(), None);
+    site.left = left;
+    start(&mut site, 0..16, 0.0);
+    for job in 0..16 {
+        site.ended(JobId(job), first * (0.9 + 0.2 * job as f64 / 15.0), End::Success);
+    }
+    let verdict = site.check(1.3 * first).map(|(v, _)| v);
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }));
+    site
+}
+
+#[test]
+fn issue_56_a_first_window_past_its_knee_at_the_slots_is_found_from_the_level_below() {
+    // The first cohort's runs, 360–440 s, are its baseline: no probe above
+    // the slots can check them, and no other site is there to. Past the
+    // knee, fewer jobs run faster: the search holds the first window only
+    // after the level below ran as fast.
+    let mut site = held_at_its_slots(400.0, 200.0);
+    let Phase::Draining { proven: None, recheck: Some(r) } = &site.phase else { panic!("{:?}", site.phase) };
+    assert_eq!((r.floor, r.suspect), (16.0, Suspect::Floor));
+    assert_eq!((site.floor, site.window), (8.0, 8.0));
+    assert_eq!(site.check(521.0), None);
+    assert!(matches!(site.phase, Phase::Rechecking(_)), "{:?}", site.phase);
+    // At 8, the jobs run in 90–110 s, four times faster (a knee of 4 with
+    // thrash): the sequential test proves it after a few of them, before
+    // the runs at 8 are a baseline of their own.
+    let (mut job, mut at, mut verdict) = (16, 600.0, None);
+    while verdict.is_none() && at < 2000.0 {
+        start(&mut site, job..job + 2, at);
+        at += 50.0;
+        for (i, j) in (job..job + 2).enumerate() {
+            site.ended(JobId(j), at + 45.0 + 10.0 * i as f64, End::Success);
+        }
+        at += 60.0;
+        verdict = site.check(at).map(|(v, _)| v);
+        job += 2;
+    }
+    let Some(Verdict::Degraded { level, slowdown }) = verdict else { panic!("at {at}: {verdict:?}") };
+    assert_eq!(level, 16.0);
+    assert!(slowdown >= 2.0 * site.rules.kappa, "proven {slowdown}");
+    assert!(at < 600.0 + 2.0 * 400.0, "the verdict took until {at}");
+    // The level below is the floor, a first window again (its runs, once
+    // known, the baseline), and the first window the ceiling (under the
+    // slots: a ceiling at the cap would read as none).
+    assert_eq!((site.floor, site.window), (8.0, 8.0));
+    assert!(site.ceiling < 16.0 && site.ceiling > 8.0, "ceiling {}", site.ceiling);
+    assert!(!site.searched && site.floor_is_first_windows());
+    assert!(matches!(site.phase, Phase::Testing), "{:?}", site.phase);
+}
+
+#[test]
+fn issue_56_a_healthy_first_window_at_the_slots_pays_the_level_below_once_and_for_a_bounded_time() {
+    // Runs of 90–110 s at 16 and at 8 alike: the first window comes back
+    // once as many runs below as its baseline holds have been weighed at
+    // most, and is not checked again.
+    let mut site = held_at_its_slots(100.0, 200.0);
+    assert_eq!(site.window, 8.0);
+    let drained = 130.0;
+    assert_eq!(site.check(drained), None);
+    let baseline = site.floor_below().map(|d| d.ended).unwrap();
+    let (mut job, mut at, mut verdict) = (16, drained, None);
+    while verdict.is_none() && job < 16 + 64 {
+        start(&mut site, job..job + 8, at);
+        for (i, j) in (job..job + 8).enumerate() {
+            site.ended(JobId(j), at + 90.0 + 20.0 * i as f64 / 7.0, End::Success);
+        }
+        at += 111.0;
+        verdict = site.check(at).map(|(v, _)| v);
+        job += 8;
+    }
+    assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }), "at {at}");
+    // A run's drain and the test's runs at half the level: at most as many
+    // runs below as the baseline holds, in waves of 8.
+    let waves = (baseline as f64 / 8.0).ceil();
+    assert!(at - drained <= waves * 111.0, "{} runs below for a baseline of {baseline}", job - 16);
+    assert_eq!((site.floor, site.window), (16.0, 16.0));
+    assert!(!site.floor_is_first_windows());
+    // Held at the slots from now on: no second check below.
+    let verdict = (0..200).find_map(|i| site.check(at + 10.0 * f64::from(i)));
+    assert!(
+        !matches!(site.phase, Phase::Draining { .. } | Phase::Rechecking(_)),
+        "{verdict:?} {:?}",
+        site.phase
+    );
+}
+
+#[test]
+fn issue_56_no_check_below_where_the_jobs_left_are_within_a_probe_of_the_floor() {
+    // With 30 jobs left (under a probe's reach of 32), lowering the window
+    // could not pay back before the run ends: the first window is held.
+    let site = held_at_its_slots(400.0, 30.0);
+    assert!(site.holding(), "{:?}", site.phase);
+    assert_eq!(site.window, 16.0);
+}
+
 /// A site of `slots` known healthy at 16 (memory), sent a cohort of 16 at
 /// t = 0 whose job `i` starts after `wait(i)` seconds.
 fn cohort_started(slots: f64, wait: impl Fn(u64) -> f64) -> Site {
@@ -254,4 +353,17 @@ fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
     start(&mut site, 16..22, 40.0);
     assert!(site.waits.start_together());
     assert_eq!(site.model(40.0, None).ahead, 0.0);
+}
+
+#[test]
+fn a_site_with_no_run_ended_is_modelled_no_faster_than_its_jobs_are_old() {
+    // Other sites' runs take 500 s; this site's first cohort, past a steep
+    // knee, has run for 5,000 s and none has ended. The planner must not
+    // count on those jobs ending soon and hold the jobs left for the slots
+    // they would free.
+    let mut site = Site::new("s".into(), 16.0, 1200.0, 16.0, rules(), None);
+    start(&mut site, 0..16, 0.0);
+    assert_eq!(site.model(100.0, Some(500.0)).run, 500.0);
+    assert!(site.model(5000.0, Some(500.0)).run >= 5000.0);
+    assert!(site.model(5000.0, None).run >= 5000.0);
 }

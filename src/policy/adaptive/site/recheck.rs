@@ -82,49 +82,91 @@ impl Site {
         self.phase = Phase::Rechecking(recheck);
     }
 
-    /// Once the runs below the floor under suspicion are known: the floor's
-    /// were slowed if they are κ times longer than these and more, by more
-    /// than the two means' errors allow (`z` standard errors, as for the
-    /// scale of a baseline). Then the level below is the floor, its runs the
-    /// baseline, and the search bisects up to the old floor; else the old
-    /// floor and its baseline come back, with these runs added to its sample.
+    /// A floor under suspicion is settled by the sequential test of the
+    /// runs below it against its baseline ([`Site::weigh_below`]): runs
+    /// there faster by κ or more prove the floor's were slowed by its
+    /// level, so the level below is the floor, a first window again (its
+    /// runs, once known, are the baseline: `searched` false), and the old
+    /// floor the ceiling. Else the old floor and its baseline come back,
+    /// with these runs added to its sample. Memory's run times are
+    /// compared by the two means instead ([`Site::settle_memory`]): there
+    /// the question is which of two baselines holds, not whether one was
+    /// slowed.
     pub(super) fn settle_recheck(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         let Phase::Rechecking(recheck) = &self.phase else { return None };
-        let (old, _) = recheck.baseline.as_ref()?;
-        let new = self.dist.as_ref().filter(|_| self.ready())?;
-        let error = (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
-        let slowdown = old.mean() / new.mean();
         let level = recheck.floor;
         if let Suspect::Memory { ceiling } = recheck.suspect {
+            let (old, _) = recheck.baseline.as_ref()?;
+            let new = self.dist.as_ref().filter(|_| self.ready())?;
+            let error =
+                (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
+            let slowdown = old.mean() / new.mean();
             return self.settle_memory(now, level, ceiling, slowdown, error);
         }
-        // Degraded means κ slower, beyond the error of the two means.
-        let verdict = if slowdown > self.rules.kappa * (1.0 + self.rules.scale_z * error) {
-            self.phase = Phase::Testing;
-            self.unchecked_baseline = Some(self.floor);
-            self.ceiling = self.ceiling.min(level);
-            self.ceiling_assumed = false;
-            self.window = if self.converged() {
-                self.floor
-            } else {
-                (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.ceiling)
-            };
-            Verdict::Degraded { level, slowdown }
-        } else {
-            let Phase::Rechecking(Recheck { baseline: Some((dist, observations)), .. }) =
-                std::mem::replace(&mut self.phase, Phase::Testing)
-            else {
-                return None;
-            };
-            self.unchecked_baseline = None;
-            self.floor = level;
-            self.window = level;
-            self.dist = Some(dist);
-            self.observations.extend(observations);
-            self.estimate(now);
-            Verdict::Healthy { level }
+        let verdict = match self.weigh_below(now)? {
+            Some(slowdown) => {
+                self.phase = Phase::Testing;
+                self.unchecked_baseline = Some(self.floor);
+                // The floor judged may be all the site holds: a ceiling at
+                // the cap would read as none, so it is the level a job under.
+                self.ceiling = self.ceiling.min(level).min(self.cap - 1.0).max(self.floor + 1.0);
+                self.ceiling_assumed = false;
+                self.window = self.floor;
+                self.searched = false;
+                Verdict::Degraded { level, slowdown }
+            }
+            None => {
+                let Phase::Rechecking(Recheck { baseline: Some((dist, observations)), .. }) =
+                    std::mem::replace(&mut self.phase, Phase::Testing)
+                else {
+                    return None;
+                };
+                self.unchecked_baseline = None;
+                self.floor = level;
+                self.window = level;
+                self.dist = Some(dist);
+                self.observations.extend(observations);
+                self.estimate(now);
+                Verdict::Healthy { level }
+            }
         };
         self.conclude(now, verdict)
+    }
+
+    /// The sequential test below a floor under suspicion: Wald's, as above
+    /// a floor, with the alternatives "runs here are `κ × STRETCH` times
+    /// faster than the floor's baseline" ([`Site::factors`]) against "as
+    /// fast". Processor sharing predicts both: below the knee a run takes
+    /// its work's time whatever else runs, so at a floor below the knee the
+    /// level under it runs as fast; past the knee every run is stretched by
+    /// the level over the knee (and by thrash), so a floor past it runs
+    /// slower than the level under it by at least the two levels' ratio, or
+    /// the floor's over the knee where that is less. Returns the least
+    /// speedup proven, or `None` for "as fast" (below the lower threshold,
+    /// or as many runs weighed as the baseline holds with no verdict);
+    /// nothing while undecided.
+    pub(super) fn weigh_below(&mut self, now: Time) -> Option<Option<f64>> {
+        let (mean, sample) = self.floor_below().map(|d| (d.mean(), d.ended.max(READY_ENDED)))?;
+        if now < self.next_eval {
+            return None;
+        }
+        self.next_eval = now + (mean / EVALS).max(1.0);
+        self.advance(now);
+        if self.test.above <= 0.0 {
+            return None;
+        }
+        let (llrs, _) = self.llrs(self.floor_below()?, now);
+        let llr = llrs.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if llr >= self.rules.upper {
+            let k = llrs.iter().position(|&l| l >= self.rules.upper).unwrap_or(0);
+            return Some(Some(self.rules.kappa * STRETCH[k]));
+        }
+        // Undecided after as many runs as the floor's baseline holds: the
+        // comparison cannot resolve more than that baseline's own error.
+        if llr > self.rules.lower && self.test.weighed < sample as f64 {
+            return None;
+        }
+        Some(None)
     }
 
     /// Memory's run times against the runs at the level a verdict cut to
