@@ -105,7 +105,7 @@ impl Cohort {
         if self.started > 0 {
             // Jobs still waiting have waited since `at` up to the latest
             // start at least.
-            let waiting = f64::from(self.size - self.started) * (self.last_start - self.at);
+            let waiting = f64::from(self.size.saturating_sub(self.started)) * (self.last_start - self.at);
             let mean_were_all_started = (self.waited + waiting) / f64::from(self.size);
             if self.last_start - self.first_start > mean_were_all_started {
                 return Some(Starting::OneByOne);
