@@ -178,8 +178,13 @@
 //! out are the window's, and should all of them start now, the site is at
 //! its window. Which of the two, the site's first cohort shows (sent
 //! together, its jobs' starts spread over more than their mean wait, or
-//! not: `Starting`, in `site/estimator.rs`), and a site seen running more
-//! of our jobs than its slots starts what it is sent. Where jobs are queued
+//! not: `Starting`, in `site/estimator.rs`), and until it has, nothing is
+//! queued ahead. It shows "one by one" as soon as its starts so far spread
+//! past the mean wait it would have were the jobs still waiting all to
+//! start at once (later starts widen the range more than the mean): under
+//! exponential waits, within half a mean wait, not the `H(n)` mean waits
+//! the whole cohort takes. A site seen running more of our jobs than its
+//! slots starts what it is sent. Where jobs are queued
 //! ahead: Little's law keeps rate × wait of them, the wait that of the jobs
 //! starting lately (no more than a probe's overshoot); while probes climb,
 //! the jobs a window lacks are queued as many times over as it takes for

@@ -69,11 +69,12 @@ impl Site {
             wait: self.waits.pessimistic(now),
             // Jobs kept waiting ahead start whenever the queue lets them, so
             // more than the window would run: not while the first cohort's
-            // runs are still to become the baseline at that level, nor where
-            // they would start together. The wait they cover is that of the
-            // jobs starting now: where they start sooner than they did, the
-            // queue shrinks with them.
-            ahead: if self.ready() && !self.waits.start_together() {
+            // runs are still to become the baseline at that level, and only
+            // where jobs are known to start one by one (not together, nor
+            // while the first cohort has not told). The wait they cover is
+            // that of the jobs starting now: where they start sooner than
+            // they did, the queue shrinks with them.
+            ahead: if self.ready() && self.waits.one_by_one() {
                 self.waits.recent_mean(now).unwrap_or(0.0)
             } else {
                 0.0

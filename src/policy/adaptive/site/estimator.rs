@@ -36,9 +36,30 @@ pub struct Waits {
 /// range of n exponential draws), more than the mean itself; waiting for a
 /// cycle, within one cycle, no more than the mean (all at once, where they
 /// did not wait at all).
+///
+/// The verdict comes as soon as the starts so far decide it. Were the jobs
+/// of the cohort still waiting all to start now (at its latest start, `l`),
+/// its range would stay that of the starts so far, `l − f`, and its mean
+/// wait would be all the waiting done so far over the cohort's size `n`:
+/// `(Σ waits started + (n − k)(l − a)) / n`, with `k` started, submitted at
+/// `a`. Starting later widens the range by all of the delay and the mean by
+/// only `(n − k)/n` of it, so that is the most the cohort can still look
+/// like one cycle's: once the range so far is past it, the cohort starts one
+/// by one, whatever the rest do. Under exponential waits of mean `μ` the
+/// waiting done up to the k-th start is about `kμ` (memoryless: each start
+/// takes `μ` of waiting), so this comes once the range so far passes `k/n`
+/// of a mean wait: in expectation at the 6th start of 16, within half a
+/// mean wait, where the whole cohort takes `H(n)` (3.4) of them. That mean
+/// is never below the first wait, so a cohort spread over less than its
+/// first wait (one cycle's) is not told early; told early, the verdict is
+/// the one the whole cohort would give, and at `k = n` the test is the
+/// whole cohort's: range against mean. A cohort too small to tell is one
+/// by one as soon as it is whole.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Starting {
-    /// The first cohort is still starting: what it showed so far.
+    /// The first cohort is still starting and has not told yet: what it
+    /// showed so far. No queue is kept: it might start at the next cycle,
+    /// all of it past the window.
     Watching(Cohort),
     /// Jobs start one by one, or the cohort was too small to tell: a queue
     /// kept ahead by Little's law keeps the window full and no fuller.
@@ -75,14 +96,22 @@ pub struct Cohort {
 pub const COHORT_TO_TELL: u32 = 8;
 
 impl Cohort {
-    fn verdict(&self) -> Starting {
-        if self.started < COHORT_TO_TELL {
-            Starting::OneByOne
-        } else if self.last_start - self.first_start <= self.waited / f64::from(self.started) {
-            Starting::Together
-        } else {
-            Starting::OneByOne
+    /// The verdict, once the starts up to `now` decide it ([`Starting`]).
+    fn verdict(&self, now: Time) -> Option<Starting> {
+        let whole = self.started == self.size;
+        if self.size < COHORT_TO_TELL && (whole || now > self.at) {
+            return Some(Starting::OneByOne);
         }
+        if self.started > 0 {
+            // Jobs still waiting have waited since `at` up to the latest
+            // start at least.
+            let waiting = f64::from(self.size.saturating_sub(self.started)) * (self.last_start - self.at);
+            let mean_were_all_started = (self.waited + waiting) / f64::from(self.size);
+            if self.last_start - self.first_start > mean_were_all_started {
+                return Some(Starting::OneByOne);
+            }
+        }
+        whole.then_some(Starting::Together)
     }
 }
 
@@ -127,15 +156,16 @@ impl Waits {
                 } else {
                     cohort.size -= 1;
                 }
-                if cohort.started == cohort.size {
-                    self.starting = cohort.verdict();
+                if let Some(verdict) = cohort.verdict(at) {
+                    self.starting = verdict;
                 }
             }
         }
     }
-    /// Whether jobs waiting here start together ([`Starting`]).
-    pub fn start_together(&self) -> bool {
-        self.starting == Starting::Together
+    /// Whether jobs waiting here are known to start one by one
+    /// ([`Starting`]): only there may a queue be kept ahead.
+    pub fn one_by_one(&self) -> bool {
+        self.starting == Starting::OneByOne
     }
     /// [`Waits::mean`] over about the last `memory` starts (the `memory`
     /// of each start): where jobs start sooner than they did, it follows.

@@ -1,5 +1,6 @@
 //! The controller's phase transitions, on sites fed events by hand.
 
+use super::estimator::{Starting, COHORT_TO_TELL};
 use super::*;
 use crate::policy::adaptive::Params;
 
@@ -309,13 +310,19 @@ fn issue_56_no_check_below_where_the_jobs_left_are_within_a_probe_of_the_floor()
 }
 
 /// A site of `slots` known healthy at 16 (memory), sent a cohort of 16 at
-/// t = 0 whose job `i` starts after `wait(i)` seconds.
-fn cohort_started(slots: f64, wait: impl Fn(u64) -> f64) -> Site {
+/// t = 0.
+fn cohort_sent(slots: f64) -> Site {
     let mut site = Site::new("s".into(), slots, 1200.0, 16.0, rules(), Some(&memory(16.0, None)));
     let jobs: Vec<JobId> = (0..16).map(JobId).collect();
     site.submitted(&jobs, 0.0);
-    for job in jobs {
-        site.started(job, wait(job.0));
+    site
+}
+
+/// [`cohort_sent`], whose job `i` starts after `wait(i)` seconds.
+fn cohort_started(slots: f64, wait: impl Fn(u64) -> f64) -> Site {
+    let mut site = cohort_sent(slots);
+    for job in 0..16 {
+        site.started(JobId(job), wait(job));
     }
     site
 }
@@ -331,14 +338,14 @@ fn a_cohort_that_starts_within_a_cycle_keeps_no_queue_ahead() {
     // Waits of 8–9 s: the first negotiation cycle started all 16 (the real
     // pool's `local`). Jobs queued now would all start at the next one.
     let together = cohort_started(100.0, |i| 8.0 + (i % 2) as f64);
-    assert!(together.waits.start_together());
+    assert_eq!(together.waits.starting, Starting::Together);
     let model = together.model(20.0, None);
     assert_eq!(model.ahead, 0.0);
     assert_eq!(model.out_target(together.running), together.window);
     // Waits of mean 10 s spread as exponential draws are: Little's law
     // keeps jobs queued ahead there.
     let one_by_one = cohort_started(100.0, exponential_waits);
-    assert!(!one_by_one.waits.start_together());
+    assert_eq!(one_by_one.waits.starting, Starting::OneByOne);
     let model = one_by_one.model(20.0, None);
     assert!(model.ahead > 0.0, "{model:?}");
     assert!(model.out_target(one_by_one.running) > one_by_one.window, "{model:?}");
@@ -349,9 +356,9 @@ fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
     // Its cohort started one by one, but 22 of our jobs run on 20 slots:
     // only jobs queued past the window start past the slots.
     let mut site = cohort_started(20.0, exponential_waits);
-    assert!(!site.waits.start_together());
+    assert_eq!(site.waits.starting, Starting::OneByOne);
     start(&mut site, 16..22, 40.0);
-    assert!(site.waits.start_together());
+    assert_eq!(site.waits.starting, Starting::Together);
     assert_eq!(site.model(40.0, None).ahead, 0.0);
 }
 
@@ -366,4 +373,115 @@ fn a_site_with_no_run_ended_is_modelled_no_faster_than_its_jobs_are_old() {
     assert_eq!(site.model(100.0, Some(500.0)).run, 500.0);
     assert!(site.model(5000.0, Some(500.0)).run >= 5000.0);
     assert!(site.model(5000.0, None).run >= 5000.0);
+}
+
+#[test]
+fn a_cohort_still_starting_keeps_no_queue_ahead() {
+    // 15 of 16 started within a cycle (8–9 s): the 16th may start in it
+    // or at the next cycle, and so would jobs queued ahead now, all at
+    // once. Until the cohort tells, what is out is the window.
+    let mut site = cohort_sent(100.0);
+    for job in 0..15 {
+        site.started(JobId(job), 8.0 + (job % 2) as f64);
+    }
+    assert!(matches!(site.waits.starting, Starting::Watching(_)), "{:?}", site.waits.starting);
+    let model = site.model(20.0, None);
+    assert_eq!(model.ahead, 0.0);
+    assert_eq!(model.out_target(site.running), site.window);
+    site.started(JobId(15), 9.0);
+    assert_eq!(site.waits.starting, Starting::Together);
+    assert_eq!(site.model(20.0, None).ahead, 0.0);
+}
+
+#[test]
+fn a_cohort_that_starts_one_by_one_keeps_a_queue_before_all_of_it_started() {
+    // Exponential waits of mean 10 s, in order: by the range so far against
+    // the mean the cohort would have were the rest to start at once, it
+    // starts one by one within half a mean wait, not after the whole
+    // cohort's `H(16)` (3.4) mean waits.
+    let mut site = cohort_sent(100.0);
+    let mut told = None;
+    for job in 0..16 {
+        let at = exponential_waits(job);
+        site.started(JobId(job), at);
+        let model = site.model(at, None);
+        match site.waits.starting {
+            Starting::Watching(_) => assert_eq!(model.ahead, 0.0, "watching at {at}"),
+            Starting::OneByOne => {
+                told.get_or_insert(at);
+                assert!(model.ahead > 0.0, "at {at}: {model:?}");
+                assert!(model.out_target(site.running) > site.window, "at {at}: {model:?}");
+            }
+            Starting::Together => panic!("together at {at}"),
+        }
+    }
+    let told = told.expect("a verdict");
+    assert!(told < 5.0, "one by one only at {told} s");
+    // Too small a cohort to tell: one by one from its first start.
+    let mut small = Site::new("s".into(), 100.0, 1200.0, 4.0, rules(), None);
+    let jobs: Vec<JobId> = (0..4).map(JobId).collect();
+    small.submitted(&jobs, 0.0);
+    small.started(JobId(0), 8.0);
+    assert_eq!(small.waits.starting, Starting::OneByOne);
+}
+
+#[test]
+fn a_cohort_started_over_two_cycles_within_its_mean_wait_is_told_together_once_whole() {
+    // Half of it matched at the first cycle (8 s), half at the next (16 s):
+    // a range of 8 s under a mean wait of 12 s. At the second cycle's first
+    // start the rest might all start at once, so no verdict comes early.
+    let wait = |i: u64| if i < 8 { 8.0 } else { 16.0 };
+    let mut site = cohort_sent(100.0);
+    for job in 0..15 {
+        site.started(JobId(job), wait(job));
+        assert!(matches!(site.waits.starting, Starting::Watching(_)), "{job}: {:?}", site.waits.starting);
+        assert_eq!(site.model(wait(job), None).ahead, 0.0);
+    }
+    site.started(JobId(15), wait(15));
+    assert_eq!(site.waits.starting, Starting::Together);
+}
+
+/// The verdict of a whole cohort by its definition ([`Starting`]).
+fn whole_cohort_verdict(waits: &[f64]) -> Starting {
+    let (first, last) = waits.iter().fold((f64::INFINITY, 0.0f64), |(a, b), &w| (a.min(w), b.max(w)));
+    let mean = waits.iter().sum::<f64>() / waits.len() as f64;
+    if waits.len() >= COHORT_TO_TELL as usize && last - first <= mean {
+        Starting::Together
+    } else {
+        Starting::OneByOne
+    }
+}
+
+proptest::proptest! {
+    /// Whatever the waits, a verdict told before the whole cohort started
+    /// is the one the whole cohort would have given.
+    #[test]
+    fn an_early_verdict_is_the_whole_cohorts(
+        draws in proptest::collection::vec(0.0f64..1.0, 1..40),
+        first in 0.0f64..60.0,
+        spread in 0.0f64..60.0,
+        cycle in proptest::option::of(1.0f64..30.0),
+    ) {
+        // Waits from `first` to `first + spread`, which is about as often
+        // within their mean as not; at cycles, each rounded up to one.
+        let mut waits: Vec<f64> = draws.iter().map(|u| first + spread * u).collect();
+        if let Some(c) = cycle {
+            for w in &mut waits {
+                *w = (*w / c).ceil() * c;
+            }
+        }
+        waits.sort_by(f64::total_cmp);
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+        let jobs: Vec<JobId> = (0..waits.len() as u64).map(JobId).collect();
+        site.submitted(&jobs, 0.0);
+        for (job, &w) in jobs.iter().zip(&waits) {
+            site.started(*job, w);
+            if let Starting::Watching(_) = site.waits.starting {
+                continue;
+            }
+            proptest::prop_assert_eq!(site.waits.starting, whole_cohort_verdict(&waits), "at {}", w);
+            break;
+        }
+        proptest::prop_assert_eq!(site.waits.starting, whole_cohort_verdict(&waits));
+    }
 }
