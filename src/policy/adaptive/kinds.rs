@@ -21,6 +21,10 @@
 //! share among the kinds with jobs left (where each would fill them all).
 //! Without the bound, two lanes each filling the slots queued half their
 //! jobs behind the other's, and each planned with slots it did not have.
+//! What a kind wants at a site is its window there or its jobs left,
+//! whichever is fewer: as its jobs run out, the others' shares grow, at
+//! each of the site's events (a lane that holds its level, as a warm one
+//! does, tells no new window), and a kind whose share grew looks at once.
 //!
 //! **What carries over between kinds.** A lane's probes climb one step
 //! per verdict of its own, so a kind of long runs would climb at a run
