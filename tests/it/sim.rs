@@ -633,6 +633,31 @@ fn a_kind_of_long_runs_climbs_as_far_as_the_site_was_seen_healthy_with_every_kin
 }
 
 #[test]
+fn a_kind_whose_jobs_ran_out_leaves_its_share_of_the_slots_to_the_others() {
+    // One site of 100 slots and no knee; 400 quick jobs (100 s) and 200
+    // long ones (1,000 s). Warm, both kinds start at the slots they
+    // remember, and each holds half of them while both have jobs left. By
+    // hand: the quick kind ends near 800 s; with all 100 slots after that,
+    // the long kind's 200,000 s of work end near 2,400 s (the work over the
+    // slots), its last wave near 3,000 s. Kept to the half it held while
+    // both ran (no window of its own changes again: it is warm), it ends
+    // past 4,000 s.
+    let sc = parsed(
+        "[scenarios.Q]\ntypes = [\n  { name = \"quick\", n_jobs = 400, base_runtime = 100, jitter = 0.2, load = 0.0 },\n  \
+         { name = \"long\", n_jobs = 200, base_runtime = 1000, jitter = 0.2, load = 0.0 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 100, wait_mean = 10 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let cold = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        let warm = SimOptions { memory: cold.learned.clone(), ..SimOptions::default() };
+        let r = sim::run(&sc, &policy("adaptive"), seed, &warm);
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let long = r.metrics.types[1].makespan.expect("the long kind ends");
+        assert!(long <= 3400.0, "seed {seed}: the long kind took {long:.0} s");
+    }
+}
+
+#[test]
 fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
     let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
     let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";

@@ -21,6 +21,10 @@
 //! share among the kinds with jobs left (where each would fill them all).
 //! Without the bound, two lanes each filling the slots queued half their
 //! jobs behind the other's, and each planned with slots it did not have.
+//! What a kind wants at a site is its window there or its jobs left,
+//! whichever is fewer: as its jobs run out, the others' shares grow, at
+//! each of the site's events (a lane that holds its level, as a warm one
+//! does, tells no new window), and a kind whose share grew looks at once.
 //!
 //! **What carries over between kinds.** A lane's probes climb one step
 //! per verdict of its own, so a kind of long runs would climb at a run
@@ -178,7 +182,7 @@ impl ByKind {
             match d.kind {
                 DecisionKind::Window { window, capacity } => {
                     self.told[t.index()][d.site.index()] = (window, capacity);
-                    self.share_slots(d.site.index(), d.at);
+                    widened.extend(self.share_slots(d.site.index(), d.at));
                     let kinds = self.told.iter().map(|per_site| per_site[d.site.index()]);
                     let (window, capacity) = kinds
                         .fold((0.0, Some(0.0)), |(w, c), (lw, lc)| (w + lw, c.zip(lc).map(|(c, lc)| c + lc)));
@@ -201,17 +205,22 @@ impl ByKind {
     /// others' windows leave (a kind held to its knee leaves the rest to
     /// the others), and at least an equal share of them among the kinds
     /// with jobs left (where every kind would fill them all).
-    fn share_slots(&mut self, i: usize, now: Time) {
-        let Some(slots) = self.slots[i] else { return };
+    /// Returns the kinds whose share grew.
+    fn share_slots(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
+        let Some(slots) = self.slots[i] else { return Vec::new() };
         let wants: Vec<f64> = (self.lanes.iter().zip(&self.told))
             .map(|(lane, told)| told[i].0.min((lane.book.pool_len() + lane.book.out_total()) as f64))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
         let total: f64 = wants.iter().sum();
-        for (lane, want) in self.lanes.iter_mut().zip(&wants) {
+        let mut grew = Vec::new();
+        for (t, (lane, want)) in self.lanes.iter_mut().zip(&wants).enumerate() {
             let share = (slots - (total - want)).max(slots / kinds_left).max(1.0);
-            lane.share_slots(i, share, now);
+            if lane.share_slots(i, share, now) {
+                grew.push(JobTypeId(t as u16));
+            }
         }
+        grew
     }
 
     fn kinds(&self) -> impl Iterator<Item = JobTypeId> {
@@ -235,6 +244,11 @@ impl Policy for ByKind {
                     if let Some(local) = self.numbers.localize(t, event) {
                         self.feed(t, now, &Input::Site { site: *site, event: local }, &mut out);
                     }
+                }
+                // What a kind wants here shrinks as its jobs run out, with
+                // no new window told: the others' shares follow it.
+                for u in self.share_slots(site.index(), now) {
+                    self.feed(u, now, &Input::Tick, &mut out);
                 }
             }
             Input::Start => {

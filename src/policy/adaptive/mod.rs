@@ -732,16 +732,20 @@ impl Adaptive {
         self.due.insert((key, i as u32));
     }
 
-    /// Bounds site `i`'s window by the slots other kinds leave this one.
-    fn share_slots(&mut self, i: usize, share: f64, now: Time) {
+    /// Bounds site `i`'s window by the slots other kinds leave this one;
+    /// returns whether the share grew (the lane may start more there now).
+    fn share_slots(&mut self, i: usize, share: f64, now: Time) -> bool {
         if self.slot_share.len() != self.sites.len() {
             self.slot_share = vec![None; self.sites.len()];
         }
-        if self.slot_share[i] != Some(share) {
-            self.slot_share[i] = Some(share);
-            let model = self.model(i, now);
-            self.planner.set_model(SiteId(i as u32), model, &self.book);
+        let before = self.slot_share[i];
+        if before == Some(share) {
+            return false;
         }
+        self.slot_share[i] = Some(share);
+        let model = self.model(i, now);
+        self.planner.set_model(SiteId(i as u32), model, &self.book);
+        before.is_some_and(|b| b < share)
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {
