@@ -1639,15 +1639,8 @@ fn issue_55_a_silent_straggler_sent_back_where_it_ran_is_moved_once() {
     // The run ends in under four hours (the longest job run once more at
     // the slow site after its move); a livelock runs to the horizon.
     let options = SimOptions { horizon: 2.0 * 86400.0, ..SimOptions::default() };
-    let config = PolicyConfig::named("adaptive").expect("known policy");
     for seed in 1..=5 {
-        // Not `run_with`: the policy is woken about once a second while
-        // the moved jobs end at the slow site (about 9,000 wakeups for 500
-        // site events; docs/experiments.md), a poll of its own.
-        let r = sim::run(&scenario, &config, seed, &options);
-        assert!(r.errors.is_empty(), "seed {seed}: conservation: {:?}", r.errors);
-        assert!(!r.hang, "seed {seed}: the run hangs");
-        assert_eq!(r.metrics.jobs_done, scenario.n_jobs(), "seed {seed}: jobs done");
+        let r = run_with(&scenario, "adaptive", seed, &options);
         let mut moved: std::collections::BTreeMap<u64, Vec<f64>> = std::collections::BTreeMap::new();
         for a in
             r.attempts.iter().filter(|a| a.site == 1 && a.started.is_some() && a.end == AttemptEnd::Removed)
