@@ -9,8 +9,11 @@
 //! must survive go through the state database (`simulate = "fake"` or real
 //! HTCondor).
 //!
-//! A run of several kinds tells its policy each job's kind, but the sites'
-//! `[site.simulate]` models know no kinds: every kind runs there as one.
+//! Each run drives a grid of its own (its own model of every site), so runs
+//! at one site share only the daemon's fair share of its capacity, not the
+//! site's resource. A run of several kinds tells its policy each job's
+//! kind, but the sites' `[site.simulate]` models know no kinds: every kind
+//! runs there as one, of load 1 (issue 55 item 2 is not met here yet).
 
 use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};

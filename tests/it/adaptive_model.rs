@@ -1613,3 +1613,54 @@ fn issue_56_a_site_checking_its_floor_below_still_tells_the_others_its_speed() {
         assert!(found <= 2.0 * 4.0, "seed {seed}: capacity found {found:.1} at the knee site, true knee 4");
     }
 }
+
+#[test]
+fn issue_55_a_silent_straggler_sent_back_where_it_ran_is_moved_once() {
+    // Held-out typed T1086 never ended: one kind's speeds there spread past
+    // hardware's, so a site with no healthy run of its own held a job past
+    // `SILENT_PAST` times the median site's longest healthy run; the tail
+    // moved it, the site started again lower, and the job, back in the
+    // pool, went to the site quickest by its queue wait and the others' run
+    // times: the same one, to be moved again a bar later, for good. Here one
+    // kind, at a site twenty times slower than the other (a job of 300 s ±
+    // 50% takes 3,000-9,000 s there, past the bar of four times the fast
+    // site's longest run, about 1,800 s) but whose queue wait is 5 s
+    // against 300 s. Each job is moved so at most once (it then ends where
+    // it is, however slowly); before, some were moved over 200 times and
+    // the run never ended.
+    let scenario = Scenario {
+        desc: "a site far slower than hardware explains, with the shortest waits".into(),
+        types: vec![JobType::single(200, 300.0, 0.5)],
+        sites: vec![
+            SiteParams { wait_mean: 300.0, ..SiteParams::healthy("fast", 50) },
+            SiteParams { wait_mean: 5.0, speed: 0.05, ..SiteParams::healthy("slow", 50) },
+        ],
+    };
+    // The run ends in under four hours (the longest job run once more at
+    // the slow site after its move); a livelock runs to the horizon.
+    let options = SimOptions { horizon: 2.0 * 86400.0, ..SimOptions::default() };
+    for seed in 1..=5 {
+        let r = run_with(&scenario, "adaptive", seed, &options);
+        let mut moved: std::collections::BTreeMap<u64, Vec<f64>> = std::collections::BTreeMap::new();
+        for a in
+            r.attempts.iter().filter(|a| a.site == 1 && a.started.is_some() && a.end == AttemptEnd::Removed)
+        {
+            moved.entry(a.job).or_default().push(a.ended.unwrap_or(f64::NAN));
+        }
+        assert!(
+            !moved.is_empty(),
+            "seed {seed}: no job was moved from the slow site: the rule was not exercised"
+        );
+        // The livelock's first half: a job moved went back to the slow site.
+        let sent_back = moved
+            .iter()
+            .any(|(job, at)| r.attempts.iter().any(|a| a.job == *job && a.site == 1 && a.submitted >= at[0]));
+        assert!(
+            sent_back,
+            "seed {seed}: no moved job went back to the slow site: the case was not exercised"
+        );
+        for (job, at) in &moved {
+            assert_eq!(at.len(), 1, "seed {seed}: job {job} moved from the slow site at {at:.0?} s");
+        }
+    }
+}

@@ -760,7 +760,7 @@ impl Adaptive {
         if let Some(key) = self.due_at[i].take() {
             self.due.remove(&(key, i as u32));
         }
-        if let Some(t) = self.sites[i].next_check(now) {
+        if let Some(t) = self.sites[i].next_check(now, !self.every_job_sent) {
             let key = TimeKey::of(t);
             self.due_at[i] = Some(key);
             self.due.insert((key, i as u32));

@@ -627,8 +627,10 @@ impl Site {
         true
     }
 
-    /// When this site next needs looking at.
-    pub fn next_check(&self, now: Time) -> Option<Time> {
+    /// When this site next needs looking at; `reprobe`: whether a level
+    /// held may be re-probed now (not in the tail, where the caller tries
+    /// none: a re-probe due then came due again every second).
+    pub fn next_check(&self, now: Time, reprobe: bool) -> Option<Time> {
         let mut next: Option<Time> = None;
         let mut at = |t: Time| next = Some(next.map_or(t, |n: Time| n.min(t)));
         if let Some(d) = &self.dist {
@@ -638,7 +640,8 @@ impl Site {
             if self.running > 0 && testing && !matches!(self.phase, Phase::Draining { proven: None, .. }) {
                 at(self.next_eval.max(now + (d.mean() / EVALS).max(1.0) * 0.1));
             }
-            if let Phase::Holding { since } = self.phase {
+            // As `maybe_reprobe`: none at the slots.
+            if let (&Phase::Holding { since }, true) = (&self.phase, reprobe && self.window < self.cap) {
                 at((since + self.rules.reprobe_after * d.mean()).max(now + 1.0));
             }
         }

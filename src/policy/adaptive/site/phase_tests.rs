@@ -81,7 +81,7 @@ fn a_converged_level_is_held_until_reprobe_after_mean_runs_then_the_level_above_
     assert_eq!(site.window, 10.0);
     let mean = site.dist.as_ref().map(Distribution::mean).unwrap();
     let due = site.rules.reprobe_after * mean;
-    assert!(site.next_check(0.0).is_some_and(|t| (t - due).abs() < 1e-9));
+    assert!(site.next_check(0.0, true).is_some_and(|t| (t - due).abs() < 1e-9));
     assert!(!site.maybe_reprobe(0.9 * due));
     assert!(site.holding());
     assert!(site.maybe_reprobe(due));
