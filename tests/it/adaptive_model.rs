@@ -752,8 +752,8 @@ fn jobs_stuck_at_a_collapsed_site_are_shed_or_moved_to_a_site_with_room() {
 
 #[test]
 fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move_once() {
-    // A site's knee of 100 (beta 2) falls to a quarter at 300 s, about when
-    // nothing is left to send. The test of its floor goes on in the tail,
+    // A site's knee of 100 (beta 2) falls to a quarter at 360 s, once
+    // nothing is left to send (the pool empties at 320-345 s). The test of its floor goes on in the tail,
     // so the drop is seen and the jobs past the cut window, running many
     // times slow, move to the roomy site (without it, they crawled until
     // the drop ended: 3.4-4.3 times the oracle's makespan in seeds 3 and
@@ -763,6 +763,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
     // come back (174 moves from the site's 120 slots did so). And the
     // next run is not told the knee is a quarter of what it was.
     let slots = 120;
+    const DROP: f64 = 360.0;
     let scenario = Scenario {
         desc: "a capacity drop in the tail".into(),
         types: vec![JobType::single(1500, 60.0, 0.1)],
@@ -772,7 +773,7 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
                 capacity: Capacity::Finite(100.0),
                 beta: 2.0,
                 wait_mean: 6.0,
-                cap_windows: vec![[300.0, 1300.0, 0.25]],
+                cap_windows: vec![[DROP, DROP + 1000.0, 0.25]],
                 ..site("dropping", slots)
             },
         ],
@@ -781,6 +782,10 @@ fn a_capacity_that_drops_once_the_pool_is_empty_is_seen_and_its_slowed_jobs_move
         let r = run(&scenario, "adaptive", seed);
         // Once every job had been sent somewhere, a removal is a move.
         let pool_empty = every_job_sent(&r);
+        assert!(
+            pool_empty <= DROP,
+            "seed {seed}: the pool emptied at {pool_empty:.0} s, after the drop: no tail to test"
+        );
         let moved = r
             .attempts
             .iter()

@@ -52,7 +52,7 @@ pub fn lanes() -> Vec<Lane> {
                 vec![("knee_above_first_window", knee::knee_above_first_window as CaseFn)],
                 vec![("search_pays_for_itself", knee::search_pays_for_itself)],
             ],
-            awaiting_policy: &["search_pays_for_itself"],
+            awaiting_policy: &[],
         },
         Lane {
             cpus: knee::BELOW_CPUS,
