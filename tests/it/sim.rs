@@ -625,11 +625,17 @@ fn a_kind_of_long_runs_climbs_as_far_as_the_site_was_seen_healthy_with_every_kin
          { name = \"big\", slots = 400, capacity = 300, beta = 0.5, wait_mean = 10 },\n]\n",
     );
     for seed in 1..=3 {
-        let r = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
-        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
-        let long = r.metrics.types[1].makespan.expect("the long kind ends");
+        let long = long_kinds_makespan(&sc, seed, &SimOptions::default());
         assert!(long <= 2.5 * 1200.0, "seed {seed}: the long kind took {long:.0} s");
     }
+}
+
+/// `adaptive`'s run of `sc` (its second kind the long one): when that kind
+/// ended, the run free of conservation errors.
+fn long_kinds_makespan(sc: &Scenario, seed: u64, options: &SimOptions) -> f64 {
+    let r = sim::run(sc, &policy("adaptive"), seed, options);
+    assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+    r.metrics.types[1].makespan.expect("the long kind ends")
 }
 
 #[test]
@@ -650,9 +656,7 @@ fn a_kind_whose_jobs_ran_out_leaves_its_share_of_the_slots_to_the_others() {
     for seed in 1..=3 {
         let cold = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
         let warm = SimOptions { memory: cold.learned.clone(), ..SimOptions::default() };
-        let r = sim::run(&sc, &policy("adaptive"), seed, &warm);
-        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
-        let long = r.metrics.types[1].makespan.expect("the long kind ends");
+        let long = long_kinds_makespan(&sc, seed, &warm);
         assert!(long <= 3400.0, "seed {seed}: the long kind took {long:.0} s");
     }
 }
