@@ -91,8 +91,12 @@
 //!   profiled down as far as it is up above: a baseline learned long is
 //!   its false alarm); undecided after as many runs as F's baseline holds,
 //!   it ends "as fast". Faster: m is the floor, a first window again (its
-//!   runs, once ready, the baseline; checked below in turn where the search
-//!   converges on it), and F the ceiling. As fast: F is back, checked for
+//!   runs, once ready, the baseline), and F the ceiling. It is checked
+//!   below in turn where the search converges on it, and at once, its runs
+//!   ready, where they ran F / m times faster or more: a knee between m and
+//!   F speeds them by F over the knee, less than that while the resource
+//!   only shares, so m may be past the knee as well (bisecting up from it
+//!   would thrash a probe to prove what the check just showed). As fast: F is back, checked for
 //!   good. Only while more than a probe's reach (`probe_gain` × F) of jobs
 //!   is left: with fewer, the level below could not pay back its cost
 //!   before the run ends. Its cost on a healthy site, once per run: the

@@ -209,6 +209,11 @@ pub struct Site {
     /// This run's own runs were compared with memory's (`check_memory`):
     /// once per run, whatever phase follows.
     memory_checked: bool,
+    /// How many times faster a check below proved the floor's runs than
+    /// the ceiling's, while the floor awaits its first verdict (see
+    /// [`Site::settle_recheck`]): a fact of the floor's baseline, read once
+    /// that baseline is ready, in whatever phase the site is then.
+    faster_than_ceiling: Option<f64>,
 }
 
 impl Site {
@@ -270,6 +275,7 @@ impl Site {
             baseline_taken_at: None,
             ceiling_assumed: false,
             memory_checked: false,
+            faster_than_ceiling: None,
         };
         if let Some(m) = memory {
             site.remember(m);

@@ -192,6 +192,15 @@ impl Site {
             self.healthy(now, level);
             self.searched = true;
             self.baseline_taken_at = Some(now);
+            // A check below proved these runs faster than the ceiling's by
+            // the levels' ratio or more. Processor sharing makes a knee
+            // between the two cost less than that ratio (the ceiling's level
+            // over the knee): the knee may be under the floor too, so the
+            // floor is checked below at once rather than bisected up from.
+            let ratio = self.ceiling / self.floor;
+            if self.faster_than_ceiling.take().is_some_and(|s| s >= ratio) && !self.holding() {
+                self.check_held_floor();
+            }
             return self.conclude(now, Verdict::Healthy { level });
         }
         self.advance(now);

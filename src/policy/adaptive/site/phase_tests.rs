@@ -127,6 +127,66 @@ fn a_slow_first_window_is_checked_against_the_level_below_and_comes_back_if_that
     assert_eq!((site.floor, site.window), (16.0, 16.0));
 }
 
+/// A site whose first window of 16 ran its runs in 900–1050 s, found slow
+/// against other sites' runs of 100 s and drained to 8 to be checked; the
+/// runs at 8 take `run` each. Returns the site once the check has settled,
+/// with the runs at 8 still to become its baseline.
+fn checked_below_at_8(run: f64) -> Site {
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+    start(&mut site, 0..16, 0.0);
+    for job in 0..16 {
+        site.ended(JobId(job), 900.0 + 10.0 * job as f64, End::Success);
+    }
+    assert_eq!(site.check(1100.0).map(|(v, _)| v), Some(Verdict::Healthy { level: 16.0 }));
+    site.check_slow_baseline(100.0);
+    assert_eq!(site.check(1101.0), None);
+    start(&mut site, 16..24, 1200.0);
+    let mut verdict = None;
+    for (i, job) in (16..24).enumerate() {
+        let at = 1200.0 + run + 5.0 * i as f64;
+        site.ended(JobId(job), at, End::Success);
+        if verdict.is_none() {
+            verdict = site.check(at).map(|(v, _)| v);
+        }
+    }
+    assert!(matches!(verdict, Some(Verdict::Degraded { level, .. }) if level == 16.0), "{verdict:?}");
+    assert_eq!((site.floor, site.ceiling), (8.0, 16.0));
+    site
+}
+
+/// The runs at 8 become the baseline: eight more, as long, end.
+fn first_verdict_at_8(site: &mut Site, run: f64) -> Option<Verdict> {
+    let from = 1300.0 + run;
+    start(site, 24..32, from);
+    (24..32).find_map(|job| {
+        let at = from + run + (job - 24) as f64;
+        site.ended(JobId(job), at, End::Success);
+        site.check(at).map(|(v, _)| v)
+    })
+}
+
+#[test]
+fn a_level_below_that_ran_the_levels_ratio_faster_is_checked_below_in_turn() {
+    // Four times faster at half the level: more than a knee between 8 and
+    // 16 would give, so 8 may be past the knee too and is checked at 4.
+    let mut site = checked_below_at_8(240.0);
+    assert_eq!(first_verdict_at_8(&mut site, 240.0), Some(Verdict::Healthy { level: 8.0 }));
+    let Phase::Draining { proven: None, recheck: Some(r) } = &site.phase else { panic!("{:?}", site.phase) };
+    assert_eq!((r.floor, r.suspect), (8.0, Suspect::Floor));
+    assert_eq!((site.floor, site.window), (4.0, 4.0));
+}
+
+#[test]
+fn a_level_below_that_ran_less_than_the_levels_ratio_faster_is_bisected_up_from() {
+    // 1.6 times faster at half the level: a knee between 8 and 16, where a
+    // probe between them finds it.
+    let mut site = checked_below_at_8(600.0);
+    assert_eq!(first_verdict_at_8(&mut site, 600.0), Some(Verdict::Healthy { level: 8.0 }));
+    assert!(matches!(site.phase, Phase::Testing), "{:?}", site.phase);
+    assert_eq!(site.floor, 8.0);
+    assert!(site.window > 8.0 && site.window < 16.0, "{}", site.window);
+}
+
 #[test]
 fn a_remembered_level_run_degraded_checks_memorys_run_times_and_memorys_floor_and_ceiling_come_back() {
     // Memory: healthy at 10 with runs of 90–110 s, degraded at 10.5.

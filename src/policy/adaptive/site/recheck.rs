@@ -113,6 +113,7 @@ impl Site {
                 self.ceiling_assumed = false;
                 self.window = self.floor;
                 self.searched = false;
+                self.faster_than_ceiling = Some(slowdown);
                 Verdict::Degraded { level, slowdown }
             }
             None => {
