@@ -48,7 +48,9 @@ use std::sync::Arc;
 /// controller per kind keeps them as `adaptive`'s one controller does.
 /// 11: `adaptive`'s test, while a floor is rechecked, weighs runs faster
 /// than the floor's baseline set aside (not slower than the fresh one).
-const FORMAT: u32 = 11;
+/// 12: `adaptive`'s queue-wait estimate may hold memory's verdict on how the
+/// site starts jobs while a warm run's first cohort is watched.
+const FORMAT: u32 = 12;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

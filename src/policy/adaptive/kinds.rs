@@ -43,7 +43,8 @@
 //! the site's capacity in load: a lane knows the others only through its
 //! own runs and the count above. So a kind new at a site starts from the
 //! first window (memory carries over only what is the site's: its queue
-//! wait, its failures, whether it started anything); and a light kind's
+//! wait and how it starts jobs, its failures, whether it started
+//! anything); and a light kind's
 //! knee is its share of what the heavy kinds leave, not the mix that ends
 //! every kind soonest (the oracle's).
 //!
