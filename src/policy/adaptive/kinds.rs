@@ -25,6 +25,10 @@
 //! whichever is fewer: as its jobs run out, the others' shares grow, at
 //! each of the site's events (a lane that holds its level, as a warm one
 //! does, tells no new window), and a kind whose share grew looks at once.
+//! Every lane's first windows are known before any submits (a warm run's
+//! from memory), so the shares are set before the first lane plans:
+//! planned one after the other, each with the slots the ones before had
+//! not yet told of, two kinds each sent a site its every slot.
 //!
 //! **What carries over between kinds.** A lane's probes climb one step
 //! per verdict of its own, so a kind of long runs would climb at a run
@@ -253,6 +257,17 @@ impl Policy for ByKind {
                 }
             }
             Input::Start => {
+                // Each lane's first windows are known before any submits
+                // (a warm run's from memory): the first lane to plan takes
+                // its share, not every slot, and has nothing to withdraw.
+                for (lane, told) in self.lanes.iter().zip(&mut self.told) {
+                    for (site, told) in lane.sites.iter().zip(told.iter_mut()) {
+                        told.0 = site.window;
+                    }
+                }
+                for i in 0..self.slots.len() {
+                    self.share_slots(i, now);
+                }
                 for t in self.kinds().collect::<Vec<_>>() {
                     self.feed(t, now, input, &mut out);
                 }
