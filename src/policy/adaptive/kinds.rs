@@ -86,6 +86,10 @@ pub struct ByKind {
     /// Per kind and site, the window and capacity its lane told last: a
     /// site's decisions say what all its kinds may run together.
     told: Vec<Vec<(f64, Option<f64>)>>,
+    /// Per kind and site, the window its lane holds there: the one told
+    /// last, or before any is told, its first. What the kind wants there
+    /// counts from it.
+    windows: Vec<Vec<f64>>,
     /// Per site, the most of our jobs of every kind it ran when one kind
     /// was judged healthy there.
     healthy_with: Vec<f64>,
@@ -121,6 +125,7 @@ impl ByKind {
             names: spec.types.ids().map(|t| spec.types.name(t).to_string()).collect(),
             lanes,
             told: vec![vec![(0.0, None); spec.sites.len()]; spec.types.len()],
+            windows: vec![vec![0.0; spec.sites.len()]; spec.types.len()],
             healthy_with: vec![0.0; spec.sites.len()],
             slots: spec.sites.iter().map(|info| info.slots.map(f64::from)).collect(),
             decided: Vec::new(),
@@ -187,6 +192,7 @@ impl ByKind {
             match d.kind {
                 DecisionKind::Window { window, capacity } => {
                     self.told[t.index()][d.site.index()] = (window, capacity);
+                    self.windows[t.index()][d.site.index()] = window;
                     widened.extend(self.share_slots(d.site.index(), d.at));
                     let kinds = self.told.iter().map(|per_site| per_site[d.site.index()]);
                     let (window, capacity) = kinds
@@ -213,8 +219,8 @@ impl ByKind {
     /// Returns the kinds whose share grew.
     fn share_slots(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
         let Some(slots) = self.slots[i] else { return Vec::new() };
-        let wants: Vec<f64> = (self.lanes.iter().zip(&self.told))
-            .map(|(lane, told)| told[i].0.min((lane.book.pool_len() + lane.book.out_total()) as f64))
+        let wants: Vec<f64> = (self.lanes.iter().zip(&self.windows))
+            .map(|(lane, windows)| windows[i].min((lane.book.pool_len() + lane.book.out_total()) as f64))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
         let total: f64 = wants.iter().sum();
@@ -260,9 +266,9 @@ impl Policy for ByKind {
                 // Each lane's first windows are known before any submits
                 // (a warm run's from memory): the first lane to plan takes
                 // its share, not every slot, and has nothing to withdraw.
-                for (lane, told) in self.lanes.iter().zip(&mut self.told) {
-                    for (site, told) in lane.sites.iter().zip(told.iter_mut()) {
-                        told.0 = site.window;
+                for (lane, windows) in self.lanes.iter().zip(&mut self.windows) {
+                    for (site, window) in lane.sites.iter().zip(windows.iter_mut()) {
+                        *window = site.window;
                     }
                 }
                 for i in 0..self.slots.len() {
