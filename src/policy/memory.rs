@@ -7,8 +7,10 @@
 //! type name. The knee and the run times are the kind's own: an I/O-heavy
 //! job's knee says nothing of a CPU-bound job's at the same site. What is the
 //! *site's* carries over to a kind new there ([`CapacityMemory::carried_over`]):
-//! its queue wait (other users' load), whether it started anything at all,
-//! and its attempts' failure rate (broken nodes, a bad gatekeeper).
+//! its queue wait (other users' load), how it starts the jobs waiting there
+//! (one by one as room frees, or together at a matchmaker's cycle), whether
+//! it started anything at all, and its attempts' failure rate (broken nodes,
+//! a bad gatekeeper).
 //!
 //! Memory whose kind is not known ([`UNKNOWN_KIND`]: what cosched learned
 //! before it told kinds apart) is only ever carried over.
@@ -54,7 +56,7 @@ impl CapacityMemory {
     }
 
     /// What a kind with no memory of its own at `site` starts from: the
-    /// site's queue wait, whether it started nothing, and its attempts'
+    /// site's queue wait and how it starts jobs, whether it started nothing, and its attempts'
     /// outcomes, as the kind learned there last left them (knee and run
     /// times stay the kind's). `None` where no kind was learned there.
     pub fn carried_over(&self, site: &str) -> Option<SiteMemory> {
@@ -87,6 +89,7 @@ impl SiteMemory {
     pub fn carried_over(&self) -> SiteMemory {
         SiteMemory {
             mean_wait: self.mean_wait,
+            starts_one_by_one: self.starts_one_by_one,
             attempts: self.attempts,
             unresponsive: self.unresponsive,
             ..SiteMemory::default()
@@ -105,6 +108,7 @@ mod tests {
             runtime_quantiles: Some(vec![50.0, 100.0, 150.0]),
             ceiling: Some(2.0 * capacity),
             mean_wait: Some(wait),
+            starts_one_by_one: Some(true),
             attempts: Some((30, 2)),
             ..SiteMemory::default()
         }
@@ -157,13 +161,14 @@ mod tests {
     }
 
     #[test]
-    fn a_new_kind_inherits_the_sites_wait_and_failures_but_not_the_knee_or_run_times() {
+    fn a_new_kind_inherits_the_sites_wait_starts_and_failures_but_not_the_knee_or_run_times() {
         let mut m = CapacityMemory::new();
         m.insert("a", "io", learned(4.0, 10.0));
         m.insert("a", "cpu", learned(40.0, 12.0));
         let carried = m.carried_over("a").expect("the site was learned");
         // From the kind learned last there.
         assert_eq!(carried.mean_wait, Some(12.0));
+        assert_eq!(carried.starts_one_by_one, Some(true));
         assert_eq!(carried.attempts, Some((30, 2)));
         assert!(!carried.unresponsive);
         assert_eq!(

@@ -141,6 +141,12 @@ pub struct SiteMemory {
     pub ceiling_assumed: bool,
     /// Mean queue wait seen there, seconds.
     pub mean_wait: Option<f64>,
+    /// How the site started the jobs waiting there, as a first cohort told:
+    /// one by one as room freed (`true`), or together at its matchmaker's
+    /// next cycle (`false`); `None` where no cohort told. The site's, not
+    /// the kind's.
+    #[serde(default)]
+    pub starts_one_by_one: Option<bool>,
     /// Attempts there that succeeded and that failed, scaled down to a test
     /// sample's worth so that a site whose failures changed shows it within
     /// a sample (a warm start's failure rate begins here).

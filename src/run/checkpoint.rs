@@ -50,7 +50,9 @@ use std::sync::Arc;
 /// than the floor's baseline set aside (not slower than the fresh one).
 /// 12: `adaptive`'s site keeps how much faster a check below proved the
 /// floor's runs than the ceiling's, until the floor's first verdict.
-const FORMAT: u32 = 12;
+/// 13: `adaptive`'s queue-wait estimate may hold memory's verdict on how the
+/// site starts jobs while a warm run's first cohort is watched.
+const FORMAT: u32 = 13;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -30,6 +30,10 @@
 //! (an I/O kind held to half the slots, past its knee, stayed there until
 //! the CPU kind's jobs ran out), so it is checked from the level below, as
 //! where the first window is all a site holds.
+//! Every lane's first windows are known before any submits (a warm run's
+//! from memory), so the shares are set before the first lane plans:
+//! planned one after the other, each with the slots the ones before had
+//! not yet told of, two kinds each sent a site its every slot.
 //!
 //! **What carries over between kinds.** A lane's probes climb one step
 //! per verdict of its own, so a kind of long runs would climb at a run
@@ -48,7 +52,8 @@
 //! the site's capacity in load: a lane knows the others only through its
 //! own runs and the count above. So a kind new at a site starts from the
 //! first window (memory carries over only what is the site's: its queue
-//! wait, its failures, whether it started anything); and a light kind's
+//! wait and how it starts jobs, its failures, whether it started
+//! anything); and a light kind's
 //! knee is its share of what the heavy kinds leave, not the mix that ends
 //! every kind soonest (the oracle's).
 //!
@@ -86,6 +91,10 @@ pub struct ByKind {
     /// Per kind and site, the window and capacity its lane told last: a
     /// site's decisions say what all its kinds may run together.
     told: Vec<Vec<(f64, Option<f64>)>>,
+    /// Per kind and site, the window its lane holds there: the one told
+    /// last, or before any is told, its first. What the kind wants there
+    /// counts from it.
+    windows: Vec<Vec<f64>>,
     /// Per site, the most of our jobs of every kind it ran when one kind
     /// was judged healthy there.
     healthy_with: Vec<f64>,
@@ -121,6 +130,7 @@ impl ByKind {
             names: spec.types.ids().map(|t| spec.types.name(t).to_string()).collect(),
             lanes,
             told: vec![vec![(0.0, None); spec.sites.len()]; spec.types.len()],
+            windows: vec![vec![0.0; spec.sites.len()]; spec.types.len()],
             healthy_with: vec![0.0; spec.sites.len()],
             slots: spec.sites.iter().map(|info| info.slots.map(f64::from)).collect(),
             decided: Vec::new(),
@@ -187,6 +197,7 @@ impl ByKind {
             match d.kind {
                 DecisionKind::Window { window, capacity } => {
                     self.told[t.index()][d.site.index()] = (window, capacity);
+                    self.windows[t.index()][d.site.index()] = window;
                     widened.extend(self.share_slots(d.site.index(), d.at));
                     let kinds = self.told.iter().map(|per_site| per_site[d.site.index()]);
                     let (window, capacity) = kinds
@@ -213,8 +224,8 @@ impl ByKind {
     /// Returns the kinds whose share grew.
     fn share_slots(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
         let Some(slots) = self.slots[i] else { return Vec::new() };
-        let wants: Vec<f64> = (self.lanes.iter().zip(&self.told))
-            .map(|(lane, told)| told[i].0.min((lane.book.pool_len() + lane.book.out_total()) as f64))
+        let wants: Vec<f64> = (self.lanes.iter().zip(&self.windows))
+            .map(|(lane, windows)| windows[i].min((lane.book.pool_len() + lane.book.out_total()) as f64))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
         let total: f64 = wants.iter().sum();
@@ -257,6 +268,17 @@ impl Policy for ByKind {
                 }
             }
             Input::Start => {
+                // Each lane's first windows are known before any submits
+                // (a warm run's from memory): the first lane to plan takes
+                // its share, not every slot, and has nothing to withdraw.
+                for (lane, windows) in self.lanes.iter().zip(&mut self.windows) {
+                    for (site, window) in lane.sites.iter().zip(windows.iter_mut()) {
+                        *window = site.window;
+                    }
+                }
+                for i in 0..self.slots.len() {
+                    self.share_slots(i, now);
+                }
                 for t in self.kinds().collect::<Vec<_>>() {
                     self.feed(t, now, input, &mut out);
                 }

@@ -215,10 +215,14 @@
 //!
 //! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
 //! whether a re-probe only assumed it), healthy run-time quantiles, mean
-//! wait and attempts' outcomes (scaled to a test's sample, so that this
-//! run's outweigh them within one); a warm run starts
+//! wait, how it starts jobs, and attempts' outcomes (scaled to a test's
+//! sample, so that this run's outweigh them within one); a warm run starts
 //! there and tests from its first job (a floor remembered without run
-//! times is a first window again). It takes no sample of its own, so it
+//! times is a first window again). How a site starts jobs is its
+//! matchmaker's and its other users' doing, not the run's: a warm run
+//! queues ahead from its first job where memory says one by one, and its
+//! own first cohort, watched as a cold run's is, replaces that verdict
+//! when it tells (the site may have changed). It takes no sample of its own, so it
 //! hands the run times on as it was given them, until the level memory
 //! holds healthy runs degraded: then the runs at the level cut to are
 //! learned afresh and compared with memory's, once per run. Slower than

@@ -1,5 +1,5 @@
 use super::*;
-use crate::policy::{Outcome, SiteInfo};
+use crate::policy::{JobTypeId, JobTypes, Outcome, SiteInfo, SiteMemory};
 
 fn spec(n: u64, slots: &[u32]) -> RunSpec {
     RunSpec {
@@ -74,4 +74,38 @@ fn a_checkpoint_with_decisions_not_yet_taken_restores() {
     let mut resumed = Adaptive::new(&s, &Params::default());
     resumed.restore(&saved).expect("the same run restores");
     assert_eq!(resumed.take_decisions(), p.take_decisions());
+}
+
+#[test]
+fn at_the_start_each_kind_plans_with_its_share_of_the_slots_and_withdraws_nothing() {
+    // One site of 64 slots, two kinds each remembered healthy at 48 with no
+    // knee above: each would take every slot, so each has half of them.
+    // Planned one lane after the other with the first unaware of the
+    // second, the first sent 64 and withdrew 32 at once.
+    let quantiles: Vec<f64> = (0..=16).map(|i| 90.0 + 20.0 * f64::from(i) / 16.0).collect();
+    let learned = SiteMemory {
+        capacity: Some(48.0),
+        runtime_quantiles: Some(quantiles),
+        runtime_range: Some((90.0, 110.0)),
+        ..SiteMemory::default()
+    };
+    let mut memory = CapacityMemory::new();
+    memory.insert("s0", "io", learned.clone());
+    memory.insert("s0", "cpu", learned);
+    let types = JobTypes::interleaved(vec!["io".into(), "cpu".into()], &[500, 500]).unwrap();
+    let run = RunSpec { types: types.clone(), memory, ..spec(1000, &[64]) };
+    let mut p = build(&run, &Params::default());
+    let acts = p.handle(0.0, &Input::Start);
+    assert!(!acts.iter().any(|a| matches!(a, Action::Withdraw { .. })), "{acts:?}");
+    let sent = |kind: u16| -> usize {
+        acts.iter()
+            .map(|a| match a {
+                Action::Submit { jobs, .. } => {
+                    jobs.iter().filter(|&&j| types.of(j) == JobTypeId(kind)).count()
+                }
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!((sent(0), sent(1)), (32, 32));
 }

@@ -55,12 +55,21 @@ pub struct Waits {
 /// the one the whole cohort would give, and at `k = n` the test is the
 /// whole cohort's: range against mean. A cohort too small to tell is one
 /// by one as soon as it is whole.
+///
+/// How a site starts jobs is its matchmaker's and its other users' doing,
+/// not the run's: a warm run knows it from memory, as it knows the site's
+/// queue wait. It still watches its own first cohort, since the site may
+/// have changed (its other users gone, its slots freed); until that cohort
+/// tells, memory's verdict stands.
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 pub enum Starting {
     /// The first cohort is still starting and has not told yet: what it
     /// showed so far. No queue is kept: it might start at the next cycle,
     /// all of it past the window.
     Watching(Cohort),
+    /// A warm run's first cohort, still starting: what memory says the site
+    /// did (`one_by_one`) stands until the cohort tells.
+    Recalled { one_by_one: bool, cohort: Cohort },
     /// Jobs start one by one, or the cohort was too small to tell: a queue
     /// kept ahead by Little's law keeps the window full and no fuller.
     OneByOne,
@@ -115,6 +124,32 @@ impl Cohort {
     }
 }
 
+impl Starting {
+    /// What a run starts from: memory's verdict where a run told one.
+    pub fn from_memory(one_by_one: Option<bool>) -> Starting {
+        match one_by_one {
+            Some(one_by_one) => Starting::Recalled { one_by_one, cohort: Cohort::default() },
+            None => Starting::default(),
+        }
+    }
+    /// The first cohort while it is watched.
+    fn cohort(&mut self) -> Option<&mut Cohort> {
+        match self {
+            Starting::Watching(cohort) | Starting::Recalled { cohort, .. } => Some(cohort),
+            Starting::OneByOne | Starting::Together => None,
+        }
+    }
+    /// What the next run is to recall: the verdict that stands, if any.
+    pub fn to_remember(self) -> Option<bool> {
+        match self {
+            Starting::Watching(_) => None,
+            Starting::Recalled { one_by_one, .. } => Some(one_by_one),
+            Starting::OneByOne => Some(true),
+            Starting::Together => Some(false),
+        }
+    }
+}
+
 impl Waits {
     /// Adds the waiting done by the jobs idle since `recent_at`.
     fn accrue(&mut self, at: Time) {
@@ -127,7 +162,7 @@ impl Waits {
         self.accrue(at);
         self.idle += 1;
         self.idle_since_sum += at;
-        if let Starting::Watching(cohort) = &mut self.starting {
+        if let Some(cohort) = self.starting.cohort() {
             if cohort.size == 0 || cohort.at == at {
                 cohort.at = at;
                 cohort.size += 1;
@@ -145,7 +180,7 @@ impl Waits {
             self.recent_waited *= keep;
             self.recent_starts = self.recent_starts * keep + 1.0;
         }
-        if let Starting::Watching(cohort) = &mut self.starting {
+        if let Some(cohort) = self.starting.cohort() {
             if cohort.size > 0 && submitted == cohort.at {
                 if started {
                     let first = if cohort.started == 0 { at } else { cohort.first_start.min(at) };
@@ -165,7 +200,7 @@ impl Waits {
     /// Whether jobs waiting here are known to start one by one
     /// ([`Starting`]): only there may a queue be kept ahead.
     pub fn one_by_one(&self) -> bool {
-        self.starting == Starting::OneByOne
+        matches!(self.starting, Starting::OneByOne | Starting::Recalled { one_by_one: true, .. })
     }
     /// [`Waits::mean`] over about the last `memory` starts (the `memory`
     /// of each start): where jobs start sooner than they did, it follows.

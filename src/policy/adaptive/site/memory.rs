@@ -55,6 +55,7 @@ impl Site {
         if let Some((succeeded, failed)) = m.attempts {
             (self.successes, self.failures) = (succeeded, failed);
         }
+        self.waits.starting = Starting::from_memory(m.starts_one_by_one);
         if let Some(w) = m.mean_wait {
             // As if three jobs had waited that long.
             self.waits.closed = 3.0 * w;
@@ -127,6 +128,7 @@ impl Site {
             runtime_range: runtime_range.flatten(),
             runtime_quantiles,
             mean_wait: self.waits.mean(now),
+            starts_one_by_one: self.waits.starting.to_remember(),
             attempts: self.attempts_to_remember(),
             unresponsive: !self.any_started && self.waits.exposure(now) > 0.0,
         }

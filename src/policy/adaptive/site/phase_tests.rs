@@ -472,7 +472,7 @@ fn a_cohort_that_starts_one_by_one_keeps_a_queue_before_all_of_it_started() {
                 assert!(model.ahead > 0.0, "at {at}: {model:?}");
                 assert!(model.out_target(site.running) > site.window, "at {at}: {model:?}");
             }
-            Starting::Together => panic!("together at {at}"),
+            Starting::Together | Starting::Recalled { .. } => panic!("{:?} at {at}", site.waits.starting),
         }
     }
     let told = told.expect("a verdict");
@@ -499,6 +499,54 @@ fn a_cohort_started_over_two_cycles_within_its_mean_wait_is_told_together_once_w
     }
     site.started(JobId(15), wait(15));
     assert_eq!(site.waits.starting, Starting::Together);
+}
+
+/// [`memory`] at 16 with a mean wait of 10 s, and how memory says the
+/// site starts jobs.
+fn memory_of_starts(one_by_one: Option<bool>) -> SiteMemory {
+    SiteMemory { mean_wait: Some(10.0), starts_one_by_one: one_by_one, ..memory(16.0, None) }
+}
+
+#[test]
+fn a_warm_run_queues_ahead_from_its_first_job_where_memory_says_the_site_starts_one_by_one() {
+    // Memory says the site started jobs one by one: the warm run keeps a
+    // queue ahead before its own cohort has told anything.
+    let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory_of_starts(Some(true))));
+    assert!(site.waits.one_by_one(), "{:?}", site.waits.starting);
+    let model = site.model(0.0, None);
+    assert!(model.ahead > 0.0, "{model:?}");
+    assert!(model.out_target(0) > site.window, "{model:?}");
+    // Its cohort is still watched, and what it tells replaces memory's
+    // verdict: this time the site started all 16 within a cycle (8–9 s),
+    // so no queue is kept, and the next run recalls that.
+    let jobs: Vec<JobId> = (0..16).map(JobId).collect();
+    site.submitted(&jobs, 0.0);
+    for job in 0..16 {
+        assert!(site.waits.one_by_one(), "{job}: {:?}", site.waits.starting);
+        site.started(JobId(job), 8.0 + (job % 2) as f64);
+    }
+    assert_eq!(site.waits.starting, Starting::Together);
+    assert_eq!(site.model(20.0, None).ahead, 0.0);
+    assert_eq!(site.memory(20.0).starts_one_by_one, Some(false));
+    // Where memory says it started them together, or nothing of it, none
+    // is queued until the cohort tells.
+    for recalled in [Some(false), None] {
+        let site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory_of_starts(recalled)));
+        assert_eq!(site.model(0.0, None).ahead, 0.0, "memory {recalled:?}");
+    }
+}
+
+#[test]
+fn what_a_cohort_told_of_how_the_site_starts_jobs_is_remembered() {
+    let one_by_one = cohort_started(100.0, exponential_waits);
+    assert_eq!(one_by_one.memory(200.0).starts_one_by_one, Some(true));
+    let together = cohort_started(100.0, |i| 8.0 + (i % 2) as f64);
+    assert_eq!(together.memory(200.0).starts_one_by_one, Some(false));
+    // Not told yet: nothing to remember, and memory's verdict, where there
+    // was one, stands.
+    assert_eq!(cohort_sent(100.0).memory(0.0).starts_one_by_one, None);
+    let recalled = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory_of_starts(Some(true))));
+    assert_eq!(recalled.memory(0.0).starts_one_by_one, Some(true));
 }
 
 /// The verdict of a whole cohort by its definition ([`Starting`]).
