@@ -96,8 +96,8 @@
 //!   ready, where they ran F / m times faster or more: a knee between m and
 //!   F speeds them by F over the knee, less than that while the resource
 //!   only shares, so m may be past the knee as well (bisecting up from it
-//!   would thrash a probe to prove what the check just showed). As fast: F is back, checked for
-//!   good. Only while more than a probe's reach (`probe_gain` × F) of jobs
+//!   would thrash a probe to prove what the check just showed). As fast:
+//!   F is back, checked for good. Only while more than a probe's reach (`probe_gain` × F) of jobs
 //!   is left: with fewer, the level below could not pay back its cost
 //!   before the run ends. Its cost on a healthy site, once per run: the
 //!   site runs at most F for the drain (the jobs past m end, under a run)
@@ -142,9 +142,9 @@
 //!   test begins, but the verdict's test goes on and a larger slowdown it
 //!   proves cuts deeper. It may carry a level under suspicion and what is
 //!   suspect there (`Suspect`): the floor itself (a probe proved thrash,
-//!   the first window was slow, or the search converged on it), or memory's run times (a remembered level
-//!   ran degraded; with the ceiling memory knew, to come back should they
-//!   prove another job's). Drained with a suspect: Rechecking; without:
+//!   the first window was slow, or the search converged on it), or
+//!   memory's run times (a remembered level ran degraded; with the ceiling
+//!   memory knew, to come back should they prove another job's). Drained with a suspect: Rechecking; without:
 //!   Testing.
 //! - *Rechecking* (carrying the suspect and, once drained, its baseline set
 //!   aside): the runs at the level below are learned afresh. A suspect
@@ -222,8 +222,8 @@
 //! matchmaker's and its other users' doing, not the run's: a warm run
 //! queues ahead from its first job where memory says one by one, and its
 //! own first cohort, watched as a cold run's is, replaces that verdict
-//! when it tells (the site may have changed). It takes no sample of its own, so it
-//! hands the run times on as it was given them, until the level memory
+//! when it tells (the site may have changed). It takes no sample of its
+//! own, so it hands the run times on as it was given them, until the level memory
 //! holds healthy runs degraded: then the runs at the level cut to are
 //! learned afresh and compared with memory's, once per run. Slower than
 //! memory's by κ and the two means' errors, the slowdown did not fall with

@@ -513,6 +513,8 @@ impl Site {
         self.ceiling = level.max(self.floor + 1.0).min(self.cap);
         self.ceiling_assumed = false;
         self.searched = false;
+        // What a check below proved was of the floor given up on.
+        self.faster_than_ceiling = None;
         self.dist = None;
         self.observations.clear();
         self.clean.clear();
