@@ -662,6 +662,29 @@ fn a_kind_whose_jobs_ran_out_leaves_its_share_of_the_slots_to_the_others() {
 }
 
 #[test]
+fn a_kind_its_share_of_the_slots_holds_under_its_first_window_checks_that_window_from_below() {
+    // One site of 24 slots whose file server serves 6 I/O jobs (beta 1),
+    // 120 I/O jobs and 240 CPU jobs of 22 s. Both kinds want the slots, so
+    // each is held to half of them, 12, under its first window of 16: the
+    // I/O kind's probe above its floor can never run, so no probe proves
+    // that floor slowed. By hand: held at 12 all run, every I/O job runs
+    // (12 / 6)² = 4 times slow and the kind's 2,640 s of work take 880 s
+    // (3 jobs' worth at a time); at the knee they take 440 s, plus its first
+    // cohort (88 s) and a check below. Between the two: 760 s.
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let io = r.metrics.types[0].makespan.expect("the I/O kind ends");
+        assert!(io < 760.0, "seed {seed}: the I/O kind took {io:.0} s");
+    }
+}
+
+#[test]
 fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
     let sites = "sites = [{ name = \"a\", slots = 4 }]\n";
     let io = "{ name = \"io\", n_jobs = 5, base_runtime = 10, load = 1.0 }";

@@ -25,6 +25,11 @@
 //! whichever is fewer: as its jobs run out, the others' shares grow, at
 //! each of the site's events (a lane that holds its level, as a warm one
 //! does, tells no new window), and a kind whose share grew looks at once.
+//! A share at or under a kind's floor that is still its first window's
+//! holds the kind there: no probe above can run to prove that floor slowed
+//! (an I/O kind held to half the slots, past its knee, stayed there until
+//! the CPU kind's jobs ran out), so it is checked from the level below, as
+//! where the first window is all a site holds.
 //! Every lane's first windows are known before any submits (a warm run's
 //! from memory), so the shares are set before the first lane plans:
 //! planned one after the other, each with the slots the ones before had
