@@ -230,9 +230,10 @@ impl ByKind {
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
         let total: f64 = wants.iter().sum();
         let mut grew = Vec::new();
-        for (t, (lane, want)) in self.lanes.iter_mut().zip(&wants).enumerate() {
-            let share = (slots - (total - want)).max(slots / kinds_left).max(1.0);
-            if lane.share_slots(i, share, now) {
+        for t in 0..self.lanes.len() {
+            let share = (slots - (total - wants[t])).max(slots / kinds_left).max(1.0);
+            let others_checking = (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.checking_below(i));
+            if self.lanes[t].share_slots(i, share, !others_checking, now) {
                 grew.push(JobTypeId(t as u16));
             }
         }

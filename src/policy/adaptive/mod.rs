@@ -751,13 +751,14 @@ impl Adaptive {
     /// ([`Site::check_held_floor`]); the kinds sharing the slots are what
     /// the first window's level ran slowed by, where it is past this
     /// kind's knee.
-    fn share_slots(&mut self, i: usize, share: f64, now: Time) -> bool {
+    fn share_slots(&mut self, i: usize, share: f64, may_check: bool, now: Time) -> bool {
         if self.slot_share.len() != self.sites.len() {
             self.slot_share = vec![None; self.sites.len()];
         }
         let before = self.slot_share[i];
         let site = &mut self.sites[i];
-        let held_by_share = share <= site.floor && site.baseline_unchecked();
+        let refills = site.waits.mean(now).unwrap_or(f64::INFINITY) < site.dist.as_ref().map_or(0.0, Distribution::mean);
+        let held_by_share = may_check && refills && share <= site.floor && site.baseline_unchecked();
         if held_by_share {
             site.check_held_floor();
         }
@@ -772,6 +773,11 @@ impl Adaptive {
             self.look_now(i, now);
         }
         checking || before.is_some_and(|b| b < share)
+    }
+
+    /// Whether site `i`'s floor is under a check from below.
+    fn checking_below(&self, i: usize) -> bool {
+        self.sites.get(i).is_some_and(Site::checking_floor)
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {

@@ -306,6 +306,11 @@ impl Site {
         }
     }
 
+    /// Whether the floor is under suspicion, checked from the level below.
+    pub fn checking_floor(&self) -> bool {
+        self.recheck().is_some_and(|r| r.suspect == Suspect::Floor)
+    }
+
     pub fn closed(&self, now: Time) -> bool {
         self.down || self.closed_until.is_some_and(|t| now < t)
     }
