@@ -513,6 +513,81 @@ fn adaptive_decisions_name_their_kind_and_a_sites_window_adds_its_kinds() {
     }
 }
 
+/// Per kind and site, the spans over which the kind's window was under
+/// its first window (`first`): from the window told under it to the kind's
+/// next verdict there (the check below's end).
+fn checks_below(decisions: &[cosched::policy::Decision], first: f64) -> Vec<(String, u32, f64, f64)> {
+    use cosched::policy::DecisionKind;
+    use std::collections::BTreeMap;
+    let mut open: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    let mut spans = Vec::new();
+    for d in decisions {
+        let Some(kind) = &d.job_kind else { continue };
+        let key = (kind.clone(), d.site.0);
+        match d.kind {
+            DecisionKind::Window { window, .. } if window < first => {
+                open.entry(key).or_insert(d.at);
+            }
+            DecisionKind::Verdict { .. } => {
+                if let Some(from) = open.remove(&key) {
+                    spans.push((key.0, key.1, from, d.at));
+                }
+            }
+            _ => {}
+        }
+    }
+    spans.extend(open.into_iter().map(|((kind, site), from)| (kind, site, from, f64::INFINITY)));
+    spans
+}
+
+/// Two healthy kinds, each held by its share of one site's slots under its
+/// first window of 16, both check that window from below; one at a time,
+/// since a check weighs runs at the level below against the floor's under
+/// the load the other kinds put there then, and another kind draining
+/// meanwhile would speed this kind's runs by its own drop.
+#[test]
+fn two_kinds_held_by_their_shares_check_their_first_windows_one_at_a_time() {
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"a\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"b\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 0.5 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, wait_mean = 1 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r =
+            sim::run(&sc, &policy("adaptive"), seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let spans = checks_below(&r.decisions, 16.0);
+        assert!(spans.len() >= 2, "seed {seed}: both kinds check below: {spans:?}");
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                let overlap = a.0 != b.0 && a.1 == b.1 && a.2 < b.3 && b.2 < a.3;
+                assert!(!overlap, "seed {seed}: two kinds check at once: {a:?} and {b:?}");
+            }
+        }
+    }
+}
+
+/// A site whose jobs wait far longer to start than they run takes a wait
+/// to refill what a check below drains: a kind held there by its share
+/// does not check its first window (the check would cost more than a run
+/// of the slots it frees).
+#[test]
+fn a_kind_held_by_its_share_at_a_site_of_long_waits_keeps_its_first_window() {
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"a\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"b\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 0.5 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, wait_mean = 200 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r =
+            sim::run(&sc, &policy("adaptive"), seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let spans = checks_below(&r.decisions, 16.0);
+        assert!(spans.is_empty(), "seed {seed}: checked below: {spans:?}");
+        assert!(r.metrics.makespan.is_some(), "seed {seed}: the run ends");
+    }
+}
+
 #[test]
 fn bulk_gives_every_site_the_same_mix_of_kinds() {
     // M3: 750 I/O and 1,500 CPU jobs over 300 and 100 slots, split 3:1.

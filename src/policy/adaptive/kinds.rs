@@ -29,7 +29,13 @@
 //! holds the kind there: no probe above can run to prove that floor slowed
 //! (an I/O kind held to half the slots, past its knee, stayed there until
 //! the CPU kind's jobs ran out), so it is checked from the level below, as
-//! where the first window is all a site holds.
+//! where the first window is all a site holds. One kind of a site at a
+//! time: the check weighs the runs below against the floor's under what
+//! the other kinds load the site with, and another kind draining for its
+//! own check meanwhile would speed them by its drop. And only where the
+//! site refills within a run (its mean wait under the kind's mean run
+//! there): elsewhere what the check drains comes back a wait later, not a
+//! run, and the check costs more than the test it makes.
 //! Every lane's first windows are known before any submits (a warm run's
 //! from memory), so the shares are set before the first lane plans:
 //! planned one after the other, each with the slots the ones before had
@@ -233,7 +239,7 @@ impl ByKind {
         for t in 0..self.lanes.len() {
             let share = (slots - (total - wants[t])).max(slots / kinds_left).max(1.0);
             let others_checking = (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.checking_below(i));
-            if self.lanes[t].share_slots(i, share, !others_checking, now) {
+            if self.lanes[t].share_slots(i, share, others_checking, now) {
                 grew.push(JobTypeId(t as u16));
             }
         }

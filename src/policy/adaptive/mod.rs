@@ -750,15 +750,19 @@ impl Adaptive {
     /// is checked from the level below in the same way
     /// ([`Site::check_held_floor`]); the kinds sharing the slots are what
     /// the first window's level ran slowed by, where it is past this
-    /// kind's knee.
-    fn share_slots(&mut self, i: usize, share: f64, may_check: bool, now: Time) -> bool {
+    /// kind's knee. Not while another kind checks its own floor there
+    /// (`others_checking`), nor where the site's jobs wait longer to start
+    /// than they run (`kinds`' module doc says why).
+    fn share_slots(&mut self, i: usize, share: f64, others_checking: bool, now: Time) -> bool {
         if self.slot_share.len() != self.sites.len() {
             self.slot_share = vec![None; self.sites.len()];
         }
         let before = self.slot_share[i];
         let site = &mut self.sites[i];
-        let refills = site.waits.mean(now).unwrap_or(f64::INFINITY) < site.dist.as_ref().map_or(0.0, Distribution::mean);
-        let held_by_share = may_check && refills && share <= site.floor && site.baseline_unchecked();
+        let run = site.dist.as_ref().map_or(0.0, Distribution::mean);
+        let refills_within_a_run = site.waits.mean(now).is_some_and(|wait| wait < run);
+        let held_by_share =
+            !others_checking && refills_within_a_run && share <= site.floor && site.baseline_unchecked();
         if held_by_share {
             site.check_held_floor();
         }
