@@ -230,15 +230,25 @@ impl ByKind {
     /// Returns the kinds whose share grew.
     fn share_slots(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
         let Some(slots) = self.slots[i] else { return Vec::new() };
+        let left = |lane: &Adaptive| (lane.book.pool_len() + lane.book.out_total()) as f64;
         let wants: Vec<f64> = (self.lanes.iter().zip(&self.windows))
-            .map(|(lane, windows)| windows[i].min((lane.book.pool_len() + lane.book.out_total()) as f64))
+            .map(|(lane, windows)| windows[i].min(left(lane)))
+            .collect();
+        // A kind checking its floor from below keeps the floor's slots from
+        // the kinds whose own floors are unproven (maybe past their knees,
+        // so maybe heavy): its runs below are weighed against the floor's
+        // under the load the others put on the site then.
+        let kept: Vec<f64> = (self.lanes.iter().zip(&wants))
+            .map(|(lane, &want)| lane.floor_checked(i).map_or(want, |floor| floor.min(left(lane)).max(want)))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
-        let total: f64 = wants.iter().sum();
         let mut grew = Vec::new();
         for t in 0..self.lanes.len() {
-            let share = (slots - (total - wants[t])).max(slots / kinds_left).max(1.0);
-            let others_checking = (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.checking_below(i));
+            let others = if self.lanes[t].floor_unproven(i) { &kept } else { &wants };
+            let taken: f64 = others.iter().enumerate().filter(|&(u, _)| u != t).map(|(_, w)| w).sum();
+            let share = (slots - taken).max(slots / kinds_left).max(1.0);
+            let others_checking =
+                (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.floor_checked(i).is_some());
             if self.lanes[t].share_slots(i, share, others_checking, now) {
                 grew.push(JobTypeId(t as u16));
             }

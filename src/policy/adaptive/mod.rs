@@ -779,9 +779,15 @@ impl Adaptive {
         checking || before.is_some_and(|b| b < share)
     }
 
-    /// Whether site `i`'s floor is under a check from below.
-    fn checking_below(&self, i: usize) -> bool {
-        self.sites.get(i).is_some_and(Site::checking_floor)
+    /// Whether site `i`'s floor is a guess or its first window's runs,
+    /// never compared with a level below.
+    fn floor_unproven(&self, i: usize) -> bool {
+        self.sites.get(i).is_some_and(|s| !s.searched || s.baseline_unchecked())
+    }
+
+    /// Site `i`'s floor under a check from below, if any.
+    fn floor_checked(&self, i: usize) -> Option<f64> {
+        self.sites.get(i).and_then(Site::floor_checked)
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {

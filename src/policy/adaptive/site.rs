@@ -306,9 +306,9 @@ impl Site {
         }
     }
 
-    /// Whether the floor is under suspicion, checked from the level below.
-    pub fn checking_floor(&self) -> bool {
-        self.recheck().is_some_and(|r| r.suspect == Suspect::Floor)
+    /// The floor under suspicion, checked from the level below, if any.
+    pub fn floor_checked(&self) -> Option<f64> {
+        self.recheck().filter(|r| r.suspect == Suspect::Floor).map(|r| r.floor)
     }
 
     pub fn closed(&self, now: Time) -> bool {
