@@ -567,6 +567,46 @@ fn two_kinds_held_by_their_shares_check_their_first_windows_one_at_a_time() {
     }
 }
 
+/// While one kind checks its first window from below, the slots it drains
+/// are not another kind's whose floor is unproven: the check weighs its
+/// runs under the load the others put on the site at its floor, and the
+/// other kind may be past its own knee (here the I/O kind, held by its
+/// share to 12 beside the CPU kind's first window of 16, is: its knee is 6).
+#[test]
+fn a_kind_checking_below_keeps_its_slots_from_a_kind_whose_floor_is_unproven() {
+    use cosched::policy::{CapacityMemory, JobId};
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
+    );
+    let types = sim::run_spec(&sc, CapacityMemory::new()).types;
+    let io = types.ids().find(|&t| types.name(t) == "io").expect("an io kind");
+    for seed in 1..=3 {
+        let opts = SimOptions { trace: true, keep_attempts: true, ..SimOptions::default() };
+        let r = sim::run(&sc, &policy("adaptive"), seed, &opts);
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let io_runs: Vec<(f64, f64)> = (r.attempts.iter())
+            .filter(|a| types.of(JobId(a.job)) == io)
+            .filter_map(|a| Some((a.started?, a.ended.unwrap_or(f64::INFINITY))))
+            .collect();
+        let cpu_checks: Vec<_> =
+            checks_below(&r.decisions, 16.0).into_iter().filter(|c| c.0 == "cpu").collect();
+        assert!(!cpu_checks.is_empty(), "seed {seed}: the CPU kind checks its first window");
+        for (_, _, from, to) in cpu_checks {
+            let most = (io_runs.iter())
+                .filter(|&&(start, _)| start >= from && start < to)
+                .map(|&(at, _)| io_runs.iter().filter(|&&(s, e)| s <= at && at < e).count())
+                .max()
+                .unwrap_or(0);
+            assert!(
+                most <= 12,
+                "seed {seed}: {most} I/O jobs ran during the CPU kind's check ({from:.0}-{to:.0} s)"
+            );
+        }
+    }
+}
+
 /// A site whose jobs wait far longer to start than they run takes a wait
 /// to refill what a check below drains: a kind held there by its share
 /// does not check its first window (the check would cost more than a run

@@ -29,10 +29,14 @@
 //! holds the kind there: no probe above can run to prove that floor slowed
 //! (an I/O kind held to half the slots, past its knee, stayed there until
 //! the CPU kind's jobs ran out), so it is checked from the level below, as
-//! where the first window is all a site holds. One kind of a site at a
-//! time: the check weighs the runs below against the floor's under what
-//! the other kinds load the site with, and another kind draining for its
-//! own check meanwhile would speed them by its drop. And only where the
+//! where the first window is all a site holds. The check weighs the runs
+//! below against the floor's under what the other kinds load the site
+//! with, so that load is held: one kind of a site checks at a time
+//! (another's drain would speed the runs by its drop), and the slots the
+//! check drains stay the checking kind's against kinds whose own floors
+//! are unproven (a guess, or a first window's runs never compared with a
+//! level below), which may be past their knees (the I/O kind took a CPU
+//! kind's drained slots and ran 16 where its knee was 6). And only where the
 //! site refills within a run (its mean wait under the kind's mean run
 //! there): elsewhere what the check drains comes back a wait later, not a
 //! run, and the check costs more than the test it makes.
