@@ -575,11 +575,7 @@ fn two_kinds_held_by_their_shares_check_their_first_windows_one_at_a_time() {
 #[test]
 fn a_kind_checking_below_keeps_its_slots_from_a_kind_whose_floor_is_unproven() {
     use cosched::policy::{CapacityMemory, JobId};
-    let sc = parsed(
-        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
-         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
-         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
-    );
+    let sc = one_site_of_io_and_cpu_jobs();
     let types = sim::run_spec(&sc, CapacityMemory::new()).types;
     let io = types.ids().find(|&t| types.name(t) == "io").expect("an io kind");
     for seed in 1..=3 {
@@ -776,6 +772,17 @@ fn a_kind_whose_jobs_ran_out_leaves_its_share_of_the_slots_to_the_others() {
     }
 }
 
+/// One site of 24 slots whose file server serves 6 I/O jobs (beta 1), 120
+/// I/O jobs (load 1) and 240 CPU jobs (load 0) of 22 s: the real pool's
+/// two-kinds case at one site.
+fn one_site_of_io_and_cpu_jobs() -> Scenario {
+    parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
+    )
+}
+
 #[test]
 fn a_kind_its_share_of_the_slots_holds_under_its_first_window_checks_that_window_from_below() {
     // One site of 24 slots whose file server serves 6 I/O jobs (beta 1),
@@ -786,11 +793,7 @@ fn a_kind_its_share_of_the_slots_holds_under_its_first_window_checks_that_window
     // (12 / 6)² = 4 times slow and the kind's 2,640 s of work take 880 s
     // (3 jobs' worth at a time); at the knee they take 440 s, plus its first
     // cohort (88 s) and a check below. Between the two: 760 s.
-    let sc = parsed(
-        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
-         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
-         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
-    );
+    let sc = one_site_of_io_and_cpu_jobs();
     for seed in 1..=3 {
         let r = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
         assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
