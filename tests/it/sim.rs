@@ -513,6 +513,117 @@ fn adaptive_decisions_name_their_kind_and_a_sites_window_adds_its_kinds() {
     }
 }
 
+/// Per kind and site, the spans over which the kind's window was under
+/// its first window (`first`): from the window told under it to the kind's
+/// next verdict there (the check below's end).
+fn checks_below(decisions: &[cosched::policy::Decision], first: f64) -> Vec<(String, u32, f64, f64)> {
+    use cosched::policy::DecisionKind;
+    use std::collections::BTreeMap;
+    let mut open: BTreeMap<(String, u32), f64> = BTreeMap::new();
+    let mut spans = Vec::new();
+    for d in decisions {
+        let Some(kind) = &d.job_kind else { continue };
+        let key = (kind.clone(), d.site.0);
+        match d.kind {
+            DecisionKind::Window { window, .. } if window < first => {
+                open.entry(key).or_insert(d.at);
+            }
+            DecisionKind::Verdict { .. } => {
+                if let Some(from) = open.remove(&key) {
+                    spans.push((key.0, key.1, from, d.at));
+                }
+            }
+            _ => {}
+        }
+    }
+    spans.extend(open.into_iter().map(|((kind, site), from)| (kind, site, from, f64::INFINITY)));
+    spans
+}
+
+/// Two healthy kinds, each held by its share of one site's slots under its
+/// first window of 16, both check that window from below; one at a time,
+/// since a check weighs runs at the level below against the floor's under
+/// the load the other kinds put there then, and another kind draining
+/// meanwhile would speed this kind's runs by its own drop.
+#[test]
+fn two_kinds_held_by_their_shares_check_their_first_windows_one_at_a_time() {
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"a\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"b\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 0.5 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, wait_mean = 1 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r =
+            sim::run(&sc, &policy("adaptive"), seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let spans = checks_below(&r.decisions, 16.0);
+        assert!(spans.len() >= 2, "seed {seed}: both kinds check below: {spans:?}");
+        for (i, a) in spans.iter().enumerate() {
+            for b in &spans[i + 1..] {
+                let overlap = a.0 != b.0 && a.1 == b.1 && a.2 < b.3 && b.2 < a.3;
+                assert!(!overlap, "seed {seed}: two kinds check at once: {a:?} and {b:?}");
+            }
+        }
+    }
+}
+
+/// While one kind checks its first window from below, the slots it drains
+/// are not another kind's whose floor is unproven: the check weighs its
+/// runs under the load the others put on the site at its floor, and the
+/// other kind may be past its own knee (here the I/O kind, held by its
+/// share to 12 beside the CPU kind's first window of 16, is: its knee is 6).
+#[test]
+fn a_kind_checking_below_keeps_its_slots_from_a_kind_whose_floor_is_unproven() {
+    use cosched::policy::{CapacityMemory, JobId};
+    let sc = one_site_of_io_and_cpu_jobs();
+    let types = sim::run_spec(&sc, CapacityMemory::new()).types;
+    let io = types.ids().find(|&t| types.name(t) == "io").expect("an io kind");
+    for seed in 1..=3 {
+        let opts = SimOptions { trace: true, keep_attempts: true, ..SimOptions::default() };
+        let r = sim::run(&sc, &policy("adaptive"), seed, &opts);
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let io_runs: Vec<(f64, f64)> = (r.attempts.iter())
+            .filter(|a| types.of(JobId(a.job)) == io)
+            .filter_map(|a| Some((a.started?, a.ended.unwrap_or(f64::INFINITY))))
+            .collect();
+        let cpu_checks: Vec<_> =
+            checks_below(&r.decisions, 16.0).into_iter().filter(|c| c.0 == "cpu").collect();
+        assert!(!cpu_checks.is_empty(), "seed {seed}: the CPU kind checks its first window");
+        for (_, _, from, to) in cpu_checks {
+            let most = (io_runs.iter())
+                .filter(|&&(start, _)| start >= from && start < to)
+                .map(|&(at, _)| io_runs.iter().filter(|&&(s, e)| s <= at && at < e).count())
+                .max()
+                .unwrap_or(0);
+            assert!(
+                most <= 12,
+                "seed {seed}: {most} I/O jobs ran during the CPU kind's check ({from:.0}-{to:.0} s)"
+            );
+        }
+    }
+}
+
+/// A site whose jobs wait far longer to start than they run takes a wait
+/// to refill what a check below drains: a kind held there by its share
+/// does not check its first window (the check would cost more than a run
+/// of the slots it frees).
+#[test]
+fn a_kind_held_by_its_share_at_a_site_of_long_waits_keeps_its_first_window() {
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"a\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"b\", n_jobs = 200, base_runtime = 22, jitter = 0.1, load = 0.5 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, wait_mean = 200 },\n]\n",
+    );
+    for seed in 1..=3 {
+        let r =
+            sim::run(&sc, &policy("adaptive"), seed, &SimOptions { trace: true, ..SimOptions::default() });
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let spans = checks_below(&r.decisions, 16.0);
+        assert!(spans.is_empty(), "seed {seed}: checked below: {spans:?}");
+        assert!(r.metrics.makespan.is_some(), "seed {seed}: the run ends");
+    }
+}
+
 #[test]
 fn bulk_gives_every_site_the_same_mix_of_kinds() {
     // M3: 750 I/O and 1,500 CPU jobs over 300 and 100 slots, split 3:1.
@@ -658,6 +769,36 @@ fn a_kind_whose_jobs_ran_out_leaves_its_share_of_the_slots_to_the_others() {
         let warm = SimOptions { memory: cold.learned.clone(), ..SimOptions::default() };
         let long = long_kinds_makespan(&sc, seed, &warm);
         assert!(long <= 3400.0, "seed {seed}: the long kind took {long:.0} s");
+    }
+}
+
+/// One site of 24 slots whose file server serves 6 I/O jobs (beta 1), 120
+/// I/O jobs (load 1) and 240 CPU jobs (load 0) of 22 s: the real pool's
+/// two-kinds case at one site.
+fn one_site_of_io_and_cpu_jobs() -> Scenario {
+    parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"io\", n_jobs = 120, base_runtime = 22, jitter = 0.1, load = 1.0 },\n  \
+         { name = \"cpu\", n_jobs = 240, base_runtime = 22, jitter = 0.1, load = 0.0 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 24, capacity = 6, beta = 1.0, wait_mean = 1 },\n]\n",
+    )
+}
+
+#[test]
+fn a_kind_its_share_of_the_slots_holds_under_its_first_window_checks_that_window_from_below() {
+    // One site of 24 slots whose file server serves 6 I/O jobs (beta 1),
+    // 120 I/O jobs and 240 CPU jobs of 22 s. Both kinds want the slots, so
+    // each is held to half of them, 12, under its first window of 16: the
+    // I/O kind's probe above its floor can never run, so no probe proves
+    // that floor slowed. By hand: held at 12 all run, every I/O job runs
+    // (12 / 6)² = 4 times slow and the kind's 2,640 s of work take 880 s
+    // (3 jobs' worth at a time); at the knee they take 440 s, plus its first
+    // cohort (88 s) and a check below. Between the two: 760 s.
+    let sc = one_site_of_io_and_cpu_jobs();
+    for seed in 1..=3 {
+        let r = sim::run(&sc, &policy("adaptive"), seed, &SimOptions::default());
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let io = r.metrics.types[0].makespan.expect("the I/O kind ends");
+        assert!(io < 760.0, "seed {seed}: the I/O kind took {io:.0} s");
     }
 }
 

@@ -25,6 +25,21 @@
 //! whichever is fewer: as its jobs run out, the others' shares grow, at
 //! each of the site's events (a lane that holds its level, as a warm one
 //! does, tells no new window), and a kind whose share grew looks at once.
+//! A share at or under a kind's floor that is still its first window's
+//! holds the kind there: no probe above can run to prove that floor slowed
+//! (an I/O kind held to half the slots, past its knee, stayed there until
+//! the CPU kind's jobs ran out), so it is checked from the level below, as
+//! where the first window is all a site holds. The check weighs the runs
+//! below against the floor's under what the other kinds load the site
+//! with, so that load is held: one kind of a site checks at a time
+//! (another's drain would speed the runs by its drop), and the slots the
+//! check drains stay the checking kind's against kinds whose own floors
+//! are unproven (a guess, or a first window's runs never compared with a
+//! level below), which may be past their knees (the I/O kind took a CPU
+//! kind's drained slots and ran 16 where its knee was 6). And only where the
+//! site refills within a run (its mean wait under the kind's mean run
+//! there): elsewhere what the check drains comes back a wait later, not a
+//! run, and the check costs more than the test it makes.
 //! Every lane's first windows are known before any submits (a warm run's
 //! from memory), so the shares are set before the first lane plans:
 //! planned one after the other, each with the slots the ones before had
@@ -219,15 +234,26 @@ impl ByKind {
     /// Returns the kinds whose share grew.
     fn share_slots(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
         let Some(slots) = self.slots[i] else { return Vec::new() };
+        let left = |lane: &Adaptive| (lane.book.pool_len() + lane.book.out_total()) as f64;
         let wants: Vec<f64> = (self.lanes.iter().zip(&self.windows))
-            .map(|(lane, windows)| windows[i].min((lane.book.pool_len() + lane.book.out_total()) as f64))
+            .map(|(lane, windows)| windows[i].min(left(lane)))
+            .collect();
+        // A kind checking its floor from below keeps the floor's slots from
+        // the kinds whose own floors are unproven (maybe past their knees,
+        // so maybe heavy): its runs below are weighed against the floor's
+        // under the load the others put on the site then.
+        let kept: Vec<f64> = (self.lanes.iter().zip(&wants))
+            .map(|(lane, &want)| lane.floor_checked(i).map_or(want, |floor| floor.min(left(lane)).max(want)))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
-        let total: f64 = wants.iter().sum();
         let mut grew = Vec::new();
-        for (t, (lane, want)) in self.lanes.iter_mut().zip(&wants).enumerate() {
-            let share = (slots - (total - want)).max(slots / kinds_left).max(1.0);
-            if lane.share_slots(i, share, now) {
+        for t in 0..self.lanes.len() {
+            let others = if self.lanes[t].floor_unproven(i) { &kept } else { &wants };
+            let taken: f64 = others.iter().enumerate().filter(|&(u, _)| u != t).map(|(_, w)| w).sum();
+            let share = (slots - taken).max(slots / kinds_left).max(1.0);
+            let others_checking =
+                (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.floor_checked(i).is_some());
+            if self.lanes[t].share_slots(i, share, others_checking, now) {
                 grew.push(JobTypeId(t as u16));
             }
         }

@@ -741,19 +741,53 @@ impl Adaptive {
     }
 
     /// Bounds site `i`'s window by the slots other kinds leave this one;
-    /// returns whether the share grew (the lane may start more there now).
-    fn share_slots(&mut self, i: usize, share: f64, now: Time) -> bool {
+    /// returns whether the share grew or the floor is to be checked (the
+    /// lane looks at the site again now).
+    ///
+    /// A share at or under a floor that is the first window's holds the
+    /// kind there: no probe above can run, so nothing will ever check the
+    /// floor's runs, as where the first window is all the site holds. It
+    /// is checked from the level below in the same way
+    /// ([`Site::check_held_floor`]); the kinds sharing the slots are what
+    /// the first window's level ran slowed by, where it is past this
+    /// kind's knee. Not while another kind checks its own floor there
+    /// (`others_checking`), nor where the site's jobs wait longer to start
+    /// than they run (`kinds`' module doc says why).
+    fn share_slots(&mut self, i: usize, share: f64, others_checking: bool, now: Time) -> bool {
         if self.slot_share.len() != self.sites.len() {
             self.slot_share = vec![None; self.sites.len()];
         }
         let before = self.slot_share[i];
-        if before == Some(share) {
+        let site = &mut self.sites[i];
+        let run = site.dist.as_ref().map_or(0.0, Distribution::mean);
+        let refills_within_a_run = site.waits.mean(now).is_some_and(|wait| wait < run);
+        let held_by_share =
+            !others_checking && refills_within_a_run && share <= site.floor && site.baseline_unchecked();
+        if held_by_share {
+            site.check_held_floor();
+        }
+        let checking = held_by_share && !site.baseline_unchecked();
+        if before == Some(share) && !checking {
             return false;
         }
         self.slot_share[i] = Some(share);
         let model = self.model(i, now);
         self.planner.set_model(SiteId(i as u32), model, &self.book);
-        before.is_some_and(|b| b < share)
+        if checking {
+            self.look_now(i, now);
+        }
+        checking || before.is_some_and(|b| b < share)
+    }
+
+    /// Whether site `i`'s floor is a guess or its first window's runs,
+    /// never compared with a level below.
+    fn floor_unproven(&self, i: usize) -> bool {
+        self.sites.get(i).is_some_and(|s| !s.searched || s.baseline_unchecked())
+    }
+
+    /// Site `i`'s floor under a check from below, if any.
+    fn floor_checked(&self, i: usize) -> Option<f64> {
+        self.sites.get(i).and_then(Site::floor_checked)
     }
 
     fn withdraw(&mut self, site: SiteId, jobs: &[JobId], why: String, actions: &mut Vec<Action>) {

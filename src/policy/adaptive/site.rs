@@ -306,6 +306,11 @@ impl Site {
         }
     }
 
+    /// The floor under suspicion, checked from the level below, if any.
+    pub fn floor_checked(&self) -> Option<f64> {
+        self.recheck().filter(|r| r.suspect == Suspect::Floor).map(|r| r.floor)
+    }
+
     pub fn closed(&self, now: Time) -> bool {
         self.down || self.closed_until.is_some_and(|t| now < t)
     }

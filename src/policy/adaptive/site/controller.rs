@@ -591,7 +591,7 @@ impl Site {
     /// next first window). Not where the jobs left are within a probe's
     /// reach of the floor: the check could not pay back its cost, the
     /// level below run for a drain and a test, before the run ends.
-    pub(super) fn check_held_floor(&mut self) {
+    pub fn check_held_floor(&mut self) {
         let pays = self.left > self.rules.gain * self.floor;
         if pays
             && self.floor >= 2.0
