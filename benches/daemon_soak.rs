@@ -95,7 +95,7 @@ fn main() {
     std::fs::write(dir.path().join("job.sub"), "executable = /bin/true\nqueue\n").unwrap();
     std::fs::write(
         dir.path().join("daemon.toml"),
-        format!("socket = \"d.sock\"\nstate_dir = \"state\"\nsimulate = true\nspeedup = {speedup}\ntrust_client_uid = true\n{capacity}"),
+        format!("socket = \"d.sock\"\nstate_dir = \"state\"\nsimulate = true\nspeedup = {speedup}\nsites = [\"sites.toml\"]\ntrust_client_uid = true\n{capacity}"),
     )
     .unwrap();
     let socket = dir.path().join("d.sock");

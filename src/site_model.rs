@@ -113,6 +113,32 @@ pub struct SiteParams {
     pub type_speed: BTreeMap<String, f64>,
 }
 
+/// A kind of job of the simulated grid, as a sites file's
+/// `[simulate.kinds]` declares it under its name (a run's kind is matched by
+/// the name `--jobs` gives it): the scenario files' `types` without their
+/// counts and sizes, which the run gives.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindModel {
+    /// Share of an uncontended run spent on the site's shared resource: 1
+    /// for an I/O-bound job, 0 for one that never touches it.
+    pub load: f64,
+}
+
+impl KindModel {
+    /// What is wrong with the kind's parameters, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.load) {
+            return Err(format!(
+                "load = {} is not in [0, 1] (the share of an uncontended run spent on the site's \
+                 shared resource: 1 for I/O-bound jobs, 0 for CPU-bound ones)",
+                self.load
+            ));
+        }
+        Ok(())
+    }
+}
+
 impl SiteParams {
     /// A healthy site: `slots` slots, no queue wait, no knee, no failures.
     pub fn healthy(name: &str, slots: u32) -> SiteParams {

@@ -139,7 +139,7 @@ async fn serve_with(
 
 fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, String> {
     if config.simulate {
-        return Ok(Arc::new(memsim::MemorySim::new(config.speedup)));
+        return Ok(Arc::new(memsim::MemorySim::new(config)?));
     }
     Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir)?))
 }

@@ -9,6 +9,7 @@
 
 use super::metrics::Ledger;
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
+use super::shared::Tenancy;
 use crate::engine::{RunClock, SiteBackend};
 use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,9 +40,83 @@ pub struct AttemptRecord {
     pub end: AttemptEnd,
 }
 
+/// The model a [`SimSite`] drives: a site of the run's own (the bench,
+/// `--simulate`'s checks) or its share of a site several runs use
+/// ([`super::shared`], the daemon's grid). The same operations, in the
+/// run's time and attempt numbers.
+enum Model {
+    Own(SiteSim),
+    Shared(Tenancy),
+}
+
+impl Model {
+    fn advance(&mut self, until: f64) -> Vec<(f64, AttemptId, ModelEvent)> {
+        match self {
+            Model::Own(sim) => sim.advance(until),
+            Model::Shared(t) => t.advance(until),
+        }
+    }
+    fn submit_kind(&mut self, now: f64, attempt: AttemptId, work: f64, kind: usize) {
+        match self {
+            Model::Own(sim) => sim.submit_kind(now, attempt, work, kind),
+            Model::Shared(t) => t.submit_kind(now, attempt, work, kind),
+        }
+    }
+    fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
+        match self {
+            Model::Own(sim) => sim.remove(now, attempt),
+            Model::Shared(t) => t.remove(now, attempt),
+        }
+    }
+    fn has_started(&mut self, now: f64, attempt: AttemptId) -> bool {
+        match self {
+            Model::Own(sim) => sim.has_started(now, attempt),
+            Model::Shared(t) => t.has_started(now, attempt),
+        }
+    }
+    fn next_event_time(&self) -> Option<f64> {
+        match self {
+            Model::Own(sim) => sim.next_event_time(),
+            Model::Shared(t) => t.next_event_time(),
+        }
+    }
+    fn now(&self) -> f64 {
+        match self {
+            Model::Own(sim) => sim.now(),
+            Model::Shared(t) => t.now(),
+        }
+    }
+    fn running(&self) -> u32 {
+        match self {
+            Model::Own(sim) => sim.running(),
+            Model::Shared(t) => t.running(),
+        }
+    }
+    fn poll_period(&self) -> f64 {
+        match self {
+            Model::Own(sim) => sim.poll_period(),
+            Model::Shared(t) => t.poll_period(),
+        }
+    }
+    fn holds(&self, job: u64) -> bool {
+        match self {
+            Model::Own(sim) => sim.holds(job),
+            Model::Shared(t) => t.holds(job),
+        }
+    }
+    /// What wakes the run besides the model's own next event: another
+    /// run's move of a shared site that produced events of this one.
+    async fn woken(&self) {
+        match self {
+            Model::Own(_) => std::future::pending().await,
+            Model::Shared(t) => t.wake().notified().await,
+        }
+    }
+}
+
 pub struct SimSite {
     site: u32,
-    sim: SiteSim,
+    sim: Model,
     clock: RunClock,
     /// Work of every job (seconds at speed 1), shared by all sites.
     work: Arc<Vec<f64>>,
@@ -71,7 +146,31 @@ impl SimSite {
     ) -> Self {
         SimSite {
             site,
-            sim,
+            sim: Model::Own(sim),
+            clock,
+            work,
+            kinds: Arc::new(Vec::new()),
+            out: BTreeMap::new(),
+            held: BTreeMap::new(),
+            next_attempt: 0,
+            ledger,
+            unheard: VecDeque::new(),
+        }
+    }
+
+    /// Site `site` of a run as its share of a site other runs use too
+    /// ([`super::shared`]); `clock` is the run's (the grid's, shifted to
+    /// read 0 where the tenancy starts).
+    pub fn shared(
+        site: u32,
+        tenancy: Tenancy,
+        clock: RunClock,
+        work: Arc<Vec<f64>>,
+        ledger: Arc<Mutex<Ledger>>,
+    ) -> Self {
+        SimSite {
+            site,
+            sim: Model::Shared(tenancy),
             clock,
             work,
             kinds: Arc::new(Vec::new()),
@@ -217,17 +316,23 @@ impl SiteBackend for SimSite {
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
             let heard = self.unheard.front().map(|u| u.0);
-            let Some(t) = [self.sim.next_event_time(), heard].into_iter().flatten().min_by(f64::total_cmp)
-            else {
-                // Nothing will ever happen here unless we are told to act;
-                // the engine drops this future when a command comes.
-                std::future::pending::<()>().await;
-                continue;
+            let due = [self.sim.next_event_time(), heard].into_iter().flatten().min_by(f64::total_cmp);
+            // Without a due time nothing happens here unless we are told to
+            // act (the engine drops this future when a command comes) or,
+            // on a shared site, another run's move brings us events.
+            let timer = async {
+                match due {
+                    Some(t) => tokio::time::sleep_until(self.clock.instant_at(t)).await,
+                    None => std::future::pending().await,
+                }
             };
-            tokio::time::sleep_until(self.clock.instant_at(t)).await;
-            // The timer may round; never ask the model for less than `t`, or
-            // the same wake-up would repeat forever.
-            let until = self.clock.now().max(t);
+            let until = tokio::select! {
+                biased;
+                // The timer may round; never ask the model for less than
+                // `t`, or the same wake-up would repeat forever.
+                () = timer => self.clock.now().max(due.unwrap_or(f64::NEG_INFINITY)),
+                () = self.sim.woken() => self.clock.now(),
+            };
             let events = self.advance(until);
             if !events.is_empty() {
                 return events;

@@ -14,6 +14,7 @@
 pub mod backend;
 pub mod metrics;
 pub mod model;
+pub mod shared;
 pub mod waste;
 
 pub use metrics::TypeMetrics;
