@@ -56,11 +56,12 @@ use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::config::SitesFile;
 use crate::engine::{self, Ending, EngineOptions, RunClock};
-use crate::policy::jobtype::SINGLE_TYPE;
 use crate::policy::{self, JobId, JobTypeId, JobTypes, PolicyConfig};
 use crate::sim::backend::SimSite;
 use crate::sim::metrics::{Ledger, Measured};
-use crate::sim::model::{job_work, site_seed, JobType, Scenario, SiteParams, SiteSim};
+use crate::sim::model::{
+    declared_kind, declared_kinds, job_work, site_seed, JobType, Scenario, SiteParams, SiteSim,
+};
 use crate::sim::shared::SharedSite;
 use crate::sync::Locked;
 use std::collections::BTreeMap;
@@ -81,8 +82,6 @@ struct Grid {
     /// The kinds every site's model knows, in the models' order: `job`
     /// (load 1, unless declared) first, then the declared ones by name.
     kinds: Vec<JobType>,
-    /// Whether `[simulate.kinds]` declares any kind.
-    declares_kinds: bool,
     base_runtime: f64,
     jitter: f64,
     seed: u64,
@@ -109,18 +108,7 @@ impl Grid {
                 missing.join(", ")
             )
         })?;
-        let declared = &file.simulate.kinds;
-        let single = declared.get(SINGLE_TYPE).map_or(1.0, |k| k.load);
-        let kind = |name: &str, load: f64| JobType {
-            name: name.into(),
-            n_jobs: 0,
-            base_runtime: 1.0,
-            jitter: 0.0,
-            load,
-        };
-        let kinds: Vec<JobType> = std::iter::once(kind(SINGLE_TYPE, single))
-            .chain(declared.iter().filter(|(n, _)| *n != SINGLE_TYPE).map(|(n, k)| kind(n, k.load)))
-            .collect();
+        let kinds = declared_kinds(&file.simulate.kinds);
         let clock = RunClock::scaled(0.0, config.speedup);
         let seed = file.simulate.seed;
         let sites = file
@@ -139,7 +127,6 @@ impl Grid {
             clock,
             sites,
             kinds,
-            declares_kinds: !declared.is_empty(),
             base_runtime: file.simulate.base_runtime,
             jitter: file.simulate.jitter,
             seed,
@@ -152,17 +139,10 @@ impl Grid {
         (0..types.len())
             .map(|t| {
                 let name = types.name(JobTypeId(t as u16));
-                match self.kinds.iter().position(|k| k.name == name) {
-                    Some(i) => Ok(JobTypeId(i as u16)),
-                    None if !self.declares_kinds => Ok(JobTypeId(0)),
-                    None => Err(format!(
-                        "the kind `{name}` is not declared in the daemon's simulated grid ({}, [simulate.kinds] \
-                         declares {}); declare it there with its load ({name} = {{ load = 1.0 }} for an \
-                         I/O-bound job) and restart the daemon, or give the run a declared kind",
-                        self.path.display(),
-                        self.kinds[1..].iter().map(|k| format!("`{}`", k.name)).collect::<Vec<_>>().join(", ")
-                    )),
-                }
+                let index = declared_kind(&self.kinds, name, &self.path).map_err(|e| {
+                    format!("{e} (the daemon reads its grid at start: restart it after declaring)")
+                })?;
+                Ok(JobTypeId(index as u16))
             })
             .collect()
     }
