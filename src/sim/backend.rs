@@ -44,6 +44,9 @@ pub struct AttemptRecord {
 /// `--simulate`'s checks) or its share of a site several runs use
 /// ([`super::shared`], the daemon's grid). The same operations, in the
 /// run's time and attempt numbers.
+// One per site of a run, never moved: the size costs nothing, and the
+// bench's own sites would pay a pointer chase on every call if boxed.
+#[allow(clippy::large_enum_variant)]
 enum Model {
     Own(SiteSim),
     Shared(Tenancy),
