@@ -264,7 +264,7 @@ impl Machinery for MemorySim {
                 let tenancy = shared.attach(id, start)?;
                 params.push(p.clone());
                 backends.push(
-                    SimSite::shared(i as u32, tenancy, clock, work.clone(), ledger.clone())
+                    SimSite::new(i as u32, tenancy, clock, work.clone(), ledger.clone())
                         .with_kinds(grid_kinds.clone()),
                 );
             }

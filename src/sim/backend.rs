@@ -40,86 +40,98 @@ pub struct AttemptRecord {
     pub end: AttemptEnd,
 }
 
-/// The model a [`SimSite`] drives: a site of the run's own (the bench,
-/// `--simulate`'s checks) or its share of a site several runs use
+/// The model a [`SimSite`] drives: a site of the run's own (`cosched
+/// bench`, in virtual time) or its share of a site several runs use
 /// ([`super::shared`], the daemon's grid). The same operations, in the
 /// run's time and attempt numbers.
 // One per site of a run, never moved: the size costs nothing, and the
 // bench's own sites would pay a pointer chase on every call if boxed.
 #[allow(clippy::large_enum_variant)]
-enum Model {
+pub enum SiteModel {
     Own(SiteSim),
     Shared(Tenancy),
 }
 
-impl Model {
+impl From<SiteSim> for SiteModel {
+    fn from(sim: SiteSim) -> Self {
+        SiteModel::Own(sim)
+    }
+}
+
+impl From<Tenancy> for SiteModel {
+    fn from(tenancy: Tenancy) -> Self {
+        SiteModel::Shared(tenancy)
+    }
+}
+
+impl SiteModel {
     fn advance(&mut self, until: f64) -> Vec<(f64, AttemptId, ModelEvent)> {
         match self {
-            Model::Own(sim) => sim.advance(until),
-            Model::Shared(t) => t.advance(until),
+            SiteModel::Own(sim) => sim.advance(until),
+            SiteModel::Shared(t) => t.advance(until),
         }
     }
     fn submit_kind(&mut self, now: f64, attempt: AttemptId, work: f64, kind: usize) {
         match self {
-            Model::Own(sim) => sim.submit_kind(now, attempt, work, kind),
-            Model::Shared(t) => t.submit_kind(now, attempt, work, kind),
+            SiteModel::Own(sim) => sim.submit_kind(now, attempt, work, kind),
+            SiteModel::Shared(t) => t.submit_kind(now, attempt, work, kind),
         }
     }
     fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
         match self {
-            Model::Own(sim) => sim.remove(now, attempt),
-            Model::Shared(t) => t.remove(now, attempt),
+            SiteModel::Own(sim) => sim.remove(now, attempt),
+            SiteModel::Shared(t) => t.remove(now, attempt),
         }
     }
     fn has_started(&mut self, now: f64, attempt: AttemptId) -> bool {
         match self {
-            Model::Own(sim) => sim.has_started(now, attempt),
-            Model::Shared(t) => t.has_started(now, attempt),
+            SiteModel::Own(sim) => sim.has_started(now, attempt),
+            SiteModel::Shared(t) => t.has_started(now, attempt),
         }
     }
     fn next_event_time(&self) -> Option<f64> {
         match self {
-            Model::Own(sim) => sim.next_event_time(),
-            Model::Shared(t) => t.next_event_time(),
+            SiteModel::Own(sim) => sim.next_event_time(),
+            SiteModel::Shared(t) => t.next_event_time(),
         }
     }
     fn now(&self) -> f64 {
         match self {
-            Model::Own(sim) => sim.now(),
-            Model::Shared(t) => t.now(),
+            SiteModel::Own(sim) => sim.now(),
+            SiteModel::Shared(t) => t.now(),
         }
     }
     fn running(&self) -> u32 {
         match self {
-            Model::Own(sim) => sim.running(),
-            Model::Shared(t) => t.running(),
+            SiteModel::Own(sim) => sim.running(),
+            SiteModel::Shared(t) => t.running(),
         }
     }
     fn poll_period(&self) -> f64 {
         match self {
-            Model::Own(sim) => sim.poll_period(),
-            Model::Shared(t) => t.poll_period(),
+            SiteModel::Own(sim) => sim.poll_period(),
+            SiteModel::Shared(t) => t.poll_period(),
         }
     }
     fn holds(&self, job: u64) -> bool {
         match self {
-            Model::Own(sim) => sim.holds(job),
-            Model::Shared(t) => t.holds(job),
+            SiteModel::Own(sim) => sim.holds(job),
+            SiteModel::Shared(t) => t.holds(job),
         }
     }
     /// What wakes the run besides the model's own next event: another
     /// run's move of a shared site that produced events of this one.
     async fn woken(&self) {
         match self {
-            Model::Own(_) => std::future::pending().await,
-            Model::Shared(t) => t.wake().notified().await,
+            SiteModel::Own(_) => std::future::pending().await,
+            SiteModel::Shared(t) => t.wake().notified().await,
         }
     }
 }
 
 pub struct SimSite {
     site: u32,
-    sim: Model,
+    sim: SiteModel,
     clock: RunClock,
     /// Work of every job (seconds at speed 1), shared by all sites.
     work: Arc<Vec<f64>>,
@@ -140,40 +152,19 @@ pub struct SimSite {
 }
 
 impl SimSite {
+    /// Site number `site` of a run, driving `sim`: a [`SiteSim`] of the
+    /// run's own, or a [`Tenancy`] of a site other runs use too (then
+    /// `clock` is the grid's, shifted to read 0 where the tenancy starts).
     pub fn new(
         site: u32,
-        sim: SiteSim,
+        sim: impl Into<SiteModel>,
         clock: RunClock,
         work: Arc<Vec<f64>>,
         ledger: Arc<Mutex<Ledger>>,
     ) -> Self {
         SimSite {
             site,
-            sim: Model::Own(sim),
-            clock,
-            work,
-            kinds: Arc::new(Vec::new()),
-            out: BTreeMap::new(),
-            held: BTreeMap::new(),
-            next_attempt: 0,
-            ledger,
-            unheard: VecDeque::new(),
-        }
-    }
-
-    /// Site `site` of a run as its share of a site other runs use too
-    /// ([`super::shared`]); `clock` is the run's (the grid's, shifted to
-    /// read 0 where the tenancy starts).
-    pub fn shared(
-        site: u32,
-        tenancy: Tenancy,
-        clock: RunClock,
-        work: Arc<Vec<f64>>,
-        ledger: Arc<Mutex<Ledger>>,
-    ) -> Self {
-        SimSite {
-            site,
-            sim: Model::Shared(tenancy),
+            sim: sim.into(),
             clock,
             work,
             kinds: Arc::new(Vec::new()),
