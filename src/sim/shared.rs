@@ -269,3 +269,83 @@ impl Drop for Tenancy {
         self.site.changed.notify_one();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::model::{Capacity, SiteParams};
+
+    /// A site whose resource serves one job at full speed and is shared past
+    /// that (beta 0), with `slots` slots.
+    fn knee_of_one(slots: u32) -> Arc<SharedSite> {
+        let params = SiteParams { capacity: Capacity::Finite(1.0), ..SiteParams::healthy("s", slots) };
+        SharedSite::new(SiteSim::new(&params, 1), RunClock::scaled(0.0, 1.0))
+    }
+
+    fn ends(events: &[(f64, AttemptId, ModelEvent)]) -> Vec<(f64, u64)> {
+        events.iter().filter(|e| e.2 == ModelEvent::Finished).map(|e| (e.0, e.1 .0)).collect()
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_runs_share_the_resource_and_each_hears_only_of_its_own_attempts() {
+        let site = knee_of_one(4);
+        let mut a = site.attach(1, 0.0).unwrap();
+        // b's clock reads 0 at grid time 10: its times are 10 less.
+        let mut b = site.attach(2, 10.0).unwrap();
+        a.submit_kind(0.0, AttemptId(0), 100.0, 0);
+        b.submit_kind(-10.0, AttemptId(0), 100.0, 0);
+        // Two jobs of load 1 at a capacity of 1: each at half speed, 200 s.
+        assert_eq!(ends(&a.advance(f64::INFINITY)), [(200.0, 0)]);
+        let heard = b.advance(f64::INFINITY);
+        assert_eq!(ends(&heard), [(190.0, 0)], "b's own attempt 0, in b's time: {heard:?}");
+        assert!(a.advance(f64::INFINITY).is_empty(), "nothing of b's reaches a");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_run_that_leaves_takes_its_jobs_off_the_site() {
+        let site = knee_of_one(4);
+        let mut a = site.attach(1, 0.0).unwrap();
+        let mut b = site.attach(2, 0.0).unwrap();
+        a.submit_kind(0.0, AttemptId(0), 100.0, 0);
+        b.submit_kind(0.0, AttemptId(0), 100.0, 0);
+        a.advance(50.0);
+        drop(a);
+        // 25 done by 50 at half speed, then alone: 75 more at full speed.
+        assert_eq!(ends(&b.advance(f64::INFINITY)), [(125.0, 0)]);
+        assert_eq!(site.state.locked().sim.running(), 0);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_driver_moves_the_site_while_its_runs_wait_and_wakes_the_owner() {
+        let site = knee_of_one(4);
+        let mut a = site.attach(1, 0.0).unwrap();
+        let _b = site.attach(2, 0.0).unwrap();
+        a.submit_kind(0.0, AttemptId(7), 100.0, 0);
+        // Nobody advances the site but its driver: at the job's start (its
+        // wait is 0) and at its end, each time waking a.
+        let mut heard = Vec::new();
+        tokio::time::timeout(std::time::Duration::from_secs(1000), async {
+            while ends(&heard).is_empty() {
+                a.wake().notified().await;
+                assert!(a.next_event_time().is_some(), "woken with mail");
+                heard.extend(a.advance(0.0));
+            }
+        })
+        .await
+        .expect("the driver filed a's events");
+        assert_eq!(
+            heard,
+            [(0.0, AttemptId(7), ModelEvent::Started), (100.0, AttemptId(7), ModelEvent::Finished)]
+        );
+        drop(a);
+        drop(_b);
+        // The last run gone, the driver ends.
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            while site.state.locked().driven {
+                tokio::task::yield_now().await;
+            }
+        })
+        .await
+        .expect("the driver ended with the last run");
+    }
+}
