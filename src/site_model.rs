@@ -107,8 +107,8 @@ pub struct SiteParams {
     #[serde(default)]
     pub poll_period: f64,
     /// A kind of job's speed factor here, by the kind's name: it runs at
-    /// `speed × type_speed[kind]` (1 for a kind not listed). Only scenarios
-    /// with `types` name kinds.
+    /// `speed × type_speed[kind]` (1 for a kind not listed). Only kinds a
+    /// scenario's `types` or a sites file's `[simulate.kinds]` declares.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub type_speed: BTreeMap<String, f64>,
 }
