@@ -286,14 +286,21 @@ mod tests {
         events.iter().filter(|e| e.2 == ModelEvent::Finished).map(|e| (e.0, e.1 .0)).collect()
     }
 
-    #[tokio::test(start_paused = true)]
-    async fn two_runs_share_the_resource_and_each_hears_only_of_its_own_attempts() {
+    /// Runs 1 and 2 at a [`knee_of_one`], run 2's clock reading 0 at grid
+    /// time `b_start`, each with a job of 100 s submitted at grid time 0.
+    fn two_runs(b_start: f64) -> (Arc<SharedSite>, Tenancy, Tenancy) {
         let site = knee_of_one(4);
         let mut a = site.attach(1, 0.0).unwrap();
-        // b's clock reads 0 at grid time 10: its times are 10 less.
-        let mut b = site.attach(2, 10.0).unwrap();
+        let mut b = site.attach(2, b_start).unwrap();
         a.submit_kind(0.0, AttemptId(0), 100.0, 0);
-        b.submit_kind(-10.0, AttemptId(0), 100.0, 0);
+        b.submit_kind(-b_start, AttemptId(0), 100.0, 0);
+        (site, a, b)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn two_runs_share_the_resource_and_each_hears_only_of_its_own_attempts() {
+        // b's clock reads 0 at grid time 10: its times are 10 less.
+        let (_site, mut a, mut b) = two_runs(10.0);
         // Two jobs of load 1 at a capacity of 1: each at half speed, 200 s.
         assert_eq!(ends(&a.advance(f64::INFINITY)), [(200.0, 0)]);
         let heard = b.advance(f64::INFINITY);
@@ -303,11 +310,7 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn a_run_that_leaves_takes_its_jobs_off_the_site() {
-        let site = knee_of_one(4);
-        let mut a = site.attach(1, 0.0).unwrap();
-        let mut b = site.attach(2, 0.0).unwrap();
-        a.submit_kind(0.0, AttemptId(0), 100.0, 0);
-        b.submit_kind(0.0, AttemptId(0), 100.0, 0);
+        let (site, mut a, mut b) = two_runs(0.0);
         a.advance(50.0);
         drop(a);
         // 25 done by 50 at half speed, then alone: 75 more at full speed.
