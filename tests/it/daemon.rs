@@ -816,14 +816,16 @@ fn an_io_run_is_slowed_by_another_users_io_run_at_its_site_and_not_by_a_cpu_run(
     let alone = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
     let (_, times) = d.wait_all_done(&[alone]);
     let t_alone = times[0];
-    // 400 s of work at full speed, and the fair share's first step.
-    assert!((400.0..440.0).contains(&t_alone), "ten I/O jobs alone at a knee of 10: {t_alone} s");
+    // 400 s of work at full speed, the fair share's first step and the
+    // real time the daemon took to act, scaled 50× on a loaded machine.
+    assert!((400.0..480.0).contains(&t_alone), "ten I/O jobs alone at a knee of 10: {t_alone} s");
 
     let io = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
     let cpu = s.submit_kinds(&d, USER_B, &[("cpu", 10)], "bulk").unwrap();
     let (overlapped, times) = d.wait_all_done(&[io, cpu]);
     assert!(overlapped, "the I/O and CPU runs never ran at once");
-    assert!(times[0] < 1.1 * t_alone, "CPU jobs slowed the I/O run: {} s, {t_alone} s alone", times[0]);
+    // Were loads not counted, L = 20 here too and the run would take 4×.
+    assert!(times[0] < 1.25 * t_alone, "CPU jobs slowed the I/O run: {} s, {t_alone} s alone", times[0]);
 
     let io = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
     let other_io = s.submit_kinds(&d, USER_B, &[("io", 10)], "bulk").unwrap();
