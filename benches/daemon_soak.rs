@@ -8,8 +8,10 @@
 //!   cargo bench --bench daemon_soak                     # 60 simulated minutes at 30×: 2 real minutes
 //!   cargo bench --bench daemon_soak -- --minutes 10     # shorter
 //!
-//! Uses the in-process simulated grid (`simulate = true`): 1000 site tasks
-//! in one process, no HTCondor processes.
+//! Uses the in-process simulated grid (`simulate = true`, the sites file
+//! named in the daemon config): one model per site that every run's jobs
+//! share, 1000 site tasks of the runs' engines and one driver per site in
+//! one process, no HTCondor processes.
 
 // A benchmark measures real time: latencies and a wall-clock duration.
 #![allow(clippy::disallowed_methods)]
@@ -95,7 +97,7 @@ fn main() {
     std::fs::write(dir.path().join("job.sub"), "executable = /bin/true\nqueue\n").unwrap();
     std::fs::write(
         dir.path().join("daemon.toml"),
-        format!("socket = \"d.sock\"\nstate_dir = \"state\"\nsimulate = true\nspeedup = {speedup}\ntrust_client_uid = true\n{capacity}"),
+        format!("socket = \"d.sock\"\nstate_dir = \"state\"\nsimulate = true\nspeedup = {speedup}\nsites = [\"sites.toml\"]\ntrust_client_uid = true\n{capacity}"),
     )
     .unwrap();
     let socket = dir.path().join("d.sock");

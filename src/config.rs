@@ -104,11 +104,14 @@ pub struct SimulateSettings {
     pub jitter: f64,
     /// Seed of the simulated grid's random draws.
     pub seed: u64,
+    /// `[simulate.kinds]`: each kind of job's model, by the kind's name
+    /// (none: every kind is one kind of load 1, the model without kinds).
+    pub kinds: BTreeMap<String, crate::site_model::KindModel>,
 }
 
 impl Default for SimulateSettings {
     fn default() -> Self {
-        SimulateSettings { base_runtime: 400.0, jitter: 0.2, seed: 1 }
+        SimulateSettings { base_runtime: 400.0, jitter: 0.2, seed: 1, kinds: BTreeMap::new() }
     }
 }
 
@@ -412,6 +415,8 @@ struct RawSimulate {
     base_runtime: Option<Spanned<f64>>,
     jitter: Option<Spanned<f64>>,
     seed: Option<u64>,
+    #[serde(default)]
+    kinds: BTreeMap<Spanned<String>, Spanned<crate::site_model::KindModel>>,
 }
 
 #[derive(Deserialize)]
@@ -591,6 +596,21 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
         simulate.base_runtime = s.base_runtime.map_or(simulate.base_runtime, |v| v.into_inner());
         simulate.jitter = s.jitter.map_or(simulate.jitter, |v| v.into_inner());
         simulate.seed = s.seed.unwrap_or(simulate.seed);
+        for (name, model) in s.kinds {
+            let problem =
+                crate::submit_desc::kind_name_error(name.get_ref())
+                    .map(|e| (at(name.span()), e, "name it as `--jobs NAME=COUNT:FILE` does"))
+                    .or_else(|| {
+                        model.get_ref().check().err().map(|e| {
+                            (at(model.span()), e, "for example: [simulate.kinds] io = { load = 1.0 }")
+                        })
+                    });
+            if let Some((location, message, hint)) = problem {
+                let message = format!("[simulate.kinds] kind `{}`: {message}", name.get_ref());
+                problems.push(Problem::error(path, location, message).with_hint(hint));
+            }
+            simulate.kinds.insert(name.into_inner(), model.into_inner());
+        }
     }
 
     if raw.site.is_empty() {
@@ -696,10 +716,19 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                     "[site.simulate] declared_slots is for scenario files".to_string(),
                     "in sites.toml the site's own `slots` is what is declared; set the slots it really has in [site.simulate] `slots`",
                 ))
-            } else if !model.type_speed.is_empty() {
+            } else if let Some((kind, _)) =
+                model.type_speed.iter().find(|(kind, _)| !simulate.kinds.contains_key(*kind))
+            {
                 Some((
-                    "[site.simulate] sets type_speed".to_string(),
-                    "a simulated run has one kind of job; remove type_speed (it is for scenario files)",
+                    format!("[site.simulate] type_speed names the kind `{kind}`, which [simulate.kinds] does not declare"),
+                    "declare it with its load ([simulate.kinds] NAME = { load = … }), or remove it from type_speed",
+                ))
+            } else if let Some((kind, speed)) =
+                model.type_speed.iter().find(|(_, speed)| !(speed.is_finite() && **speed > 0.0))
+            {
+                Some((
+                    format!("[site.simulate] type_speed of `{kind}` is {speed}"),
+                    "a kind's speed factor at the site must be a number > 0 (1: the site's own speed)",
                 ))
             } else {
                 model
@@ -797,7 +826,7 @@ const TOP_KEYS: [&str; 5] = ["policy", "condor", "run", "simulate", "site"];
 const CONDOR_KEYS: [&str; 5] =
     ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
 const RUN_KEYS: [&str; 2] = ["max_attempts", "checkpoint_every"];
-const SIMULATE_KEYS: [&str; 3] = ["base_runtime", "jitter", "seed"];
+const SIMULATE_KEYS: [&str; 4] = ["base_runtime", "jitter", "seed", "kinds"];
 const SITE_KEYS: [&str; 9] = [
     "name",
     "grid_resource",
@@ -972,7 +1001,10 @@ mod tests {
             (30.0, 5, 2.5)
         );
         assert_eq!(file.run.max_attempts, 7);
-        assert_eq!(file.simulate, SimulateSettings { base_runtime: 100.0, jitter: 0.0, seed: 9 });
+        assert_eq!(
+            file.simulate,
+            SimulateSettings { base_runtime: 100.0, jitter: 0.0, seed: 9, kinds: BTreeMap::new() }
+        );
         let s = &file.sites[0];
         assert_eq!(
             (s.max_jobs, s.max_idle, s.slots, s.idle_timeout),
@@ -1075,6 +1107,30 @@ mod tests {
             let (message, _) = GridResource::parse(bad).unwrap_err();
             assert!(message.contains(needle), "{bad}: {message}");
         }
+    }
+
+    #[test]
+    fn simulated_kinds_are_declared_once_with_their_load_and_named_by_type_speed() {
+        let site = "[[site]]\nname = \"a\"\nslots = 4\n[site.simulate]\n";
+        let kinds = "[simulate.kinds]\nio = { load = 1.0 }\ncpu = { load = 0.05 }\n";
+        let (file, _) = parse_str(&format!("{kinds}{site}type_speed = {{ cpu = 2.0 }}\n")).unwrap();
+        let loads: Vec<(&str, f64)> = file.simulate.kinds.iter().map(|(n, k)| (n.as_str(), k.load)).collect();
+        assert_eq!(loads, [("cpu", 0.05), ("io", 1.0)]);
+        assert_eq!(file.sites[0].simulate.as_ref().unwrap().type_speed, [("cpu".to_string(), 2.0)].into());
+        for (bad, line, needles) in [
+            ("[simulate.kinds]\nio = { load = 1.5 }\n", 2, &["kind `io`", "[0, 1]"][..]),
+            ("[simulate.kinds]\nio = { lod = 1 }\n", 2, &["lod"][..]),
+            ("[simulate.kinds]\n\"9io\" = { load = 1 }\n", 2, &["`9io`", "kind of job"][..]),
+        ] {
+            let e = errors(&format!("{bad}{site}"));
+            assert!(needles.iter().all(|n| e[0].message.contains(n)), "{bad}: {}", e[0]);
+            assert_eq!(e[0].location.map(|l| l.0), Some(line), "{bad}: {}", e[0]);
+        }
+        let e = errors(&format!("{site}type_speed = {{ cpu = 2.0 }}\n"));
+        assert!(e[0].message.contains("`cpu`") && e[0].message.contains("[simulate.kinds]"), "{}", e[0]);
+        assert!(e[0].hint.as_deref().is_some_and(|h| h.contains("load")), "{}", e[0]);
+        let e = errors(&format!("{kinds}{site}type_speed = {{ cpu = 0 }}\n"));
+        assert!(e[0].message.contains("type_speed of `cpu`"), "{}", e[0]);
     }
 
     #[test]

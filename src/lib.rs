@@ -47,7 +47,8 @@
 //! - [`site_model`] — the site model's parameters, a file format that
 //!   sites.toml's `[site.simulate]` and the scenario files share.
 //! - [`sim`] — the site model of `shared/scenarios` (`model`), a backend that
-//!   runs it under tokio's paused clock (`backend`), metrics and conservation
+//!   runs it under tokio's paused clock (`backend`), one site several
+//!   runs share in scaled real time (`shared`, the daemon's grid), metrics and conservation
 //!   checks made as each attempt ends (`metrics`, per kind of job where a
 //!   scenario has several; `waste`, the wasted area's ordered sum, put aside
 //!   on disk past a million terms);

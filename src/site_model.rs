@@ -107,10 +107,36 @@ pub struct SiteParams {
     #[serde(default)]
     pub poll_period: f64,
     /// A kind of job's speed factor here, by the kind's name: it runs at
-    /// `speed × type_speed[kind]` (1 for a kind not listed). Only scenarios
-    /// with `types` name kinds.
+    /// `speed × type_speed[kind]` (1 for a kind not listed). Only kinds a
+    /// scenario's `types` or a sites file's `[simulate.kinds]` declares.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub type_speed: BTreeMap<String, f64>,
+}
+
+/// A kind of job of the simulated grid, as a sites file's
+/// `[simulate.kinds]` declares it under its name (a run's kind is matched by
+/// the name `--jobs` gives it): the scenario files' `types` without their
+/// counts and sizes, which the run gives.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct KindModel {
+    /// Share of an uncontended run spent on the site's shared resource: 1
+    /// for an I/O-bound job, 0 for one that never touches it.
+    pub load: f64,
+}
+
+impl KindModel {
+    /// What is wrong with the kind's parameters, if anything.
+    pub fn check(&self) -> Result<(), String> {
+        if !(0.0..=1.0).contains(&self.load) {
+            return Err(format!(
+                "load = {} is not in [0, 1] (the share of an uncontended run spent on the site's \
+                 shared resource: 1 for I/O-bound jobs, 0 for CPU-bound ones)",
+                self.load
+            ));
+        }
+        Ok(())
+    }
 }
 
 impl SiteParams {

@@ -35,7 +35,8 @@ pub struct DaemonConfig {
     pub capacity: BTreeMap<String, u64>,
     /// Refuse new runs while this many are unfinished.
     pub max_runs: usize,
-    /// Run every job on the fake HTCondor (demo, tests, soak benchmark).
+    /// Run every job on the in-process simulated grid made of the one
+    /// sites file in `sites` (demo, tests, soak benchmark; `memsim`).
     pub simulate: bool,
     /// With `simulate`: simulated seconds per real second.
     pub speedup: f64,

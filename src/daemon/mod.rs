@@ -19,7 +19,8 @@
 //! - [`dbrun`] — runs through the state database and `cosched submit`'s run
 //!   machinery (crash-safe; HTCondor or the fake HTCondor);
 //!   [`memsim`] — in-process simulated runs (`simulate = true`; not
-//!   crash-safe, for the soak benchmark and demos).
+//!   crash-safe, for the soak benchmark and demos) on one grid shared by
+//!   every run, made of the daemon's sites file.
 //!
 //! # systemd
 //! `Type=notify`: `READY=1` once the socket listens and recorded runs are
@@ -139,7 +140,7 @@ async fn serve_with(
 
 fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, String> {
     if config.simulate {
-        return Ok(Arc::new(memsim::MemorySim::new(config.speedup)));
+        return Ok(Arc::new(memsim::MemorySim::new(config)?));
     }
     Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir)?))
 }

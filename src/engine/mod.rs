@@ -117,6 +117,12 @@ impl RunClock {
     pub fn scaled(offset: f64, rate: f64) -> Self {
         RunClock { origin: Instant::now(), offset, rate: if rate > 0.0 { rate } else { 1.0 } }
     }
+    /// The same clock reading `by` seconds more: a run's clock on a grid
+    /// whose clock this is, with `by` the grid's time at the run's start
+    /// negated, so that the two never drift apart.
+    pub fn shifted(self, by: f64) -> Self {
+        RunClock { offset: self.offset + by, ..self }
+    }
     pub fn rate(&self) -> f64 {
         self.rate
     }

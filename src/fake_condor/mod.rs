@@ -38,8 +38,9 @@ mod pool;
 mod schedd;
 mod submit_file;
 
-use crate::site_model::SiteParams;
+use crate::site_model::{KindModel, SiteParams};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
@@ -99,6 +100,11 @@ pub struct PoolConfig {
     /// Where vanilla (non-grid) jobs run; `None` rejects them.
     #[serde(default)]
     pub local: Option<FakeSite>,
+    /// Each kind of job's model by name (the sites file's
+    /// `[simulate.kinds]`); a job's kind is its `CoschedType`. None: every
+    /// job is one kind of load 1.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub kinds: BTreeMap<String, KindModel>,
 }
 
 /// One site of a pool.
@@ -145,6 +151,7 @@ impl Default for PoolConfig {
             schedd_idle_exit: default_schedd_idle_exit(),
             sites: Vec::new(),
             local: None,
+            kinds: BTreeMap::new(),
         }
     }
 }

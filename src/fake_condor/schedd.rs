@@ -22,7 +22,7 @@
 use super::events;
 use super::pool::{self, HistoryRecord, HistoryStatus, Pool, Queue};
 use super::POOL_ENV;
-use crate::sim::model::{site_seed, AttemptId, ModelEvent, SiteSim};
+use crate::sim::model::{declared_kinds, site_seed, AttemptId, JobType, ModelEvent, SiteSim};
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::PathBuf;
@@ -80,6 +80,8 @@ struct Schedd {
     pool: Pool,
     /// One model per configured site; the pool's `local` site is last.
     sims: Vec<SiteSim>,
+    /// The kinds every model knows, in its order ([`declared_kinds`]).
+    kinds: Vec<JobType>,
     /// Jobs in a model: (cluster, proc) → (site index, attempt).
     attempts: BTreeMap<(u64, u64), (usize, AttemptId)>,
     by_attempt: BTreeMap<AttemptId, (u64, u64)>,
@@ -96,18 +98,20 @@ struct Schedd {
 impl Schedd {
     fn new(pool: Pool) -> Self {
         let seed = pool.config.seed;
+        let kinds = declared_kinds(&pool.config.kinds);
         let sims: Vec<SiteSim> = pool
             .config
             .sites
             .iter()
             .chain(pool.config.local.iter())
             .enumerate()
-            .map(|(i, site)| SiteSim::new(&site.params, site_seed(seed, i)))
+            .map(|(i, site)| SiteSim::with_types(&site.params, &kinds, site_seed(seed, i)))
             .collect();
         let started_at = pool.sim_now();
         Schedd {
             pool,
             sims,
+            kinds,
             attempts: BTreeMap::new(),
             by_attempt: BTreeMap::new(),
             next_attempt: 1,
@@ -191,11 +195,17 @@ impl Schedd {
                     continue;
                 };
                 let work = job.work;
+                // A kind the pool does not declare runs as the first, of
+                // load 1 (the run was checked against the declared ones).
+                let kind = job
+                    .attr("CoschedType")
+                    .map(super::expr::AdValue::as_plain_string)
+                    .and_then(|k| self.kinds.iter().position(|d| d.name == k));
                 let t = t.max(self.sims[site].now());
                 self.step(site, t, &mut happenings);
                 let attempt = AttemptId(self.next_attempt);
                 self.next_attempt += 1;
-                self.sims[site].submit(t, attempt, work);
+                self.sims[site].submit_kind(t, attempt, work, kind.unwrap_or(0));
                 self.attempts.insert(id, (site, attempt));
                 self.by_attempt.insert(attempt, id);
             } else if let Some((site, attempt)) = self.attempts.remove(&id) {

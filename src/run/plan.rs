@@ -42,6 +42,11 @@ impl Plan {
         }
         let run_id = new_run_id();
         let (epoch, rate, pool_config) = if args.simulate {
+            let declared = crate::sim::model::declared_kinds(&sites.simulate.kinds);
+            for t in 0..kinds.types().len() {
+                let name = kinds.types().name(crate::policy::JobTypeId(t as u16));
+                crate::sim::model::declared_kind(&declared, name, sites_path).map_err(Failure::usage)?;
+            }
             let epoch = crate::engine::wall_clock_unix();
             (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
         } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {

@@ -22,6 +22,7 @@ pub(super) fn simulated_pool(sites: &SitesFile, epoch: f64, speedup: f64) -> Res
         base_runtime: sites.simulate.base_runtime,
         jitter: sites.simulate.jitter,
         seed: sites.simulate.seed,
+        kinds: sites.simulate.kinds.clone(),
         ..PoolConfig::default()
     };
     for (site, params) in sites.sites.iter().zip(params) {

@@ -9,6 +9,7 @@
 
 use super::metrics::Ledger;
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
+use super::shared::Tenancy;
 use crate::engine::{RunClock, SiteBackend};
 use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent};
 use std::collections::{BTreeMap, VecDeque};
@@ -39,9 +40,98 @@ pub struct AttemptRecord {
     pub end: AttemptEnd,
 }
 
+/// The model a [`SimSite`] drives: a site of the run's own (`cosched
+/// bench`, in virtual time) or its share of a site several runs use
+/// ([`super::shared`], the daemon's grid). The same operations, in the
+/// run's time and attempt numbers.
+// One per site of a run, never moved: the size costs nothing, and the
+// bench's own sites would pay a pointer chase on every call if boxed.
+#[allow(clippy::large_enum_variant)]
+pub enum SiteModel {
+    Own(SiteSim),
+    Shared(Tenancy),
+}
+
+impl From<SiteSim> for SiteModel {
+    fn from(sim: SiteSim) -> Self {
+        SiteModel::Own(sim)
+    }
+}
+
+impl From<Tenancy> for SiteModel {
+    fn from(tenancy: Tenancy) -> Self {
+        SiteModel::Shared(tenancy)
+    }
+}
+
+impl SiteModel {
+    fn advance(&mut self, until: f64) -> Vec<(f64, AttemptId, ModelEvent)> {
+        match self {
+            SiteModel::Own(sim) => sim.advance(until),
+            SiteModel::Shared(t) => t.advance(until),
+        }
+    }
+    fn submit_kind(&mut self, now: f64, attempt: AttemptId, work: f64, kind: usize) {
+        match self {
+            SiteModel::Own(sim) => sim.submit_kind(now, attempt, work, kind),
+            SiteModel::Shared(t) => t.submit_kind(now, attempt, work, kind),
+        }
+    }
+    fn remove(&mut self, now: f64, attempt: AttemptId) -> bool {
+        match self {
+            SiteModel::Own(sim) => sim.remove(now, attempt),
+            SiteModel::Shared(t) => t.remove(now, attempt),
+        }
+    }
+    fn has_started(&mut self, now: f64, attempt: AttemptId) -> bool {
+        match self {
+            SiteModel::Own(sim) => sim.has_started(now, attempt),
+            SiteModel::Shared(t) => t.has_started(now, attempt),
+        }
+    }
+    fn next_event_time(&self) -> Option<f64> {
+        match self {
+            SiteModel::Own(sim) => sim.next_event_time(),
+            SiteModel::Shared(t) => t.next_event_time(),
+        }
+    }
+    fn now(&self) -> f64 {
+        match self {
+            SiteModel::Own(sim) => sim.now(),
+            SiteModel::Shared(t) => t.now(),
+        }
+    }
+    fn running(&self) -> u32 {
+        match self {
+            SiteModel::Own(sim) => sim.running(),
+            SiteModel::Shared(t) => t.running(),
+        }
+    }
+    fn poll_period(&self) -> f64 {
+        match self {
+            SiteModel::Own(sim) => sim.poll_period(),
+            SiteModel::Shared(t) => t.poll_period(),
+        }
+    }
+    fn holds(&self, job: u64) -> bool {
+        match self {
+            SiteModel::Own(sim) => sim.holds(job),
+            SiteModel::Shared(t) => t.holds(job),
+        }
+    }
+    /// What wakes the run besides the model's own next event: another
+    /// run's move of a shared site that produced events of this one.
+    async fn woken(&self) {
+        match self {
+            SiteModel::Own(_) => std::future::pending().await,
+            SiteModel::Shared(t) => t.wake().notified().await,
+        }
+    }
+}
+
 pub struct SimSite {
     site: u32,
-    sim: SiteSim,
+    sim: SiteModel,
     clock: RunClock,
     /// Work of every job (seconds at speed 1), shared by all sites.
     work: Arc<Vec<f64>>,
@@ -62,16 +152,19 @@ pub struct SimSite {
 }
 
 impl SimSite {
+    /// Site number `site` of a run, driving `sim`: a [`SiteSim`] of the
+    /// run's own, or a [`Tenancy`] of a site other runs use too (then
+    /// `clock` is the grid's, shifted to read 0 where the tenancy starts).
     pub fn new(
         site: u32,
-        sim: SiteSim,
+        sim: impl Into<SiteModel>,
         clock: RunClock,
         work: Arc<Vec<f64>>,
         ledger: Arc<Mutex<Ledger>>,
     ) -> Self {
         SimSite {
             site,
-            sim,
+            sim: sim.into(),
             clock,
             work,
             kinds: Arc::new(Vec::new()),
@@ -217,17 +310,23 @@ impl SiteBackend for SimSite {
     async fn next_events(&mut self) -> Vec<SiteEvent> {
         loop {
             let heard = self.unheard.front().map(|u| u.0);
-            let Some(t) = [self.sim.next_event_time(), heard].into_iter().flatten().min_by(f64::total_cmp)
-            else {
-                // Nothing will ever happen here unless we are told to act;
-                // the engine drops this future when a command comes.
-                std::future::pending::<()>().await;
-                continue;
+            let due = [self.sim.next_event_time(), heard].into_iter().flatten().min_by(f64::total_cmp);
+            // Without a due time nothing happens here unless we are told to
+            // act (the engine drops this future when a command comes) or,
+            // on a shared site, another run's move brings us events.
+            let timer = async {
+                match due {
+                    Some(t) => tokio::time::sleep_until(self.clock.instant_at(t)).await,
+                    None => std::future::pending().await,
+                }
             };
-            tokio::time::sleep_until(self.clock.instant_at(t)).await;
-            // The timer may round; never ask the model for less than `t`, or
-            // the same wake-up would repeat forever.
-            let until = self.clock.now().max(t);
+            let until = tokio::select! {
+                biased;
+                // The timer may round; never ask the model for less than
+                // `t`, or the same wake-up would repeat forever.
+                () = timer => self.clock.now().max(due.unwrap_or(f64::NEG_INFINITY)),
+                () = self.sim.woken() => self.clock.now(),
+            };
             let events = self.advance(until);
             if !events.is_empty() {
                 return events;

@@ -1,6 +1,8 @@
 //! The simulated grid: the site model of `shared/scenarios/README.md`
 //! ([`model`]), run in virtual time as a backend of the real engine
 //! ([`backend`]), and the measurements the bench reports ([`metrics`]).
+//! [`shared`] lets several runs drive one site's model at once, in scaled
+//! real time (the daemon's in-process grid).
 //!
 //! A simulated run is the engine's own run — coordinator, one task per site,
 //! the policy — under a current-thread tokio runtime with a paused clock, so
@@ -14,6 +16,7 @@
 pub mod backend;
 pub mod metrics;
 pub mod model;
+pub mod shared;
 pub mod waste;
 
 pub use metrics::TypeMetrics;

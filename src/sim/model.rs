@@ -57,6 +57,43 @@ impl JobType {
     }
 }
 
+/// The kinds every site model of a simulated grid made from a sites file
+/// knows (`--simulate`'s fake pool, the daemon's grid), in the models'
+/// order: first `job`, the kind of a run of one submit description (load 1
+/// unless `[simulate.kinds]` declares it), then the declared kinds by name.
+/// Their counts and sizes are the runs'; only names and loads matter here.
+pub fn declared_kinds(declared: &BTreeMap<String, crate::site_model::KindModel>) -> Vec<JobType> {
+    let single = crate::policy::jobtype::SINGLE_TYPE;
+    let kind = |name: &str, load: f64| JobType {
+        name: name.into(),
+        n_jobs: 0,
+        base_runtime: 1.0,
+        jitter: 0.0,
+        load,
+    };
+    std::iter::once(kind(single, declared.get(single).map_or(1.0, |k| k.load)))
+        .chain(declared.iter().filter(|(n, _)| *n != single).map(|(n, k)| kind(n, k.load)))
+        .collect()
+}
+
+/// The index in [`declared_kinds`] of a run's kind named `name`, matched by
+/// name; where the grid declares no kinds every kind is the one of load 1.
+/// `Err`: the grid declares kinds, not this one; the message says what to
+/// do (`file` is the sites file that declares them).
+pub fn declared_kind(kinds: &[JobType], name: &str, file: &std::path::Path) -> Result<usize, String> {
+    match kinds.iter().position(|k| k.name == name) {
+        Some(i) => Ok(i),
+        None if kinds.len() == 1 => Ok(0),
+        None => Err(format!(
+            "{}: the simulated grid declares the kinds {} in [simulate.kinds], not `{name}`; declare it there \
+             with its load (`{name} = {{ load = 1.0 }}` for an I/O-bound job, 0 for one that never touches \
+             the site's shared resource), or give the run a declared kind",
+            file.display(),
+            kinds[1..].iter().map(|k| format!("`{}`", k.name)).collect::<Vec<_>>().join(", ")
+        )),
+    }
+}
+
 /// One scenario of a scenarios file: its kinds of job and its sites.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Scenario {

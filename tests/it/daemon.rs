@@ -659,6 +659,10 @@ fn a_state_database_from_a_newer_cosched_is_refused() {
     assert!(!s.path("d.sock").exists(), "never listened");
 }
 
+/// The daemon config's keys for the in-process simulated grid, made of the
+/// sites of `sim.toml`.
+const SIMULATED: &str = "simulate = true\nspeedup = 50\nsites = [\"sim.toml\"]\n";
+
 /// A daemon on the in-process simulated grid (cheap; not crash-safe).
 fn simulated(extra: &str) -> Setup {
     let s = Setup::new(|_| {}, 60.0, "");
@@ -666,7 +670,7 @@ fn simulated(extra: &str) -> Setup {
                  [[site]]\nname = \"alpha\"\nslots = 50\n[site.simulate]\nwait_mean = 10\n\n\
                  [[site]]\nname = \"beta\"\nslots = 50\n[site.simulate]\nwait_mean = 10\n";
     std::fs::write(s.path("sim.toml"), sites).unwrap();
-    s.write_config(&format!("simulate = true\nspeedup = 50\n{extra}"));
+    s.write_config(&format!("{SIMULATED}{extra}"));
     s
 }
 
@@ -676,7 +680,7 @@ fn sighup_reloads_capacities_without_touching_runs_and_keeps_going_on_a_broken_c
     let d = s.start();
     let id = s.submit(&d, USER_A, 2000, "sim.toml", Some("bulk"));
     wait_for("the cap of 4", PATIENCE, || (site_of(&d.run(id), "alpha")["fair_cap"] == 4).then_some(()));
-    s.write_config("simulate = true\nspeedup = 50\n[capacity]\nalpha = 10\n");
+    s.write_config(&format!("{SIMULATED}[capacity]\nalpha = 10\n"));
     d.signal(libc::SIGHUP);
     wait_for("the cap of 10 after SIGHUP", PATIENCE, || {
         (site_of(&d.run(id), "alpha")["fair_cap"] == 10).then_some(())
@@ -732,6 +736,149 @@ fn the_client_commands_work_against_a_daemon() {
         "{shown}"
     );
     assert_eq!(d.run(id)["out"], 0, "a cancelled run has nothing left at the sites");
+}
+
+/// A daemon whose simulated grid (`grid.toml`, also the runs' sites file)
+/// is one site of 40 slots whose file server serves 10 jobs of load 1 at
+/// full speed and thrashes past that (beta 1), running jobs of 400 s; the
+/// grid declares an I/O kind (load 1) and a CPU kind (load 0).
+fn knee_grid(extra_site: &str) -> Setup {
+    let s = Setup::new(|_| {}, 60.0, "");
+    let grid = format!(
+        "[simulate]\nbase_runtime = 400\njitter = 0\n[simulate.kinds]\nio = {{ load = 1.0 }}\ncpu = {{ load = 0.0 }}\n\n\
+         [[site]]\nname = \"knee\"\nslots = 40\n[site.simulate]\ncapacity = 10\nbeta = 1\n{extra_site}"
+    );
+    std::fs::write(s.path("grid.toml"), grid).unwrap();
+    s.write_config("simulate = true\nspeedup = 50\nsites = [\"grid.toml\"]\n");
+    s
+}
+
+impl Setup {
+    /// Submits a run of `kinds` (name, count) over `grid.toml` as `uid`.
+    fn submit_kinds(&self, d: &Daemon, uid: u32, kinds: &[(&str, u64)], policy: &str) -> Result<u64, String> {
+        let job_sub = std::fs::read_to_string(self.path("job.sub")).unwrap();
+        let kinds: Vec<Value> = kinds
+            .iter()
+            .map(|(name, count)| {
+                json!({"name": name, "count": count, "job_path": self.path("job.sub").display().to_string(),
+                       "job_sub": job_sub})
+            })
+            .collect();
+        let n: u64 = kinds.iter().map(|k| k["count"].as_u64().unwrap()).sum();
+        let r = d.request(&json!({
+            "op": "submit", "n_jobs": n, "kinds": kinds, "policy": policy,
+            "sites_path": self.path("grid.toml").display().to_string(),
+            "sites_toml": std::fs::read_to_string(self.path("grid.toml")).unwrap(),
+            "cwd": self.dir.path().display().to_string(), "as_uid": uid,
+        }));
+        match r["run"].as_u64() {
+            Some(id) if r["ok"] == true => Ok(id),
+            _ => Err(r["error"].as_str().unwrap_or("no error given").to_string()),
+        }
+    }
+}
+
+impl Daemon {
+    /// Waits until every run of `ids` ends; each must end `done` with every
+    /// job done and none given up (the simulated grid's ledger fails a run
+    /// whose jobs did not each run exactly once). Returns whether the runs
+    /// ever had jobs running at the same time, and each run's `time`.
+    fn wait_all_done(&self, ids: &[u64]) -> (bool, Vec<f64>) {
+        let mut overlapped = false;
+        let runs = wait_for("the runs to end", PATIENCE, || {
+            let runs: Vec<Value> = ids.iter().map(|&id| self.run(id)).collect();
+            overlapped |= runs.iter().all(|r| {
+                r["sites"].as_array().is_some_and(|s| s.iter().any(|x| x["running"].as_u64() > Some(0)))
+            });
+            runs.iter()
+                .all(|r| !matches!(r["state"].as_str(), Some("queued" | "running" | "cancelling")))
+                .then_some(runs)
+        });
+        for r in &runs {
+            assert_eq!(r["state"], "done", "{r}\n{}", self.log_text());
+            assert_eq!(r["done"], r["n_jobs"], "every job done: {r}");
+            assert_eq!(r["given_up"], 0, "{r}");
+        }
+        (overlapped, runs.iter().map(|r| r["time"].as_f64().unwrap()).collect())
+    }
+}
+
+/// Issue 55 item 2, in the daemon: runs of different kinds at one site share
+/// its resource as the model says. Ten I/O jobs (load 1) alone sit at the
+/// knee (L = C = 10) and take their 400 s; beside ten CPU jobs (load 0) of
+/// another user, L is still 10 and they take 400 s; beside ten I/O jobs of
+/// another user, L = 20 and each is slowed by D(20) = 2·(1 + 1) = 4 (1600
+/// s). With a grid per run, as before, the third case took 400 s too.
+#[test]
+fn an_io_run_is_slowed_by_another_users_io_run_at_its_site_and_not_by_a_cpu_run() {
+    let s = knee_grid("");
+    let d = s.start();
+    let alone = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
+    let (_, times) = d.wait_all_done(&[alone]);
+    let t_alone = times[0];
+    // 400 s of work at full speed, the fair share's first step and the
+    // real time the daemon took to act, scaled 50× on a loaded machine.
+    assert!((400.0..480.0).contains(&t_alone), "ten I/O jobs alone at a knee of 10: {t_alone} s");
+
+    let io = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
+    let cpu = s.submit_kinds(&d, USER_B, &[("cpu", 10)], "bulk").unwrap();
+    let (overlapped, times) = d.wait_all_done(&[io, cpu]);
+    assert!(overlapped, "the I/O and CPU runs never ran at once");
+    // Were loads not counted, L = 20 here too and the run would take 4×.
+    assert!(times[0] < 1.25 * t_alone, "CPU jobs slowed the I/O run: {} s, {t_alone} s alone", times[0]);
+
+    let io = s.submit_kinds(&d, USER_A, &[("io", 10)], "bulk").unwrap();
+    let other_io = s.submit_kinds(&d, USER_B, &[("io", 10)], "bulk").unwrap();
+    let (overlapped, times) = d.wait_all_done(&[io, other_io]);
+    assert!(overlapped, "the two I/O runs never ran at once");
+    // Slowed 4× while both run; the later one ends a little faster alone.
+    for t in &times {
+        assert!(
+            *t > 2.5 * t_alone,
+            "another user's I/O jobs did not slow this run: {t} s, {t_alone} s alone"
+        );
+    }
+}
+
+/// Runs of three users, of one kind and of two, with failures that make
+/// jobs run again, share one grid of two sites under the default policy:
+/// every run ends with each of its jobs done exactly once (the grid's
+/// ledger of each run checks it and fails a run that breaks it), and the
+/// runs' jobs never ran at the site more than its slots at once.
+#[test]
+fn runs_sharing_the_daemons_grid_each_run_every_job_exactly_once() {
+    let s = knee_grid("p_fail = 0.1\nwait_mean = 20\n[[site]]\nname = \"wide\"\nslots = 30\n[site.simulate]\np_fail = 0.05\n");
+    let d = s.start();
+    let a = s.submit_kinds(&d, USER_A, &[("io", 40), ("cpu", 60)], "adaptive").unwrap();
+    let b = s.submit_kinds(&d, USER_B, &[("io", 50)], "adaptive").unwrap();
+    let c = s.submit_kinds(&d, 1003, &[("cpu", 50)], "bulk").unwrap();
+    let (overlapped, _) = d.wait_all_done(&[a, b, c]);
+    assert!(overlapped, "the runs never ran at once");
+}
+
+/// Kinds are declared once, in the grid: a run of a kind the grid does not
+/// declare is refused, saying which and where to declare it; a site the
+/// grid does not have is refused too.
+#[test]
+fn the_daemons_grid_refuses_a_kind_or_site_it_does_not_declare() {
+    let s = knee_grid("");
+    let d = s.start();
+    let e = s.submit_kinds(&d, USER_A, &[("oi", 5)], "bulk").unwrap_err();
+    assert!(e.contains("`oi`") && e.contains("[simulate.kinds]") && e.contains("grid.toml"), "{e}");
+    // A run of one description is of the kind `job`, load 1 unless declared.
+    let id = s.submit(&d, USER_A, 5, "grid.toml", Some("bulk"));
+    d.wait_all_done(&[id]);
+    std::fs::write(s.path("other.toml"), "[[site]]\nname = \"elsewhere\"\nslots = 5\n").unwrap();
+    let r = d.request(&json!({
+        "op": "submit", "n_jobs": 5, "policy": "bulk",
+        "sites_path": s.path("other.toml").display().to_string(),
+        "sites_toml": std::fs::read_to_string(s.path("other.toml")).unwrap(),
+        "job_path": s.path("job.sub").display().to_string(),
+        "job_sub": std::fs::read_to_string(s.path("job.sub")).unwrap(),
+        "cwd": s.dir.path().display().to_string(), "as_uid": USER_A,
+    }));
+    let e = r["error"].as_str().unwrap_or_default();
+    assert!(r["ok"] == false && e.contains("elsewhere") && e.contains("knee"), "{r}");
 }
 
 #[test]

@@ -1883,3 +1883,71 @@ mod fake {
         }
     }
 }
+
+/// `cosched submit --simulate` of several kinds runs each kind with the load
+/// the sites file's `[simulate.kinds]` declares (issue 55): on a site whose
+/// file server serves 10 jobs of load 1 at full speed (beta 1), 10 I/O jobs
+/// beside 30 CPU jobs (load 0) take their 400 s; without the declaration
+/// every job is of load 1, L = 40, and each is slowed by D(40) = 4·(1 + 3).
+/// A kind the file does not declare is refused, naming it.
+mod simulate_kinds {
+    use crate::util;
+
+    const SITE: &str = "[[site]]\nname = \"knee\"\nslots = 40\n[site.simulate]\ncapacity = 10\nbeta = 1\n";
+
+    /// The I/O jobs' mean run time of a bulk run of 10 `io` and 30 `cpu`
+    /// jobs on `simulate` + the knee site.
+    fn io_run_time(simulate: &str) -> f64 {
+        let dir = util::tempdir();
+        util::write_two_kinds(dir.path());
+        std::fs::write(dir.path().join("sites.toml"), format!("{simulate}{SITE}")).unwrap();
+        let out = util::cosched(
+            dir.path(),
+            &[
+                "submit",
+                "sites.toml",
+                "--jobs",
+                "io=10:io.sub",
+                "--jobs",
+                "cpu=30:cpu.sub",
+                "--simulate",
+                "--speedup",
+                "2000",
+                "--policy",
+                "bulk",
+                "--json",
+            ],
+        );
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "{stderr}");
+        let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+        let io = summary["sites"][0]["kinds"].as_array().and_then(|k| k.iter().find(|k| k["name"] == "io"));
+        io.and_then(|k| k["mean_run_time"].as_f64())
+            .unwrap_or_else(|| panic!("the io kind's run time: {summary}"))
+    }
+
+    #[test]
+    fn each_kind_loads_the_site_as_declared() {
+        let declared = "[simulate]\nbase_runtime = 400\njitter = 0\n[simulate.kinds]\nio = { load = 1.0 }\ncpu = { load = 0.0 }\n";
+        let t = io_run_time(declared);
+        assert!((400.0..420.0).contains(&t), "I/O jobs beside CPU jobs of load 0: {t} s");
+        let t = io_run_time("[simulate]\nbase_runtime = 400\njitter = 0\n");
+        assert!(t > 2000.0, "every job of load 1 when no kind is declared: {t} s");
+    }
+
+    #[test]
+    fn a_kind_the_sites_file_does_not_declare_is_refused() {
+        let dir = util::tempdir();
+        util::write_two_kinds(dir.path());
+        let sites = format!("[simulate.kinds]\nio = {{ load = 1.0 }}\n{SITE}");
+        std::fs::write(dir.path().join("sites.toml"), sites).unwrap();
+        let args = ["submit", "sites.toml", "--jobs", "io=3:io.sub", "--jobs", "cpu=3:cpu.sub", "--simulate"];
+        let out = util::cosched(dir.path(), &args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(
+            err.contains("sites.toml") && err.contains("`cpu`") && err.contains("[simulate.kinds]"),
+            "{err}"
+        );
+    }
+}
