@@ -116,7 +116,10 @@ impl Cohort {
             // start at least.
             let waiting = f64::from(self.size.saturating_sub(self.started)) * (self.last_start - self.at);
             let mean_were_all_started = (self.waited + waiting) / f64::from(self.size);
-            if self.last_start - self.first_start > mean_were_all_started {
+            // Told early, the mean is a bound summed in another order than
+            // the whole cohort's: a tie must not be decided by rounding.
+            let rounding = if whole { 1.0 } else { 1.0 + 1e-9 };
+            if self.last_start - self.first_start > mean_were_all_started * rounding {
                 return Some(Starting::OneByOne);
             }
         }
