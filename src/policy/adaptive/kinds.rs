@@ -40,6 +40,13 @@
 //! site refills within a run (its mean wait under the kind's mean run
 //! there): elsewhere what the check drains comes back a wait later, not a
 //! run, and the check costs more than the test it makes.
+//! A share is granted as the slots free: where a site starts whatever it
+//! is sent at once (free CPUs past our slots, told by its first cohort
+//! starting together), a kind whose share shrank runs its jobs past it to
+//! their end, and the kind its share went to gets those slots only as
+//! they free, so the kinds together stay within the declared slots (two
+//! kinds on 24 slots of a 48-CPU site ran 27–28). Elsewhere the site's own
+//! queue holds the taker's jobs until then, and they may wait there ahead.
 //! Every lane's first windows are known before any submits (a warm run's
 //! from memory), so the shares are set before the first lane plans:
 //! planned one after the other, each with the slots the ones before had
@@ -246,11 +253,25 @@ impl ByKind {
             .map(|(lane, &want)| lane.floor_checked(i).map_or(want, |floor| floor.min(left(lane)).max(want)))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
+        // Where the site starts whatever it is sent at once (CPUs free past
+        // our slots), a kind whose share shrank still runs its jobs past it
+        // until they end: the kind its share went to is granted those slots
+        // only as they free. Elsewhere the site's own queue holds the
+        // taker's jobs until then, and they may wait there ahead.
+        let together = self.lanes.iter().any(|lane| lane.starts_together(i));
+        let out: Vec<f64> = (self.lanes.iter())
+            .map(|lane| {
+                let c = lane.book.counts(SiteId(i as u32));
+                f64::from(c.submitting + c.idle + c.running + c.removing + c.withdrawing)
+            })
+            .collect();
         let mut grew = Vec::new();
         for t in 0..self.lanes.len() {
             let others = if self.lanes[t].floor_unproven(i) { &kept } else { &wants };
             let taken: f64 = others.iter().enumerate().filter(|&(u, _)| u != t).map(|(_, w)| w).sum();
-            let share = (slots - taken).max(slots / kinds_left).max(1.0);
+            let entitled = (slots - taken).max(slots / kinds_left);
+            let free = slots - out.iter().enumerate().filter(|&(u, _)| u != t).map(|(_, o)| o).sum::<f64>();
+            let share = if together { entitled.min(free.max(out[t])) } else { entitled }.max(1.0);
             let others_checking =
                 (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.floor_checked(i).is_some());
             if self.lanes[t].share_slots(i, share, others_checking, now) {

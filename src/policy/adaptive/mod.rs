@@ -785,6 +785,12 @@ impl Adaptive {
         self.sites.get(i).is_some_and(|s| !s.searched || s.baseline_unchecked())
     }
 
+    /// Whether site `i` starts jobs sent past its slots at once (its first
+    /// cohort started together), rather than as its slots free.
+    fn starts_together(&self, i: usize) -> bool {
+        self.sites.get(i).is_some_and(|s| !s.waits.one_by_one())
+    }
+
     /// Site `i`'s floor under a check from below, if any.
     fn floor_checked(&self, i: usize) -> Option<f64> {
         self.sites.get(i).and_then(Site::floor_checked)
