@@ -785,8 +785,9 @@ impl Adaptive {
         self.sites.get(i).is_some_and(|s| !s.searched || s.baseline_unchecked())
     }
 
-    /// Whether site `i` starts jobs sent past its slots at once (its first
-    /// cohort started together), rather than as its slots free.
+    /// Whether site `i` may start jobs sent past its slots at once (its
+    /// first cohort started together, or has not told yet), rather than as
+    /// its slots free.
     fn starts_together(&self, i: usize) -> bool {
         self.sites.get(i).is_some_and(|s| !s.waits.one_by_one())
     }
