@@ -253,11 +253,8 @@ impl ByKind {
             .map(|(lane, &want)| lane.floor_checked(i).map_or(want, |floor| floor.min(left(lane)).max(want)))
             .collect();
         let kinds_left = wants.iter().filter(|&&w| w > 0.0).count().max(1) as f64;
-        // Where the site starts whatever it is sent at once (CPUs free past
-        // our slots), a kind whose share shrank still runs its jobs past it
-        // until they end: the kind its share went to is granted those slots
-        // only as they free. Elsewhere the site's own queue holds the
-        // taker's jobs until then, and they may wait there ahead.
+        // Granted as the others' jobs out leave where the site starts at
+        // once ("Slots" above).
         let together = self.lanes.iter().any(|lane| lane.starts_together(i));
         let out: Vec<f64> = (self.lanes.iter())
             .map(|lane| {
