@@ -333,6 +333,13 @@ fn windows_of(decisions: &[cosched::policy::Decision], site: usize) -> Vec<(f64,
         .collect()
 }
 
+/// How long a lowered window takes to be enacted on idle jobs: the policy's
+/// withdrawal reaches the site task, which asks `condor_q` and then runs
+/// `condor_rm`. On CI's loaded pool (96 busy slots on 2 cores, other lanes
+/// beside) each command takes a second or two; and a job's start is stamped
+/// by the system clock, the window's time by the run's.
+const WITHDRAWN_WITHIN: f64 = 5.0;
+
 /// Each start against the window in force then, plus one (issue 56, item 3).
 ///
 /// Checked at starts, because running jobs grow only by starts: a window
@@ -344,19 +351,13 @@ fn windows_of(decisions: &[cosched::policy::Decision], site: usize) -> Vec<(f64,
 /// is the largest window in force within [`WITHDRAWN_WITHIN`] before the
 /// start. What item 3 forbids (74 running under a window of 48 for minutes,
 /// from jobs queued ahead) outlasts that by far. Log stamps have a
-/// resolution of one second, so the bound also takes the second after. The run's decision record has every
-/// window change of a site's first `EXACT_FIRST`; past those it coalesces
+/// resolution of one second, so the bound also takes the second after.
+/// The run's decision record has every window change of a site's first
+/// `EXACT_FIRST`; past those it coalesces
 /// changes closer than `WINDOW_SPACING` to the last one written
 /// (`run::decisions`), so between two such points written closer than that,
 /// windows may have been in force that the record lost, and there the only
 /// bound known is the declared `slots`.
-/// How long a lowered window takes to be enacted on idle jobs: the policy's
-/// withdrawal reaches the site task, which asks `condor_q` and then runs
-/// `condor_rm`. On CI's loaded pool (96 busy slots on 2 cores, other lanes
-/// beside) each command takes a second or two; and a job's start is stamped
-/// by the system clock, the window's time by the run's.
-const WITHDRAWN_WITHIN: f64 = 5.0;
-
 fn check_windows(starts: &[(f64, u32)], windows: &[(f64, f64)], slots: f64) -> WindowCheck {
     use cosched::run::decisions::{EXACT_FIRST, WINDOW_SPACING};
     // Segments [from, to) with the highest window that may have been in force.
