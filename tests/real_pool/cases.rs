@@ -60,7 +60,7 @@ pub fn lanes() -> Vec<Lane> {
                 vec![("knee_below_first_window", knee::knee_below_first_window as CaseFn)],
                 vec![("healthy_sites_keep_up", knee::healthy_sites_keep_up)],
             ],
-            awaiting_policy: &["knee_below_first_window", "healthy_sites_keep_up"],
+            awaiting_policy: &["knee_below_first_window"],
         },
         Lane {
             cpus: twokinds::CPUS,

@@ -144,7 +144,9 @@ struct WindowCheck {
     past: u32,
 }
 
-fn run_setup<'p>(pool: &'p Pool, setup: &Setup, policy: Option<&str>) -> Run<'p> {
+/// One run of `setup` under `policy` (the default where `None`); `round`
+/// tells apart the runs of a setup repeated (its directory's name).
+fn run_setup<'p>(pool: &'p Pool, setup: &Setup, policy: Option<&str>, round: usize) -> Run<'p> {
     assert!(
         pool.cpus == if setup.slots > BELOW_CPUS { ABOVE_CPUS } else { BELOW_CPUS },
         "{}: a pool of {} slots",
@@ -152,7 +154,11 @@ fn run_setup<'p>(pool: &'p Pool, setup: &Setup, policy: Option<&str>) -> Run<'p>
         pool.cpus
     );
     let label = policy.unwrap_or("default");
-    let case = Case::new(pool, &format!("{}-{label}", setup.name));
+    let name = match round {
+        0 => format!("{}-{label}", setup.name),
+        r => format!("{}-{label}-{r}", setup.name),
+    };
+    let case = Case::new(pool, &name);
     let mut sites = Vec::new();
     for name in SITES {
         let grid = (name == "cc").then_some(pool.grid_resource.as_str());
@@ -466,8 +472,8 @@ fn print_run(setup: &Setup, run: &Run, decisions: bool) {
 
 /// Runs bulk, then the default; returns both.
 fn both<'p>(pool: &'p Pool, setup: &Setup) -> (Run<'p>, Run<'p>) {
-    let bulk = run_setup(pool, setup, Some("bulk"));
-    let default = run_setup(pool, setup, None);
+    let bulk = run_setup(pool, setup, Some("bulk"), 0);
+    let default = run_setup(pool, setup, None, 0);
     println!(
         "{}: default / bulk makespan = {:.0} / {:.0} s = {:.2}",
         setup.name,
@@ -589,10 +595,56 @@ pub fn knee_below_first_window(pool: &Pool) {
 /// Issue 56, item 4: where nothing is shared, keep up. Two sites declared at
 /// the 16 CPUs they share, the suite's 40 sleep jobs of 5–15 s: the default
 /// policy takes at most 1.10 × bulk's makespan and cuts nothing short.
+///
+/// The makespan is about 65 s, and most of it is HTCondor's latencies (a
+/// negotiation cycle, the gridmanager's poll of `cc`), not the 25 s of work
+/// per CPU: one run of each policy varies by ±10% (bulk 62–67 s, the default
+/// 57–77 s over six runs each), as much as the bar. So the case runs both
+/// policies `HEALTHY_ROUNDS` times, alternately (a drift of the pool's pace
+/// falls on both alike), and the bar is on the median of the rounds' ratios.
+/// More jobs would not do instead: with more than a probe's reach of jobs
+/// left after the first cohort, the default policy checks its first window
+/// below (a knee under it cannot be probed from above), which on healthy
+/// sites costs about a wave at half the throughput, by design
+/// (docs/adaptive.md, "Rechecking a floor"; 120 jobs: 1.00 and 1.10 ×
+/// bulk): that would measure the check, not whether the policy keeps up.
 pub fn healthy_sites_keep_up(pool: &Pool) {
     let setup = Setup { name: "healthy", n: 40, work: None, slots: 16, knee: None, patience: MINUTES(8) };
-    let (bulk, default) = both(pool, &setup);
-    assert_eq!(default.ledger.cut_short, 0, "{}: executions cut short on healthy sites", setup.name);
-    assert_eq!(default.summary["cut_short"].as_u64(), Some(0), "{}: {}", setup.name, default.summary);
-    assert_ratio(&setup, &default, &bulk, 1.10);
+    let mut ratios = Vec::new();
+    for round in 1..=HEALTHY_ROUNDS {
+        let bulk = run_setup(pool, &setup, Some("bulk"), round);
+        let default = run_setup(pool, &setup, None, round);
+        assert_eq!(
+            default.ledger.cut_short, 0,
+            "{}: executions cut short on healthy sites",
+            default.case.name
+        );
+        assert_eq!(
+            default.summary["cut_short"].as_u64(),
+            Some(0),
+            "{}: {}",
+            default.case.name,
+            default.summary
+        );
+        ratios.push(default.makespan / bulk.makespan);
+        println!(
+            "{} round {round}: default / bulk makespan = {:.0} / {:.0} s = {:.2}",
+            setup.name,
+            default.makespan,
+            bulk.makespan,
+            default.makespan / bulk.makespan
+        );
+    }
+    ratios.sort_by(f64::total_cmp);
+    let median = ratios[ratios.len() / 2];
+    println!("{}: default / bulk makespan, median of {HEALTHY_ROUNDS} rounds = {median:.2}", setup.name);
+    assert!(
+        median <= 1.10,
+        "{}: the default policy's makespan was {median:.2} × bulk's at the median of {HEALTHY_ROUNDS} rounds \
+         (ratios {ratios:.2?}; at most 1.10)",
+        setup.name
+    );
 }
+
+/// An odd count, so that the median is one round's ratio.
+const HEALTHY_ROUNDS: usize = 3;

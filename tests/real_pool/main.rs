@@ -23,9 +23,9 @@
 //! line, success) on a developer's machine without root; CI never sets it.
 //! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases. The cases that
 //! assert targets the default policy does not meet yet (`Lane::awaiting_policy`:
-//! issue 56's knee-below and healthy cases, issue 55's two kinds) run when
-//! named or with `COSCHED_REAL_POOL_KNEES=1`, not by default; issue 56's
-//! knee-above and search-pays cases run by default.
+//! issue 56's knee-below case, issue 55's two kinds) run when named or with
+//! `COSCHED_REAL_POOL_KNEES=1`, not by default; issue 56's knee-above,
+//! search-pays and healthy cases run by default.
 
 // Real processes on a real pool: wall-clock deadlines are the point here.
 #![allow(clippy::disallowed_methods)]
