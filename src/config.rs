@@ -242,6 +242,16 @@ impl GridResource {
 }
 
 impl SitesFile {
+    /// The policy `name` (its parameters from this file when it is the
+    /// file's own policy), or the file's where no name is given.
+    pub fn policy_named(&self, name: Option<&str>) -> Result<PolicyConfig, String> {
+        match name {
+            None => Ok(self.policy.clone()),
+            Some(n) if n == self.policy.name() => Ok(self.policy.clone()),
+            Some(n) => PolicyConfig::lookup(n),
+        }
+    }
+
     /// Everything the policy is built from, for a run of `n_jobs`.
     pub fn run_spec(&self, n_jobs: u64, memory: CapacityMemory) -> RunSpec {
         RunSpec {
@@ -598,7 +608,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
         simulate.seed = s.seed.unwrap_or(simulate.seed);
         for (name, model) in s.kinds {
             let problem =
-                crate::submit_desc::kind_name_error(name.get_ref())
+                crate::policy::jobtype::kind_name_error(name.get_ref())
                     .map(|e| (at(name.span()), e, "name it as `--jobs NAME=COUNT:FILE` does"))
                     .or_else(|| {
                         model.get_ref().check().err().map(|e| {

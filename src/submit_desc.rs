@@ -46,7 +46,7 @@ mod kind;
 pub use kind::{blind_kind_key, kind_key};
 
 use crate::config::{line_col, unsafe_char, Problem, SiteConfig, SitesFile};
-use crate::policy::jobtype::SINGLE_TYPE;
+use crate::policy::jobtype::{kind_name_error, SINGLE_TYPE};
 use crate::policy::{JobId, JobTypeId, JobTypes};
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -550,26 +550,6 @@ impl JobKinds {
     /// Jobs of the run, all kinds.
     pub fn n_jobs(&self) -> u64 {
         self.types.total()
-    }
-}
-
-/// Why `name` cannot name a kind of job, if it cannot. It goes into every
-/// submit file of its kind (`CoschedType = NAME`, `+CoschedType = "NAME"`)
-/// and into shell history: letters, digits, `_`, `-` and `.`, starting with
-/// a letter or `_`, at most 64.
-pub fn kind_name_error(name: &str) -> Option<String> {
-    let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
-    let rest_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
-    if name.is_empty() {
-        Some("a kind of job needs a name".into())
-    } else if !(first_ok && rest_ok) || name.len() > 64 {
-        Some(format!(
-            "`{}` cannot name a kind of job: use letters, digits, `_`, `-` and `.`, starting with a letter \
-             or `_`, at most 64",
-            name.escape_debug()
-        ))
-    } else {
-        None
     }
 }
 

@@ -10,22 +10,13 @@
 
 use super::events;
 use super::expr::{AdValue, Expr};
+use super::os_text;
 use super::pool::{FileLock, HistoryRecord, HistoryStatus, Job, Pool, Queue, Removal};
 use super::submit_file::{self, Proc};
 use crate::sim::model::{job_work, Rng, Scenario};
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
-
-/// The message of an OS error without Rust's " (os error N)" suffix, as
-/// HTCondor prints it (`No such file or directory`).
-pub(crate) fn os_text(e: &io::Error) -> String {
-    let text = e.to_string();
-    match text.rfind(" (os error ") {
-        Some(at) => text[..at].to_string(),
-        None => text,
-    }
-}
 
 /// The user running the command (owner of the jobs it submits).
 pub(crate) fn current_user() -> String {

@@ -52,6 +52,16 @@ pub const POOL_ENV: &str = "COSCHED_FAKE_POOL";
 /// The name the schedd runs under (argv[0]); private to the fake.
 const SCHEDD_NAME: &str = "cosched_fake_schedd";
 
+/// The message of an OS error without Rust's " (os error N)" suffix, as
+/// HTCondor prints it (`No such file or directory`).
+fn os_text(e: &std::io::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" (os error ") {
+        Some(at) => text[..at].to_string(),
+        None => text,
+    }
+}
+
 /// Everything a pool is configured with; serialised as `pool.toml`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]

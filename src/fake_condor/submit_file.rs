@@ -193,9 +193,8 @@ fn parse_queue(rest: &str, raw: &[&str], next: &mut usize, base_dir: &Path) -> R
         }
     } else if !after.is_empty() {
         let path = base_dir.join(after);
-        let text = std::fs::read_to_string(&path).map_err(|e| {
-            format!("Can't open item file {}: {}", path.display(), super::commands::os_text(&e))
-        })?;
+        let text = std::fs::read_to_string(&path)
+            .map_err(|e| format!("Can't open item file {}: {}", path.display(), super::os_text(&e)))?;
         text.lines().map(str::to_string).collect()
     } else {
         return Err(format!("queue … {keyword} needs a list in ( ) or a file"));

@@ -12,6 +12,26 @@ use super::{JobId, SiteEvent};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
+/// Why `name` cannot name a kind of job, if it cannot. It goes into every
+/// submit file of its kind (`CoschedType = NAME`, `+CoschedType = "NAME"`)
+/// and into shell history: letters, digits, `_`, `-` and `.`, starting with
+/// a letter or `_`, at most 64.
+pub fn kind_name_error(name: &str) -> Option<String> {
+    let first_ok = name.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_');
+    let rest_ok = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'));
+    if name.is_empty() {
+        Some("a kind of job needs a name".into())
+    } else if !(first_ok && rest_ok) || name.len() > 64 {
+        Some(format!(
+            "`{}` cannot name a kind of job: use letters, digits, `_`, `-` and `.`, starting with a letter \
+             or `_`, at most 64",
+            name.escape_debug()
+        ))
+    } else {
+        None
+    }
+}
+
 /// Index of a kind of job in the run's [`JobTypes`] (0 in a run of one kind).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub struct JobTypeId(pub u16);

@@ -159,7 +159,7 @@ impl Run {
         }
         let kinds = JobKinds::new(kinds)
             .map_err(|e| Failure::failed(format!("run {}: its recorded kinds of job: {e}", record.id)))?;
-        let policy = super::plan::choose_policy(&sites, Some(&record.policy))?;
+        let policy = sites.policy_named(Some(&record.policy)).map_err(Failure::usage)?;
         let rate = if record.speedup > 0.0 { record.speedup } else { 1.0 };
         let resumed = !lock(&db).submissions(&record.id).map_err(state_failure)?.is_empty();
         Ok(Run { db, record, dir, sites, kinds: Arc::new(kinds), policy, rate, resumed, memory })

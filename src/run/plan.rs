@@ -35,7 +35,7 @@ impl Plan {
         let sites_path = sites_path.as_path();
         check_root(args.simulate)?;
         let (mut sites, kinds) = load_inputs(sites_path, &kind_specs)?;
-        let policy = choose_policy(&sites, args.policy.as_deref())?;
+        let policy = sites.policy_named(args.policy.as_deref()).map_err(Failure::usage)?;
         warn_of_ignored_settings(&policy, &sites, sites_path);
         if !(args.speedup > 0.0 && args.speedup.is_finite()) {
             return Err(Failure::usage(format!("--speedup must be a positive number, got {}", args.speedup)));
@@ -175,7 +175,7 @@ impl Plan {
                 names(&sites).join(", ")
             )));
         }
-        let policy = choose_policy(&sites, Some(&run.policy))?;
+        let policy = sites.policy_named(Some(&run.policy)).map_err(Failure::usage)?;
         let mut rate = 1.0;
         let mut pool = None;
         if run.simulate {
@@ -326,16 +326,6 @@ fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path
                 );
             }
         }
-    }
-}
-
-/// The policy `name` (its parameters from the sites file when it is the
-/// file's own policy), or the file's.
-pub(super) fn choose_policy(sites: &SitesFile, name: Option<&str>) -> Result<PolicyConfig, Failure> {
-    match name {
-        None => Ok(sites.policy.clone()),
-        Some(n) if n == sites.policy.name() => Ok(sites.policy.clone()),
-        Some(n) => PolicyConfig::lookup(n).map_err(Failure::usage),
     }
 }
 

@@ -7,38 +7,13 @@
 //! attempt, the model's own peak concurrency) goes into the run's
 //! [`Ledger`], shared with the caller.
 
-use super::metrics::Ledger;
+use super::metrics::{AttemptEnd, Ledger};
 use super::model::{next_multiple, AttemptId, ModelEvent, SiteSim};
 use super::shared::Tenancy;
 use crate::engine::{RunClock, SiteBackend};
 use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
-
-/// How an attempt ended, as the simulator saw it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum AttemptEnd {
-    Success,
-    Failed,
-    Removed,
-    /// Held for a cause of the site (`p_hold`); `ended` is its removal.
-    Held,
-    /// Still at the site when the run stopped (a hang).
-    Pending,
-}
-
-/// One attempt of one job at one site.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
-pub struct AttemptRecord {
-    pub job: u64,
-    pub site: u32,
-    pub submitted: f64,
-    pub started: Option<f64>,
-    /// End, failure or removal time.
-    pub ended: Option<f64>,
-    pub end: AttemptEnd,
-}
 
 /// The model a [`SimSite`] drives: a site of the run's own (`cosched
 /// bench`, in virtual time) or its share of a site several runs use

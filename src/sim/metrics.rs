@@ -1,7 +1,6 @@
 //! The measurements of a simulated run (README "Metrics") and the
 //! conservation checks every run must pass.
 
-use super::backend::{AttemptEnd, AttemptRecord};
 use super::model::{AttemptId, Scenario};
 use super::waste::WasteSum;
 use crate::policy::{JobBook, JobId, JobState, JobTypeId};
@@ -70,6 +69,31 @@ pub struct TypeMetrics {
     pub jobs_done: u64,
     /// Jobs of the kind done at each site, in site order.
     pub done_at: Vec<u64>,
+}
+
+/// How an attempt ended, as the simulator saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum AttemptEnd {
+    Success,
+    Failed,
+    Removed,
+    /// Held for a cause of the site (`p_hold`); `ended` is its removal.
+    Held,
+    /// Still at the site when the run stopped (a hang).
+    Pending,
+}
+
+/// One attempt of one job at one site.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct AttemptRecord {
+    pub job: u64,
+    pub site: u32,
+    pub submitted: f64,
+    pub started: Option<f64>,
+    /// End, failure or removal time.
+    pub ended: Option<f64>,
+    pub end: AttemptEnd,
 }
 
 /// Every attempt of a run, checked and counted as the sites report it, so

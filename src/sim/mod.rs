@@ -32,8 +32,8 @@ use crate::policy::{
     self, CapacityMemory, Decision, JobTypes, Policy, PolicyConfig, RunSpec, SiteId, SiteInfo, Truth,
     TypeTruth,
 };
-use backend::{AttemptRecord, SimSite};
-use metrics::{Ledger, Measured};
+use backend::SimSite;
+use metrics::{AttemptRecord, Ledger, Measured};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;

@@ -8,7 +8,7 @@ use cosched::policy::{
     Action, CapacityMemory, Decision, DecisionKind, Input, JobBook, Policy, PolicyConfig, SiteId, SiteMemory,
     SiteView, Time,
 };
-use cosched::sim::backend::AttemptEnd;
+use cosched::sim::metrics::AttemptEnd;
 use cosched::sim::{self, Capacity, JobType, Scenario, SimOptions, SimResult, SiteParams};
 
 /// SplitMix64: a seeded stream for drawing grids (no RNG crate needed).

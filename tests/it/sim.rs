@@ -341,7 +341,7 @@ fn the_late_oracle_runs_the_first_window_until_a_job_ends_and_the_knee_after() {
         assert!(late.errors.is_empty() && !late.hang, "seed {seed}: {:?}", late.errors);
         let first_end = (late.attempts.iter())
             .filter(|a| {
-                a.end == sim::backend::AttemptEnd::Success || a.end == sim::backend::AttemptEnd::Failed
+                a.end == sim::metrics::AttemptEnd::Success || a.end == sim::metrics::AttemptEnd::Failed
             })
             .filter_map(|a| a.ended)
             .fold(f64::INFINITY, f64::min);
@@ -869,7 +869,7 @@ fn bad_types_are_diagnosed_with_the_scenario_the_field_and_what_to_do() {
 fn holds(r: &sim::SimResult, n_sites: usize) -> (Vec<(u64, u32)>, Vec<usize>) {
     let mut seen = std::collections::BTreeMap::new();
     let mut at = vec![0; n_sites];
-    for a in r.attempts.iter().filter(|a| a.end == sim::backend::AttemptEnd::Held) {
+    for a in r.attempts.iter().filter(|a| a.end == sim::metrics::AttemptEnd::Held) {
         *seen.entry((a.job, a.site)).or_insert(0) += 1;
         at[a.site as usize] += 1;
     }
@@ -898,7 +898,7 @@ fn a_job_held_for_a_cause_of_the_site_moves_elsewhere_after_its_first_hold_there
             assert!(twice.is_empty(), "{case}: (job, site) held more than once: {twice:?}");
             assert!(at[0] > 20 && at[1] == 0, "{case}: holds by site {at:?}");
             // A job held at a ran at b.
-            for a in r.attempts.iter().filter(|a| a.end == sim::backend::AttemptEnd::Held) {
+            for a in r.attempts.iter().filter(|a| a.end == sim::metrics::AttemptEnd::Held) {
                 assert_eq!(r.jobs[a.job as usize].site, 1, "{case}: job {} held at a ran at a", a.job);
             }
         }
