@@ -52,7 +52,9 @@ use std::sync::Arc;
 /// floor's runs than the ceiling's, until the floor's first verdict.
 /// 13: `adaptive`'s queue-wait estimate may hold memory's verdict on how the
 /// site starts jobs while a warm run's first cohort is watched.
-const FORMAT: u32 = 13;
+/// 14: `adaptive`'s first cohort is every job sent before any started (its
+/// last submission, and the submission times of those still to start).
+const FORMAT: u32 = 14;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

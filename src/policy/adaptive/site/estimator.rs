@@ -85,18 +85,27 @@ impl Default for Starting {
     }
 }
 
-/// The first cohort's starts so far.
+/// The first cohort's starts so far. The cohort is every job sent to the
+/// site before any of them started: a first window may go out in several
+/// submissions (one `condor_submit` per kind of job, each a moment after
+/// the other), and counted by one submission alone, the first kind's few
+/// jobs were "too few to tell" and made a site that starts jobs together
+/// keep a queue ahead (a Condor-C site of 24 slots ran 30 at once).
 #[derive(Clone, Copy, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Cohort {
-    /// When it was submitted, and how many of its jobs are still to start
-    /// or have started (a job withdrawn before starting leaves it).
+    /// When its first and its last job were submitted, and how many of
+    /// its jobs are still to start or have started (a job withdrawn before
+    /// starting leaves it).
     at: Time,
+    last_at: Time,
     size: u32,
     started: u32,
     first_start: Time,
     last_start: Time,
     /// Σ waits of the jobs that started.
     waited: f64,
+    /// Σ submission times of the jobs still to start.
+    unstarted_at: f64,
 }
 
 /// Fewer jobs than this cannot tell the two ways apart: the range of 8
@@ -112,9 +121,10 @@ impl Cohort {
             return Some(Starting::OneByOne);
         }
         if self.started > 0 {
-            // Jobs still waiting have waited since `at` up to the latest
-            // start at least.
-            let waiting = f64::from(self.size.saturating_sub(self.started)) * (self.last_start - self.at);
+            // Jobs still waiting have waited since their submission up to
+            // the latest start at least.
+            let unstarted = f64::from(self.size.saturating_sub(self.started));
+            let waiting = (unstarted * self.last_start - self.unstarted_at).max(0.0);
             let mean_were_all_started = (self.waited + waiting) / f64::from(self.size);
             // Told early, the mean is a bound summed in another order than
             // the whole cohort's: a tie must not be decided by rounding.
@@ -166,9 +176,13 @@ impl Waits {
         self.idle += 1;
         self.idle_since_sum += at;
         if let Some(cohort) = self.starting.cohort() {
-            if cohort.size == 0 || cohort.at == at {
-                cohort.at = at;
+            if cohort.size == 0 || cohort.started == 0 {
+                if cohort.size == 0 {
+                    cohort.at = at;
+                }
+                cohort.last_at = at;
                 cohort.size += 1;
+                cohort.unstarted_at += at;
             }
         }
     }
@@ -184,7 +198,8 @@ impl Waits {
             self.recent_starts = self.recent_starts * keep + 1.0;
         }
         if let Some(cohort) = self.starting.cohort() {
-            if cohort.size > 0 && submitted == cohort.at {
+            if cohort.size > 0 && (cohort.at..=cohort.last_at).contains(&submitted) {
+                cohort.unstarted_at -= submitted;
                 if started {
                     let first = if cohort.started == 0 { at } else { cohort.first_start.min(at) };
                     cohort.first_start = first;

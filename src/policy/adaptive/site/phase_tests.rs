@@ -412,6 +412,34 @@ fn a_cohort_that_starts_within_a_cycle_keeps_no_queue_ahead() {
 }
 
 #[test]
+fn a_first_window_sent_in_several_submissions_is_one_cohort() {
+    // Two kinds of job, one `condor_submit` each: 6 jobs at 0.0 s and 10 at
+    // 0.3 s, all started by one gridmanager poll at 49 s (the real pool's
+    // `cc`, blind to kinds). The 6 alone are too few to tell, and read as
+    // "one by one" the site kept a queue ahead that started all at once.
+    let mut site = Site::new("s".into(), 24.0, 1200.0, 16.0, rules(), None);
+    site.submitted(&(0..6).map(JobId).collect::<Vec<_>>(), 0.0);
+    site.submitted(&(6..16).map(JobId).collect::<Vec<_>>(), 0.3);
+    for job in 0..16 {
+        site.started(JobId(job), 49.0);
+    }
+    assert_eq!(site.waits.starting, Starting::Together);
+    assert_eq!(site.model(60.0, None).ahead, 0.0);
+    // A job sent once one of the cohort started is not the cohort's: its
+    // start tells nothing of how the first window started.
+    let mut site = Site::new("s".into(), 24.0, 1200.0, 16.0, rules(), None);
+    site.submitted(&(0..16).map(JobId).collect::<Vec<_>>(), 0.0);
+    site.started(JobId(0), 49.0);
+    site.submitted(&[JobId(16)], 50.0);
+    site.started(JobId(16), 55.0);
+    assert!(matches!(site.waits.starting, Starting::Watching(_)), "{:?}", site.waits.starting);
+    for job in 1..16 {
+        site.started(JobId(job), 60.0);
+    }
+    assert_eq!(site.waits.starting, Starting::Together);
+}
+
+#[test]
 fn a_site_that_runs_more_than_its_slots_keeps_no_queue_ahead() {
     // Its cohort started one by one, but 22 of our jobs run on 20 slots:
     // only jobs queued past the window start past the slots.
