@@ -21,7 +21,9 @@
 //! root, or a pool that cannot start: one line saying so and a failure, so CI
 //! never passes without it. `COSCHED_REAL_POOL=skip` skips the suite (one
 //! line, success) on a developer's machine without root; CI never sets it.
-//! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases. The cases that
+//! `COSCHED_REAL_POOL=CASE,CASE` runs only the named cases.
+//! `COSCHED_REAL_POOL_KEEP=1` keeps each pool's directory (the cases' logs,
+//! ledgers and run directories) once the pool is stopped. The cases that
 //! assert targets the default policy does not meet yet (`Lane::awaiting_policy`:
 //! issue 56's knee-below case, issue 55's two kinds) run when named or with
 //! `COSCHED_REAL_POOL_KNEES=1`, not by default; issue 56's knee-above,

@@ -152,6 +152,11 @@ impl Drop for Pool {
         let out =
             Command::new("bash").arg(pool_sh()).arg("stop").arg(&self.dir).stdin(Stdio::null()).output();
         match out {
+            // Kept on request, to read the cases' user logs, ledgers and
+            // run directories after the suite.
+            Ok(o) if o.status.success() && std::env::var_os("COSCHED_REAL_POOL_KEEP").is_some() => {
+                println!("real-pool suite: pool directory kept: {}", self.dir.display());
+            }
             Ok(o) if o.status.success() => {
                 let _ = std::fs::remove_dir_all(&self.dir);
             }
