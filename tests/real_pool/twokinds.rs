@@ -256,6 +256,18 @@ pub fn two_kinds_beat_blind(pool: &Pool) {
         "two-kinds: typed / blind makespan = {:.0} / {:.0} s = {ratio:.2}",
         typed.makespan, blind.makespan
     );
+    // README, "slots": a declared `slots` is the most of our jobs a site
+    // runs at once, whatever it could start (the pool has twice as many
+    // CPUs), knowing the kinds or not.
+    for (name, run) in [("typed", &typed), ("blind", &blind)] {
+        for (site, running) in SITES.iter().zip(&run.running) {
+            let peak = figures(running).total_peak;
+            assert!(
+                peak <= SLOTS + 1,
+                "two-kinds: the {name} run ran {peak} jobs at once at site {site}, declared at {SLOTS} slots"
+            );
+        }
+    }
     for (site, running) in SITES.iter().zip(&typed.running) {
         let f = figures(running);
         assert!(
