@@ -154,7 +154,9 @@ impl Drop for Pool {
         match out {
             // Kept on request, to read the cases' user logs, ledgers and
             // run directories after the suite.
-            Ok(o) if o.status.success() && std::env::var_os("COSCHED_REAL_POOL_KEEP").is_some() => {
+            Ok(o)
+                if o.status.success() && std::env::var("COSCHED_REAL_POOL_KEEP").is_ok_and(|v| v == "1") =>
+            {
                 println!("real-pool suite: pool directory kept: {}", self.dir.display());
             }
             Ok(o) if o.status.success() => {
