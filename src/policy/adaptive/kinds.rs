@@ -47,6 +47,10 @@
 //! they free, so the kinds together stay within the declared slots (two
 //! kinds on 24 slots of a 48-CPU site ran 27–28). Elsewhere the site's own
 //! queue holds the taker's jobs until then, and they may wait there ahead.
+//! What holds a kind at its floor (above) is its share, not the slots
+//! granted it so far: those grow as the others' jobs end, so its probes
+//! above can run (taken for a hold, they sent an I/O kind whose knee was 6
+//! from a floor of 4 to a check at 2).
 //! Every lane's first windows are known before any submits (a warm run's
 //! from memory), so the shares are set before the first lane plans:
 //! planned one after the other, each with the slots the ones before had
@@ -271,7 +275,7 @@ impl ByKind {
             let share = if together { entitled.min(free.max(out[t])) } else { entitled }.max(1.0);
             let others_checking =
                 (self.lanes.iter().enumerate()).any(|(u, l)| u != t && l.floor_checked(i).is_some());
-            if self.lanes[t].share_slots(i, share, others_checking, now) {
+            if self.lanes[t].share_slots(i, share, entitled.max(1.0), others_checking, now) {
                 grew.push(JobTypeId(t as u16));
             }
         }

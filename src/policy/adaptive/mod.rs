@@ -740,11 +740,12 @@ impl Adaptive {
         self.due.insert((key, i as u32));
     }
 
-    /// Bounds site `i`'s window by the slots other kinds leave this one;
-    /// returns whether the share grew or the floor is to be checked (the
-    /// lane looks at the site again now).
+    /// Bounds site `i`'s window by the slots other kinds leave this one
+    /// (`share`, those granted so far where the site starts at once; see
+    /// `kinds`' module doc); returns whether the share grew or the floor is
+    /// to be checked (the lane looks at the site again now).
     ///
-    /// A share at or under a floor that is the first window's holds the
+    /// A share it is `entitled` to at or under a floor that is the first window's holds the
     /// kind there: no probe above can run, so nothing will ever check the
     /// floor's runs, as where the first window is all the site holds. It
     /// is checked from the level below in the same way
@@ -753,7 +754,7 @@ impl Adaptive {
     /// kind's knee. Not while another kind checks its own floor there
     /// (`others_checking`), nor where the site's jobs wait longer to start
     /// than they run (`kinds`' module doc says why).
-    fn share_slots(&mut self, i: usize, share: f64, others_checking: bool, now: Time) -> bool {
+    fn share_slots(&mut self, i: usize, share: f64, entitled: f64, others_checking: bool, now: Time) -> bool {
         if self.slot_share.len() != self.sites.len() {
             self.slot_share = vec![None; self.sites.len()];
         }
@@ -762,7 +763,7 @@ impl Adaptive {
         let run = site.dist.as_ref().map_or(0.0, Distribution::mean);
         let refills_within_a_run = site.waits.mean(now).is_some_and(|wait| wait < run);
         let held_by_share =
-            !others_checking && refills_within_a_run && share <= site.floor && site.baseline_unchecked();
+            !others_checking && refills_within_a_run && entitled <= site.floor && site.baseline_unchecked();
         if held_by_share {
             site.check_held_floor();
         }
