@@ -745,10 +745,10 @@ impl Adaptive {
     /// `kinds`' module doc); returns whether the share grew or the floor is
     /// to be checked (the lane looks at the site again now).
     ///
-    /// A share it is `entitled` to at or under a floor that is the first window's holds the
-    /// kind there: no probe above can run, so nothing will ever check the
-    /// floor's runs, as where the first window is all the site holds. It
-    /// is checked from the level below in the same way
+    /// A share it is `entitled` to at or under a floor that is the first
+    /// window's holds the kind there: no probe above can run, so nothing
+    /// will ever check the floor's runs, as where the first window is all
+    /// the site holds. It is checked from the level below in the same way
     /// ([`Site::check_held_floor`]); the kinds sharing the slots are what
     /// the first window's level ran slowed by, where it is past this
     /// kind's knee. Not while another kind checks its own floor there
