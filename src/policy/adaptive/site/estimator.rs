@@ -42,8 +42,9 @@ pub struct Waits {
 /// its range would stay that of the starts so far, `l − f`, and its mean
 /// wait would be all the waiting done so far over the cohort's size `n`:
 /// `(Σ waits started + Σ (l − a_j) over the n − k still waiting) / n`, with
-/// `k` started and job `j` submitted at `a_j`. Starting later widens the range by all of the delay and the mean by
-/// only `(n − k)/n` of it, so that is the most the cohort can still look
+/// `k` started and job `j` submitted at `a_j`. Starting later widens the
+/// range by all of the delay and the mean by only `(n − k)/n` of it, so
+/// that is the most the cohort can still look
 /// like one cycle's: once the range so far is past it, the cohort starts one
 /// by one, whatever the rest do. Under exponential waits of mean `μ` the
 /// waiting done up to the k-th start is about `kμ` (memoryless: each start
