@@ -34,7 +34,10 @@
 //! `k` jobs idle at a site start after `W H(k)` (below), so as many move as
 //! bring the later of the two sites' last ends, `W H(k − m) + R` at the
 //! giver and `W' H(m) + R'` at the taker, furthest below `W H(k) + R` — when
-//! that gains the minute, even where one job alone would not.
+//! that gains the minute, even where one job alone would not. The giver's
+//! wait there is the one its waits prove (`proven_wait`, past its dead
+//! time), not the one routing presumes: a job gives up its place in a
+//! queue only on evidence.
 //!
 //! **The last wave.** Once the sites' room takes the whole pool, what is
 //! sent now is the last of it, and the run ends with the last of these
@@ -80,8 +83,20 @@ pub struct SiteModel {
     pub window: f64,
     /// Mean run time of a job there at the window, seconds.
     pub run: f64,
-    /// Mean queue wait of a new submission there, seconds (for routing).
+    /// Mean queue wait a new submission there is taken to face, seconds
+    /// (for routing): where little is known of the site's waits, a
+    /// cautious one.
     pub wait: f64,
+    /// The mean queue wait the waits there so far prove, at most `wait`.
+    /// The tail moves jobs already waiting by it: a job gives up its place
+    /// in a queue only on evidence.
+    #[serde(default)]
+    pub proven_wait: f64,
+    /// Of `proven_wait`, the part every job waits (the waits are a dead
+    /// time, then memoryless): the jobs waiting there now start after the
+    /// rest, `proven_wait − dead_time`, spread as exponential waits are.
+    #[serde(default)]
+    pub dead_time: f64,
     /// The wait Little's law queues jobs ahead for: the mean wait where it
     /// is known, 0 where it is not (a guess must not fill a queue).
     pub ahead: f64,
@@ -118,6 +133,8 @@ impl SiteModel {
         window: 0.0,
         run: 1.0,
         wait: 0.0,
+        proven_wait: 0.0,
+        dead_time: 0.0,
         ahead: 0.0,
         success: 1.0,
         draining: false,
@@ -159,8 +176,18 @@ impl SiteModel {
     /// Seconds until a job sent now to an uncrowded site succeeds, on
     /// average, retried there after failures.
     pub fn latency(&self) -> f64 {
+        self.latency_after(self.wait)
+    }
+
+    /// [`SiteModel::latency`] by the proven wait: what a job already
+    /// waiting there is known to face.
+    fn proven_latency(&self) -> f64 {
+        self.latency_after(self.proven_wait)
+    }
+
+    fn latency_after(&self, wait: f64) -> f64 {
         let q = self.success.clamp(1e-3, 1.0);
-        (self.wait + self.run) + (1.0 / q - 1.0) * (self.wait + self.run / 2.0)
+        (wait + self.run) + (1.0 / q - 1.0) * (wait + self.run / 2.0)
     }
 
     /// Jobs to have out there (idle and running) with `running` running.
@@ -575,7 +602,7 @@ impl Planner {
             .iter()
             .enumerate()
             .filter(|(i, _)| !book.idle_at(SiteId(*i as u32)).is_empty())
-            .map(|(i, m)| (if m.open { m.latency() } else { f64::INFINITY }, i))
+            .map(|(i, m)| (if m.open { m.proven_latency() } else { f64::INFINITY }, i))
             .collect();
         givers.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         // Jobs each taker has been given so far, whose waits race there.
@@ -584,7 +611,7 @@ impl Planner {
         for (latency, i) in givers {
             let site = SiteId(i as u32);
             let idle = book.idle_at(site);
-            let wait = self.models[i].wait;
+            let wait = (self.models[i].proven_wait - self.models[i].dead_time).max(0.0);
             // The last of `k` jobs still waiting here starts after `W H(k)`
             // (memoryless waits): that is what a move shortens.
             let last_here = |k: u64| if k == 0 { 0.0 } else { latency + wait * (harmonic(k as u32) - 1.0) };
@@ -627,6 +654,8 @@ mod tests {
             window,
             run,
             wait,
+            proven_wait: wait,
+            dead_time: 0.0,
             ahead: wait,
             success: 1.0,
             draining: false,
@@ -746,7 +775,7 @@ mod tests {
     fn with_the_pool_empty_idle_jobs_move_to_a_faster_site_with_room() {
         let mut book = JobBook::new(20, 2, 3);
         let mut planner = Planner::new(2);
-        let slow = SiteModel { wait: 5000.0, ahead: 5000.0, ..model(10.0, 100.0, 0.0) };
+        let slow = model(10.0, 100.0, 5000.0);
         planner.set_model(SiteId(1), slow, &book);
         let jobs = book.take(SiteId(1), 20);
         book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
@@ -756,6 +785,38 @@ mod tests {
         assert_eq!(moves[0].0, SiteId(1));
         assert_eq!(moves[0].1.len(), 10, "the fast site has room for its window");
         assert!(moves[0].1.contains(&JobId(19)), "the youngest go first");
+    }
+
+    #[test]
+    fn a_wait_presumed_turns_the_pool_away_but_moves_no_job_already_waiting() {
+        // Site 1 took 16 jobs and started none yet; they have waited 20 s,
+        // within the minute a grid site's start may take to be heard of:
+        // routing takes its wait as 20 s, the proof says nothing yet.
+        // Site 0 runs 10 s jobs after 8 s waits and has room for 8.
+        let mut book = JobBook::new(24, 2, 3);
+        let mut planner = Planner::new(2);
+        let unstarted = SiteModel { proven_wait: 0.0, ..model(16.0, 10.0, 20.0) };
+        planner.set_model(SiteId(1), unstarted, &book);
+        let jobs = book.take(SiteId(1), 16);
+        book.apply(SiteId(1), &SiteEvent::Submitted { jobs, at: 0.0 });
+        planner.set_model(SiteId(0), SiteModel { ahead: 0.0, ..model(8.0, 10.0, 8.0) }, &book);
+        let acts = planner.dispatch(20.0, &mut book, |_, _| String::new());
+        // Taken at a wait of 0, site 1 would finish the 8 by 35 s and site
+        // 0 only by 38 s: they would have waited for site 1.
+        assert_eq!(submitted_to(&acts, SiteId(0)), 8, "{acts:?}");
+        // Site 0 with room for 8 more: a presumption moves nothing there.
+        planner.set_model(SiteId(0), SiteModel { ahead: 0.0, ..model(16.0, 10.0, 8.0) }, &book);
+        assert!(planner.tail_moves(&book).is_empty(), "a presumption moves nothing");
+        // Presumed 200 s, still nothing moves; proven 200 s (or 200 s past
+        // a dead time), the youngest go to the site with room.
+        let presumed = SiteModel { proven_wait: 0.0, ..model(16.0, 10.0, 200.0) };
+        planner.set_model(SiteId(1), presumed, &book);
+        assert!(planner.tail_moves(&book).is_empty(), "a presumption moves nothing");
+        planner.set_model(SiteId(1), model(16.0, 10.0, 200.0), &book);
+        assert_eq!(planner.tail_moves(&book).len(), 1);
+        let late = SiteModel { proven_wait: 220.0, dead_time: 20.0, ..model(16.0, 10.0, 220.0) };
+        planner.set_model(SiteId(1), late, &book);
+        assert_eq!(planner.tail_moves(&book).len(), 1);
     }
 
     #[test]

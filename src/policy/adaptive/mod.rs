@@ -15,9 +15,11 @@
 //! **What is estimated, per site.** The healthy run-time distribution
 //! (Kaplan–Meier over runs made only at levels known healthy, running jobs
 //! censored: `runtime.rs`); the queue wait (the censored exponential's MLE:
-//! all waiting done over the starts); the failure rate (Laplace's rule);
-//! and the knee, as a floor (the highest level known healthy) and a ceiling
-//! (the lowest level seen degraded).
+//! all waiting done over the starts; for routing, before any start, at
+//! least the waiting jobs' mean age; for moving waiting jobs, a dead time
+//! then memoryless, `site::estimator`'s `Waits::proven`); the failure rate
+//! (Laplace's rule); and the knee, as a floor (the highest level known
+//! healthy) and a ceiling (the lowest level seen degraded).
 //!
 //! **Degraded or not.** While more than the floor run, Wald's SPRT weighs
 //! "every job runs κ (`degradation_factor`) times slower while more than

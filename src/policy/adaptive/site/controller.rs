@@ -67,6 +67,8 @@ impl Site {
             window: self.window,
             run: run.unwrap_or(1.0),
             wait: self.waits.pessimistic(now),
+            proven_wait: self.waits.proven(now),
+            dead_time: self.waits.dead_time(),
             // Jobs kept waiting ahead start whenever the queue lets them, so
             // more than the window would run: not while the first cohort's
             // runs are still to become the baseline at that level, and only
@@ -662,7 +664,7 @@ impl Site {
                 // A site that starts nothing sends no events, but its wait
                 // grows with the waiting: look again each time it doubles, so
                 // routing and the tail see it (O(log) looks, not a poll).
-                at((first + 2.0 * (now - first)).max(first + START_NEWS).max(now + 1.0));
+                at((first + 2.0 * (now - first)).max(now + 1.0));
             }
         }
         if let Some(t) = self.closed_until.filter(|&t| t > now) {

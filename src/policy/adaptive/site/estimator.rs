@@ -16,6 +16,16 @@ pub struct Waits {
     pub(super) idle: u64,
     pub(super) idle_since_sum: f64,
     pub starts: u64,
+    /// Σ waits of the jobs that started, the shortest of them (the dead
+    /// time every job waits, as far as the starts show), and the jobs that
+    /// left the queue unstarted: the shifted exponential of
+    /// [`Waits::proven`].
+    #[serde(default)]
+    pub(super) started_waited: f64,
+    #[serde(default)]
+    pub(super) shortest_start: Option<f64>,
+    #[serde(default)]
+    pub(super) left_unstarted: u64,
     /// The same estimate over about the last `memory` starts: all the
     /// waiting done (by jobs started, withdrawn or still idle) up to
     /// `recent_at`, and the starts, each start discounting both by
@@ -193,6 +203,13 @@ impl Waits {
         self.idle_since_sum -= submitted;
         self.closed += (at - submitted).max(0.0);
         self.starts += u64::from(started);
+        let wait = (at - submitted).max(0.0);
+        if started {
+            self.started_waited += wait;
+            self.shortest_start = Some(self.shortest_start.map_or(wait, |s| s.min(wait)));
+        } else {
+            self.left_unstarted += 1;
+        }
         if started {
             let keep = 1.0 - 1.0 / memory.max(1.0);
             self.recent_waited *= keep;
@@ -229,7 +246,7 @@ impl Waits {
     }
     /// All the waiting done so far, seconds.
     pub fn exposure(&self, now: Time) -> f64 {
-        self.closed + (self.idle as f64 * now - self.idle_since_sum).max(0.0)
+        self.closed + self.waited_idle(now)
     }
     /// The mean wait, once three jobs started (before that it is too noisy
     /// to queue jobs ahead by).
@@ -239,14 +256,49 @@ impl Waits {
     /// A wait for routing at any time: the waiting so far over the starts,
     /// or over one before the first (a site that starts nothing looks slower
     /// the longer it does so). Before the first start, each idle job's first
-    /// [`START_NEWS`] seconds are no evidence: HTCondor-G hears of a remote
-    /// start only when it next polls the site.
+    /// [`START_NEWS`] seconds are no evidence of a long wait (HTCondor-G
+    /// hears of a remote start only when it next polls the site), but none
+    /// of a short one either: the wait is then at least the mean age of the
+    /// jobs waiting. Taken as 0 there, a site whose first starts came late
+    /// (its jobs queued for the CPUs another site's jobs held) looked the
+    /// fastest of all, and the pool waited for it while a site running jobs
+    /// stood empty.
     pub fn pessimistic(&self, now: Time) -> f64 {
         if self.starts == 0 {
-            let late = (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
-            return self.closed + late;
+            let mean_age = if self.idle == 0 { 0.0 } else { self.waited_idle(now) / self.idle as f64 };
+            return self.proven(now).max(mean_age);
         }
         self.exposure(now) / self.starts as f64
+    }
+    /// The wait the waits so far prove, for moving jobs already waiting
+    /// here. Before the first start, the waiting past each idle job's first
+    /// [`START_NEWS`] seconds (as [`Waits::pessimistic`], but no mean age:
+    /// a presumption moves nothing). After it, the waits as a dead time `d`
+    /// (the shortest wait started) and then exponential: `d` plus the
+    /// waiting past `d` over the starts (the MLE of the shifted
+    /// exponential). Where a site forwards jobs and then starts them
+    /// together (a Condor-C site: 25 s of forwarding on the real pool), the
+    /// first start heard is `d`, not the mean of a wait 16 jobs shared:
+    /// the plain estimate made it 400 s, and the tail took the jobs back
+    /// just as the site started them. Where waits are memoryless from the
+    /// start, `d` is the least of many draws, near 0, and the two agree.
+    pub fn proven(&self, now: Time) -> f64 {
+        let Some(dead) = self.shortest_start else {
+            return self.closed + (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
+        };
+        let started = (self.started_waited - self.starts as f64 * dead).max(0.0);
+        let unstarted = self.closed - self.started_waited;
+        let withdrawn = (unstarted - self.left_unstarted as f64 * dead).max(0.0);
+        let idle = (self.idle as f64 * (now - dead) - self.idle_since_sum).max(0.0);
+        dead + (started + withdrawn + idle) / self.starts.max(1) as f64
+    }
+    /// The dead time of [`Waits::proven`]: the shortest wait started.
+    pub fn dead_time(&self) -> f64 {
+        self.shortest_start.unwrap_or(0.0)
+    }
+    /// All the waiting done so far by the jobs waiting now.
+    fn waited_idle(&self, now: Time) -> f64 {
+        (self.idle as f64 * now - self.idle_since_sum).max(0.0)
     }
 }
 

@@ -50,6 +50,7 @@ impl Site {
             // site that slow (not a probe parked there while others have
             // room, to be moved once its wait, counted from zero, grew).
             self.waits.closed = self.idle_timeout;
+            self.waits.left_unstarted = 1;
             self.waits.recent_waited = self.idle_timeout;
         }
         if let Some((succeeded, failed)) = m.attempts {
@@ -57,9 +58,12 @@ impl Site {
         }
         self.waits.starting = Starting::from_memory(m.starts_one_by_one);
         if let Some(w) = m.mean_wait {
-            // As if three jobs had waited that long.
+            // As if three jobs had waited that long, from the first
+            // second (memory keeps no dead time: the plain estimate).
             self.waits.closed = 3.0 * w;
             self.waits.starts = 3;
+            self.waits.started_waited = 3.0 * w;
+            self.waits.shortest_start = Some(0.0);
             (self.waits.recent_waited, self.waits.recent_starts) = (3.0 * w, 3.0);
         }
     }
