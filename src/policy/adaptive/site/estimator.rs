@@ -204,13 +204,11 @@ impl Waits {
         self.closed += (at - submitted).max(0.0);
         self.starts += u64::from(started);
         let wait = (at - submitted).max(0.0);
-        if started {
+        if !started {
+            self.left_unstarted += 1;
+        } else {
             self.started_waited += wait;
             self.shortest_start = Some(self.shortest_start.map_or(wait, |s| s.min(wait)));
-        } else {
-            self.left_unstarted += 1;
-        }
-        if started {
             let keep = 1.0 - 1.0 / memory.max(1.0);
             self.recent_waited *= keep;
             self.recent_starts = self.recent_starts * keep + 1.0;
@@ -277,10 +275,9 @@ impl Waits {
     /// (the shortest wait started) and then exponential: `d` plus the
     /// waiting past `d` over the starts (the MLE of the shifted
     /// exponential). Where a site forwards jobs and then starts them
-    /// together (a Condor-C site: 25 s of forwarding on the real pool), the
-    /// first start heard is `d`, not the mean of a wait 16 jobs shared:
-    /// the plain estimate made it 400 s, and the tail took the jobs back
-    /// just as the site started them. Where waits are memoryless from the
+    /// together (a Condor-C site), its first start heard is `d`, not one
+    /// start over the waiting of all its jobs, which would take them back
+    /// just as the site starts them. Where waits are memoryless from the
     /// start, `d` is the least of many draws, near 0, and the two agree.
     pub fn proven(&self, now: Time) -> f64 {
         let Some(dead) = self.shortest_start else {
@@ -863,6 +860,35 @@ mod tests {
         open.push(Observation { time: 230.0, ended: false });
         let open = Distribution::estimate(&open).unwrap();
         assert_eq!(past_longest(&open, SCALES[SCALES.len() - 1]), FAR_PAST * open.longest_seen());
+    }
+
+    #[test]
+    fn a_late_first_start_is_a_dead_time_to_moves_and_a_long_wait_to_routing() {
+        // 16 jobs sent at 0 s; the first start heard at 25 s, as a Condor-C
+        // site's after forwarding them together.
+        let mut waits = Waits::default();
+        for _ in 0..16 {
+            waits.submitted(0.0);
+        }
+        assert_eq!(waits.proven(20.0), 0.0, "within the minute a start takes to be heard of");
+        assert_eq!(waits.pessimistic(20.0), 20.0, "routing: the jobs' mean age");
+        waits.left(0.0, 25.0, true, 16.0);
+        assert_eq!(waits.pessimistic(25.0), 16.0 * 25.0, "one start over all the waiting");
+        assert_eq!((waits.proven(25.0), waits.dead_time()), (25.0, 25.0));
+        // Ten seconds on with no other start, the waiting past 25 s counts.
+        assert_eq!(waits.proven(35.0), 25.0 + 15.0 * 10.0);
+        // Memoryless waits of 10 s: the shortest start is near 0, and the
+        // two estimates are near each other.
+        let mut memoryless = Waits::default();
+        for _ in 0..16 {
+            memoryless.submitted(0.0);
+        }
+        for i in 0..16 {
+            let wait = -10.0 * (1.0 - (f64::from(i) + 0.5) / 16.0).ln();
+            memoryless.left(0.0, wait, true, 16.0);
+        }
+        let (plain, proven) = (memoryless.pessimistic(60.0), memoryless.proven(60.0));
+        assert!((plain - 10.0).abs() < 1.0 && proven <= plain && proven > 0.95 * plain, "{plain} {proven}");
     }
 
     #[test]
