@@ -54,7 +54,10 @@ use std::sync::Arc;
 /// site starts jobs while a warm run's first cohort is watched.
 /// 14: `adaptive`'s first cohort is every job sent before any started (its
 /// last submission, and the submission times of those still to start).
-const FORMAT: u32 = 14;
+/// 15: `adaptive`'s queue-wait estimate keeps the started jobs' waits, the
+/// shortest of them and the jobs that left unstarted (the wait proven, a
+/// dead time then memoryless, that moves go by).
+const FORMAT: u32 = 15;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

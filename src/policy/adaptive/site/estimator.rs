@@ -281,7 +281,8 @@ impl Waits {
     /// start, `d` is the least of many draws, near 0, and the two agree.
     pub fn proven(&self, now: Time) -> f64 {
         let Some(dead) = self.shortest_start else {
-            return self.closed + (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
+            let late = (self.idle as f64 * (now - START_NEWS) - self.idle_since_sum).max(0.0);
+            return (self.closed + late) / self.starts.max(1) as f64;
         };
         let started = (self.started_waited - self.starts as f64 * dead).max(0.0);
         let unstarted = self.closed - self.started_waited;
