@@ -162,8 +162,10 @@ impl Reachability {
 }
 
 /// How long a Condor-C job that the gridmanager may be forwarding (managed,
-/// no remote id yet) is left alone before it is removed anyway: removing it
-/// mid-forward would leave its remote copy held at the remote schedd.
+/// no remote id yet, or a remote copy held while its input is spooled to
+/// it) is left alone before it is removed anyway: removing it mid-forward
+/// would leave its remote copy held at the remote schedd, or fail its
+/// stage-in and leave the local copy held.
 const FORWARD_PATIENCE: f64 = 120.0;
 /// How soon deferred removals are looked at again (real seconds).
 const LATER_EVERY: std::time::Duration = std::time::Duration::from_secs(5);
@@ -380,7 +382,8 @@ impl CondorSite {
         let mut procs: Vec<(i64, i64)> = jobs.iter().filter_map(|j| self.out.get(j)).copied().collect();
         let (mut finished, running, forwarding) = self.remote_progress(&procs).await;
         // Being forwarded: removing it now would leave its remote copy held
-        // at the remote schedd; wait for its remote id (not forever).
+        // at the remote schedd, or fail its stage-in; wait for its remote id
+        // and its input (not forever).
         let now = self.now();
         let mut wait = Vec::new();
         for &job in jobs {
@@ -582,8 +585,7 @@ impl CondorSite {
                 tracing::debug!(site = %self.config.name, "removing remote copies at {schedd}: {e}");
                 continue;
             }
-            let asked =
-                self.condor.query_remote(&schedd, &pool, &ids, &["ClusterId", "ProcId", "JobStatus"]).await;
+            let asked = self.condor.query_remote(&schedd, &pool, &ids, &REMOTE_STATUS_ATTRIBUTES).await;
             let Ok(ads) = asked else { continue };
             let status = job_statuses(&ads);
             for (local, remote) in pairs {
@@ -619,7 +621,8 @@ impl CondorSite {
         let mut running = Vec::new();
         let mut forwarding = Vec::new();
         for ad in &local {
-            if ad.status == 1 && ad.managed && ad.grid_job_id.is_none() && !self.resource_down {
+            let spooling = remote.get(&ad.proc) == Some(&SPOOLING);
+            if ad.status == 1 && ad.managed && (ad.grid_job_id.is_none() || spooling) && !self.resource_down {
                 forwarding.push(ad.proc);
             }
             let grid_done =
@@ -999,9 +1002,8 @@ async fn remote_states<'a>(
     let mut out = BTreeMap::new();
     for ((schedd, pool), pairs) in by_remote_schedd(ads) {
         let remotes: Vec<(i64, i64)> = pairs.iter().map(|p| p.1).collect();
-        let asked = condor
-            .query_remote(&schedd, &pool, &procs_constraint(&remotes), &["ClusterId", "ProcId", "JobStatus"])
-            .await;
+        let asked =
+            condor.query_remote(&schedd, &pool, &procs_constraint(&remotes), &REMOTE_STATUS_ATTRIBUTES).await;
         match asked {
             Ok(ads) => {
                 let seen = job_statuses(&ads);
@@ -1015,12 +1017,26 @@ async fn remote_states<'a>(
     out
 }
 
-/// `JobStatus` by (cluster, proc) of `condor_q -json` ads.
+/// What a remote copy's status is read from.
+const REMOTE_STATUS_ATTRIBUTES: [&str; 4] = ["ClusterId", "ProcId", "JobStatus", "HoldReasonCode"];
+
+/// The status [`job_statuses`] gives a copy held while the gridmanager
+/// spools its input to it (`JobStatus` 5, `HoldReasonCode` 16): a Condor-C
+/// job still being forwarded, not one held for a cause. Removed now, its
+/// stage-in fails ("Failed to receive GoAhead") and the local copy is held
+/// ("Job disappeared from remote schedd").
+const SPOOLING: i64 = -2;
+
+/// `JobStatus` by (cluster, proc) of `condor_q -json` ads, [`SPOOLING`]
+/// for a copy held for its input's spooling.
 fn job_statuses(ads: &[serde_json::Value]) -> BTreeMap<(i64, i64), i64> {
     ads.iter()
         .filter_map(|ad| {
             let id = (ad.get("ClusterId")?.as_i64()?, ad.get("ProcId")?.as_i64()?);
-            Some((id, ad.get("JobStatus")?.as_i64()?))
+            let status = ad.get("JobStatus")?.as_i64()?;
+            let spooling =
+                status == 5 && ad.get("HoldReasonCode").and_then(serde_json::Value::as_i64) == Some(16);
+            Some((id, if spooling { SPOOLING } else { status }))
         })
         .collect()
 }
@@ -1181,8 +1197,10 @@ impl LocalAd {
             // The remote copy runs or ran: the local copy just has not heard.
             Some(2 | 4 | 6 | 7) => return Verdict::Started,
             // Gone from the remote queue while the local copy waits: it may
-            // have finished there; the next poll tells.
-            Some(-1) if waited < FORWARD_PATIENCE => return Verdict::Wait,
+            // have finished there; the next poll tells. Or still being
+            // forwarded, its input spooled to it: wait for the spooling to
+            // end, as for its remote id below.
+            Some(-1 | SPOOLING) if waited < FORWARD_PATIENCE => return Verdict::Wait,
             _ => {}
         }
         // Managed by the gridmanager, no remote id yet: it may be creating
@@ -1297,6 +1315,22 @@ mod tests {
             assert!(d >= base * 0.75 && d <= base * 1.25, "attempt {attempt}: {d} vs base {base}");
         }
         assert_ne!(backoff("a-b00001", 1), backoff("b-b00001", 1), "jitter depends on the batch");
+    }
+
+    #[test]
+    fn a_remote_copy_held_for_its_input_spooling_is_told_from_one_held_for_a_cause() {
+        let ads: Vec<serde_json::Value> = serde_json::from_str(
+            r#"[{"ClusterId": 9, "ProcId": 0, "JobStatus": 5, "HoldReasonCode": 16},
+                {"ClusterId": 9, "ProcId": 1, "JobStatus": 5, "HoldReasonCode": 13},
+                {"ClusterId": 9, "ProcId": 2, "JobStatus": 5},
+                {"ClusterId": 9, "ProcId": 3, "JobStatus": 1, "HoldReasonCode": 16}]"#,
+        )
+        .unwrap();
+        let statuses = job_statuses(&ads);
+        assert_eq!(statuses[&(9, 0)], SPOOLING);
+        assert_eq!(statuses[&(9, 1)], 5);
+        assert_eq!(statuses[&(9, 2)], 5);
+        assert_eq!(statuses[&(9, 3)], 1, "a code left from an earlier hold, released since");
     }
 
     #[test]
@@ -1685,8 +1719,15 @@ mod tests {
         assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(2), false, 0.0), Started);
         assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(4), false, 0.0), Started);
         assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(Some(1), false, 0.0), NotStarted);
-        // Still spooling (held remotely) has not started either.
+        // Held remotely for a cause has not started either; held while its
+        // input is spooled to it, it is still being forwarded: wait, but
+        // not forever.
         assert_eq!(local_ad(1, remote_id, None, true).verdict(Some(5), false, 0.0), NotStarted);
+        assert_eq!(local_ad(1, remote_id, None, true).verdict(Some(SPOOLING), false, 0.0), Wait);
+        assert_eq!(
+            local_ad(1, remote_id, None, true).verdict(Some(SPOOLING), false, FORWARD_PATIENCE),
+            NotStarted
+        );
         // The remote schedd cannot be asked: the gridmanager's last poll.
         assert_eq!(local_ad(1, remote_id, Some("RUNNING"), true).verdict(None, false, 0.0), Started);
         assert_eq!(local_ad(1, remote_id, Some("IDLE"), true).verdict(None, false, 0.0), NotStarted);

@@ -730,6 +730,42 @@ fn a_site_that_has_started_nothing_does_not_hold_the_pool_from_one_that_runs_job
 }
 
 #[test]
+fn a_site_whose_first_runs_end_is_refilled_while_another_has_run_nothing() {
+    // `cc` starts its jobs only at its first cycle, 25 s in; `local`'s first
+    // cohort of runs of 5–15 s ends from about 5 s on. Each of those ends
+    // frees a slot the 8 jobs left should take at once: planned as if it
+    // ran jobs in a second, `cc` looked able to end them all sooner.
+    let sc = parsed(
+        "[scenarios.S]\nn_jobs = 40\nbase_runtime = 10\njitter = 0.5\nsites = [\n  \
+         { name = \"local\", slots = 16, wait_mean = 0.1 },\n  \
+         { name = \"cc\", slots = 16, wait_mean = 1, negotiation_period = 25, poll_period = 5 },\n]\n",
+    );
+    for seed in 1..=8 {
+        let opts = SimOptions { trace: true, keep_attempts: true, ..SimOptions::default() };
+        let r = sim::run(&sc, &policy("adaptive"), seed, &opts);
+        assert!(r.errors.is_empty(), "seed {seed}: {:?}", r.errors);
+        let at_local: Vec<_> = r.attempts.iter().filter(|a| a.site == 0).collect();
+        let mut ends: Vec<f64> = at_local.iter().filter_map(|a| a.ended).collect();
+        ends.sort_by(f64::total_cmp);
+        // From the third end of the first cohort on (two ends are the
+        // least a run-time estimate is made of; before, no site's runs are
+        // known and a site's first ends leave it running as it was), the
+        // k-th end (k ≤ 8, the jobs left) sends the k-th job after it
+        // within a second.
+        let mut refills: Vec<f64> = at_local.iter().map(|a| a.submitted).filter(|&t| t > 0.0).collect();
+        refills.sort_by(f64::total_cmp);
+        for (k, end) in ends.iter().enumerate().take(8).skip(2) {
+            let refill = refills.get(k).copied().unwrap_or(f64::INFINITY);
+            assert!(
+                refill <= end + 1.0,
+                "seed {seed}: local's end {} at {end:.1} s was refilled only at {refill:.1} s",
+                k + 1
+            );
+        }
+    }
+}
+
+#[test]
 fn bulk_gives_every_site_the_same_mix_of_kinds() {
     // M3: 750 I/O and 1,500 CPU jobs over 300 and 100 slots, split 3:1.
     let r = sim::run(&mixed("M3"), &policy("bulk"), 2, &SimOptions::default());

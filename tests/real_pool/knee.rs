@@ -551,6 +551,10 @@ pub fn knee_above_first_window(pool: &Pool) {
 /// Issue 56, item 1: a search must pay for itself. The sites of
 /// [`knee_above_first_window`], 160 jobs of 10–14 s: about one thrashed
 /// wave under bulk, where throttling cannot win back what a search costs.
+/// One run's ratio varies by more than the margin the bar leaves (nineteen
+/// runs, CI and by hand: 0.75–1.12 × bulk, mean 0.90, standard deviation
+/// 0.10; a late probe at `cc` makes the slow ones), so the bar is on
+/// [`SEARCH_ROUNDS`] rounds.
 pub fn search_pays_for_itself(pool: &Pool) {
     let setup = Setup {
         name: "search-pays",
@@ -560,8 +564,48 @@ pub fn search_pays_for_itself(pool: &Pool) {
         knee: Some(Knee { c: 24, beta: 1.0 }),
         patience: MINUTES(15),
     };
-    let (bulk, default) = both(pool, &setup);
-    assert_ratio(&setup, &default, &bulk, 1.10);
+    let ratio = rounds(pool, &setup, SEARCH_ROUNDS, |_| {});
+    assert!(
+        ratio <= 1.10,
+        "{}: the default policy's makespan was {ratio:.2} × bulk's over {SEARCH_ROUNDS} rounds (at most 1.10)",
+        setup.name
+    );
+}
+
+/// Rounds of [`search_pays_for_itself`]: its lane's longest case is
+/// knee-above (about 1,000 s), and three rounds of about 260 s keep `.ci/run`
+/// within its hour.
+const SEARCH_ROUNDS: usize = 3;
+
+/// Runs bulk and the default `n` times, alternately (a drift of the pool's
+/// pace falls on both alike), checks each default run with `each`, and
+/// returns the default's total makespan over bulk's: the mean ratio a user
+/// who runs the case `n` times sees, each round weighed by its length.
+fn rounds(pool: &Pool, setup: &Setup, n: usize, each: impl Fn(&Run)) -> f64 {
+    let (mut bulk_total, mut default_total) = (0.0, 0.0);
+    let mut ratios = Vec::new();
+    for round in 1..=n {
+        let bulk = run_setup(pool, setup, Some("bulk"), round);
+        let default = run_setup(pool, setup, None, round);
+        each(&default);
+        bulk_total += bulk.makespan;
+        default_total += default.makespan;
+        ratios.push(default.makespan / bulk.makespan);
+        println!(
+            "{} round {round}: default / bulk makespan = {:.0} / {:.0} s = {:.2}",
+            setup.name,
+            default.makespan,
+            bulk.makespan,
+            default.makespan / bulk.makespan
+        );
+    }
+    let ratio = default_total / bulk_total;
+    println!(
+        "{}: default / bulk makespan over {n} rounds = {default_total:.0} / {bulk_total:.0} s = {ratio:.2} \
+         (rounds {ratios:.2?})",
+        setup.name
+    );
+    ratio
 }
 
 /// Issue 56, item 2: a knee below the first window. 16 slots, two sites
@@ -598,10 +642,10 @@ pub fn knee_below_first_window(pool: &Pool) {
 ///
 /// The makespan is about 65 s, and most of it is HTCondor's latencies (a
 /// negotiation cycle, the gridmanager's poll of `cc`), not the 25 s of work
-/// per CPU: one run of each policy varies by ±10% (bulk 62–67 s, the default
-/// 57–77 s over six runs each), as much as the bar. So the case runs both
-/// policies `HEALTHY_ROUNDS` times, alternately (a drift of the pool's pace
-/// falls on both alike), and the bar is on the median of the rounds' ratios.
+/// per CPU: the default's makespan varies from round to round by more than
+/// the bar (`cc`'s forwarding, spooling and first negotiation take 30–45 s
+/// before its jobs start). So the case runs both policies [`HEALTHY_ROUNDS`]
+/// times, and the bar is on the total makespans ([`rounds`]).
 /// More jobs would not do instead: with more than a probe's reach of jobs
 /// left after the first cohort, the default policy checks its first window
 /// below (a knee under it cannot be probed from above), which on healthy
@@ -610,10 +654,7 @@ pub fn knee_below_first_window(pool: &Pool) {
 /// bulk): that would measure the check, not whether the policy keeps up.
 pub fn healthy_sites_keep_up(pool: &Pool) {
     let setup = Setup { name: "healthy", n: 40, work: None, slots: 16, knee: None, patience: MINUTES(8) };
-    let mut ratios = Vec::new();
-    for round in 1..=HEALTHY_ROUNDS {
-        let bulk = run_setup(pool, &setup, Some("bulk"), round);
-        let default = run_setup(pool, &setup, None, round);
+    let ratio = rounds(pool, &setup, HEALTHY_ROUNDS, |default| {
         assert_eq!(
             default.ledger.cut_short, 0,
             "{}: executions cut short on healthy sites",
@@ -626,25 +667,18 @@ pub fn healthy_sites_keep_up(pool: &Pool) {
             default.case.name,
             default.summary
         );
-        ratios.push(default.makespan / bulk.makespan);
-        println!(
-            "{} round {round}: default / bulk makespan = {:.0} / {:.0} s = {:.2}",
-            setup.name,
-            default.makespan,
-            bulk.makespan,
-            default.makespan / bulk.makespan
-        );
-    }
-    ratios.sort_by(f64::total_cmp);
-    let median = ratios[ratios.len() / 2];
-    println!("{}: default / bulk makespan, median of {HEALTHY_ROUNDS} rounds = {median:.2}", setup.name);
+    });
     assert!(
-        median <= 1.10,
-        "{}: the default policy's makespan was {median:.2} × bulk's at the median of {HEALTHY_ROUNDS} rounds \
-         (ratios {ratios:.2?}; at most 1.10)",
+        ratio <= 1.10,
+        "{}: the default policy's makespan was {ratio:.2} × bulk's over {HEALTHY_ROUNDS} rounds (at most 1.10)",
         setup.name
     );
 }
 
-/// An odd count, so that the median is one round's ratio.
-const HEALTHY_ROUNDS: usize = 3;
+/// Rounds of the healthy case. Eighteen rounds of one policy gave ratios
+/// of 0.64–1.16 (mean 0.94, standard deviation 0.18), five of them over
+/// 1.10: the median of three rounds exceeded the bar in about one CI in
+/// four, the mean of three would in one in seventeen, the mean of seven
+/// in about one in a hundred. Seven rounds of about 140 s fit beside the
+/// lane of knee-above and search-pays (about 1,800 s).
+const HEALTHY_ROUNDS: usize = 7;

@@ -198,7 +198,8 @@
 //! its search ended at its slots, every job left waits there. The pool is
 //! water-filled by expected finish time, a site's run time its own runs'
 //! or, while it has none (none ended yet, or all learned afresh after a
-//! verdict), the median site's, but never less than its
+//! verdict), the median ready site's (while none is ready, the median of
+//! the first cohorts' runs so far), but never less than its
 //! youngest running job's age (a first cohort far past a knee ends long
 //! after the others' runs would; counting on it to end soon held the jobs
 //! left for the slots it would free). Once the pool is empty, idle jobs, and
@@ -497,8 +498,12 @@ impl Adaptive {
         values.get(values.len() / 2).copied()
     }
 
+    /// The run time a site with none of its own is planned with: the
+    /// median ready site's healthy mean, or while no site's runs are ready,
+    /// the median of the first cohorts' runs so far (None before any ended).
     fn median_run(&self) -> Option<f64> {
         self.median_over_ready(None, Distribution::mean)
+            .or_else(|| self.median_over(None, |s| s.dist.as_ref(), Distribution::mean))
     }
 
     /// The run time the tail is looked at by: the median site's healthy
@@ -576,7 +581,19 @@ impl Adaptive {
             }
             self.sites[i].maybe_reprobe(now);
         }
-        if self.sites[i].ready() != self.ready[i] {
+        // Until its first cohort's runs are ready, a site's ends move the
+        // median of what the sites hold: while no site is ready, that is
+        // what a site with no runs of its own is planned with. Taken as a
+        // second instead, such a site looked able to end the pool at once
+        // and held the jobs left from one whose runs were known (a Condor-C
+        // site forwarding its first cohort, `local`'s refills held until
+        // its verdict on the real pool). Looked at again only once it moved
+        // by a tenth: O(sites) per end of a first cohort.
+        let held_moved = !self.ready[i]
+            && self.sites[i].dist.is_some()
+            && !self.ready.iter().any(|&r| r)
+            && self.median_run().is_some_and(|m| self.fallback_run.is_none_or(|f| (m / f - 1.0).abs() > 0.1));
+        if self.sites[i].ready() != self.ready[i] || held_moved {
             self.ready[i] = self.sites[i].ready();
             let fallback = self.median_run();
             if fallback != self.fallback_run {

@@ -231,6 +231,18 @@ impl Waits {
             }
         }
     }
+    /// A warm start: as if three jobs had waited `mean` seconds each. They
+    /// are counted as started waits but set no dead time (memory keeps
+    /// none): this run's first start does, so that a site that forwards
+    /// its jobs before starting them (a Condor-C site) has the jobs it
+    /// holds moved no sooner in a warm run than in a cold one.
+    pub(super) fn remember(&mut self, mean: f64) {
+        self.closed = 3.0 * mean;
+        self.starts = 3;
+        self.started_waited = 3.0 * mean;
+        self.shortest_start = None;
+        (self.recent_waited, self.recent_starts) = (3.0 * mean, 3.0);
+    }
     /// Whether jobs waiting here are known to start one by one
     /// ([`Starting`]): only there may a queue be kept ahead.
     pub fn one_by_one(&self) -> bool {
@@ -890,6 +902,25 @@ mod tests {
         }
         let (plain, proven) = (memoryless.pessimistic(60.0), memoryless.proven(60.0));
         assert!((plain - 10.0).abs() < 1.0 && proven <= plain && proven > 0.95 * plain, "{plain} {proven}");
+    }
+
+    #[test]
+    fn a_warm_start_leaves_the_dead_time_to_this_runs_first_start() {
+        // Memory says jobs wait 5 s here; this run's 16 jobs are forwarded
+        // together and the first start is heard at 25 s.
+        let mut waits = Waits::default();
+        waits.remember(5.0);
+        for _ in 0..16 {
+            waits.submitted(0.0);
+        }
+        assert_eq!(waits.proven(20.0), 5.0, "within the minute a start takes to be heard of: memory's wait");
+        waits.left(0.0, 25.0, true, 16.0);
+        assert_eq!(waits.dead_time(), 25.0);
+        // Memory's three waits were shorter than the dead time: they add
+        // nothing past it, and the 15 jobs still waiting are not moved on
+        // memory's 5 s while the site forwards them.
+        assert_eq!(waits.proven(25.0), 25.0);
+        assert_eq!(waits.proven(33.0), 25.0 + 15.0 * 8.0 / 4.0);
     }
 
     #[test]

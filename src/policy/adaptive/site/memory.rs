@@ -58,13 +58,7 @@ impl Site {
         }
         self.waits.starting = Starting::from_memory(m.starts_one_by_one);
         if let Some(w) = m.mean_wait {
-            // As if three jobs had waited that long, from the first
-            // second (memory keeps no dead time: the plain estimate).
-            self.waits.closed = 3.0 * w;
-            self.waits.starts = 3;
-            self.waits.started_waited = 3.0 * w;
-            self.waits.shortest_start = Some(0.0);
-            (self.waits.recent_waited, self.waits.recent_starts) = (3.0 * w, 3.0);
+            self.waits.remember(w);
         }
     }
 
