@@ -551,10 +551,10 @@ pub fn knee_above_first_window(pool: &Pool) {
 /// Issue 56, item 1: a search must pay for itself. The sites of
 /// [`knee_above_first_window`], 160 jobs of 10–14 s: about one thrashed
 /// wave under bulk, where throttling cannot win back what a search costs.
-/// One run's ratio varies by more than the margin the bar leaves (nineteen
-/// runs, CI and by hand: 0.75–1.12 × bulk, mean 0.90, standard deviation
-/// 0.10; a late probe at `cc` makes the slow ones), so the bar is on
-/// [`SEARCH_ROUNDS`] rounds.
+/// One run's ratio varies by more than the margin the bar leaves (a late
+/// probe at `cc` makes the slow ones; the runs measured are in
+/// BENCHMARKS.md, "The real pool"), so the bar is on [`SEARCH_ROUNDS`]
+/// rounds.
 pub fn search_pays_for_itself(pool: &Pool) {
     let setup = Setup {
         name: "search-pays",
@@ -572,9 +572,9 @@ pub fn search_pays_for_itself(pool: &Pool) {
     );
 }
 
-/// Rounds of [`search_pays_for_itself`]: its lane's longest case is
-/// knee-above (about 1,000 s), and three rounds of about 260 s keep `.ci/run`
-/// within its hour.
+/// Rounds of [`search_pays_for_itself`]: its spread is narrower than the
+/// healthy case's, and its lane's longest case is knee-above (about 1,000
+/// s): three rounds of about 240 s keep `.ci/run` within its hour.
 const SEARCH_ROUNDS: usize = 3;
 
 /// Runs bulk and the default `n` times, alternately (a drift of the pool's
@@ -675,10 +675,9 @@ pub fn healthy_sites_keep_up(pool: &Pool) {
     );
 }
 
-/// Rounds of the healthy case. Eighteen rounds of one policy gave ratios
-/// of 0.64–1.16 (mean 0.94, standard deviation 0.18), five of them over
-/// 1.10: the median of three rounds exceeded the bar in about one CI in
-/// four, the mean of three would in one in seventeen, the mean of seven
-/// in about one in a hundred. Seven rounds of about 140 s fit beside the
-/// lane of knee-above and search-pays (about 1,800 s).
+/// Rounds of the healthy case: enough that, at the spread a round's ratio
+/// was measured to have (BENCHMARKS.md, "The real pool"), their mean
+/// passes the bar by chance in about one CI in a hundred; the median of
+/// three did in one in four. Seven rounds of about 140 s fit beside the
+/// lane of knee-above and search-pays (about 1,700 s).
 const HEALTHY_ROUNDS: usize = 7;
