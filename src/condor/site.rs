@@ -125,7 +125,44 @@ pub struct CondorSite {
 
 /// Of some Condor-C jobs: (finished remotely, running remotely unknown to
 /// the local copy with when that was seen, being forwarded).
-type RemoteProgress = (Vec<(i64, i64)>, Vec<((i64, i64), Time)>, Vec<(i64, i64)>);
+/// What the remote copies of Condor-C jobs say, read against their local
+/// copies ([`RemoteProgress::of`]).
+#[derive(Debug, Default, PartialEq)]
+struct RemoteProgress {
+    /// The remote copy finished or is sending its output back.
+    finished: Vec<(i64, i64)>,
+    /// The remote copy runs while the local copy still says idle, with when
+    /// that was seen (its start, for what a removal cuts short).
+    running: Vec<((i64, i64), Time)>,
+    /// Still being forwarded: no remote id yet, or a remote copy held while
+    /// its input is spooled. Taking it back now would leave its remote copy
+    /// held, or fail its stage-in.
+    forwarding: Vec<(i64, i64)>,
+}
+
+impl RemoteProgress {
+    /// `local`'s copies against their remote copies' `JobStatus`
+    /// ([`job_statuses`]), seen at `now`. While the site's grid resource is
+    /// down nothing is being forwarded: the gridmanager is not trying.
+    fn of(local: &[LocalAd], remote: &BTreeMap<(i64, i64), i64>, now: Time, resource_down: bool) -> Self {
+        let mut progress = Self::default();
+        for ad in local {
+            let spooling = remote.get(&ad.proc) == Some(&SPOOLING);
+            if ad.status == 1 && ad.managed && (ad.grid_job_id.is_none() || spooling) && !resource_down {
+                progress.forwarding.push(ad.proc);
+            }
+            let grid_done =
+                ad.grid_job_status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("COMPLETED"));
+            match remote.get(&ad.proc) {
+                Some(4 | 6) => progress.finished.push(ad.proc),
+                _ if grid_done => progress.finished.push(ad.proc),
+                Some(2 | 7) if ad.status == 1 => progress.running.push((ad.proc, now)),
+                _ => {}
+            }
+        }
+        progress
+    }
+}
 
 /// A removal waiting to be tried again.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -380,7 +417,7 @@ impl CondorSite {
     /// first, so that the execution cut short is counted.
     async fn remove_now(&mut self, jobs: &[JobId]) -> Vec<SiteEvent> {
         let mut procs: Vec<(i64, i64)> = jobs.iter().filter_map(|j| self.out.get(j)).copied().collect();
-        let (mut finished, running, forwarding) = self.remote_progress(&procs).await;
+        let RemoteProgress { mut finished, running, forwarding } = self.remote_progress(&procs).await;
         // Being forwarded: removing it now would leave its remote copy held
         // at the remote schedd, or fail its stage-in; wait for its remote id
         // and its input (not forever).
@@ -616,25 +653,7 @@ impl CondorSite {
         };
         let local: Vec<LocalAd> = ads.iter().filter_map(LocalAd::read).map(|(_, ad)| ad).collect();
         let remote = remote_states(&self.condor, &self.config.name, local.iter()).await;
-        let now = self.now();
-        let mut finished = Vec::new();
-        let mut running = Vec::new();
-        let mut forwarding = Vec::new();
-        for ad in &local {
-            let spooling = remote.get(&ad.proc) == Some(&SPOOLING);
-            if ad.status == 1 && ad.managed && (ad.grid_job_id.is_none() || spooling) && !self.resource_down {
-                forwarding.push(ad.proc);
-            }
-            let grid_done =
-                ad.grid_job_status.as_deref().is_some_and(|s| s.eq_ignore_ascii_case("COMPLETED"));
-            match remote.get(&ad.proc) {
-                Some(4 | 6) => finished.push(ad.proc),
-                _ if grid_done => finished.push(ad.proc),
-                Some(2 | 7) if ad.status == 1 => running.push((ad.proc, now)),
-                _ => {}
-            }
-        }
-        (finished, running, forwarding)
+        RemoteProgress::of(&local, &remote, self.now(), self.resource_down)
     }
 
     /// Retries the removals and withdrawals kept for later.
@@ -1741,6 +1760,35 @@ mod tests {
         assert_eq!(local_ad(1, None, None, true).verdict(None, false, FORWARD_PATIENCE), NotStarted);
         // Not yet picked up by the gridmanager: nothing was forwarded.
         assert_eq!(local_ad(1, None, None, false).verdict(None, false, 0.0), NotStarted);
+    }
+
+    #[test]
+    fn a_removal_waits_for_copies_still_being_forwarded_or_spooled() {
+        let remote_id = Some("condor personal@vm 127.0.0.1:9618 12.3");
+        let ad = |proc: (i64, i64), status, grid_id: Option<&str>, grid_status: Option<&str>| LocalAd {
+            proc,
+            ..local_ad(status, grid_id, grid_status, true)
+        };
+        let local = [
+            ad((1, 0), 1, None, None),              // no remote id yet
+            ad((1, 1), 1, remote_id, None),         // its input being spooled
+            ad((1, 2), 1, remote_id, Some("IDLE")), // forwarded, idle there
+            ad((1, 3), 1, remote_id, Some("IDLE")), // runs there, unknown here
+            ad((1, 4), 2, remote_id, Some("RUNNING")),
+            ad((1, 5), 1, remote_id, Some("COMPLETED")),
+            ad((1, 6), 1, remote_id, None), // finished there
+        ];
+        let remote = BTreeMap::from([((1, 1), SPOOLING), ((1, 2), 1), ((1, 3), 2), ((1, 4), 2), ((1, 6), 4)]);
+        let progress = RemoteProgress::of(&local, &remote, 30.0, false);
+        assert_eq!(progress.forwarding, vec![(1, 0), (1, 1)]);
+        assert_eq!(progress.running, vec![((1, 3), 30.0)]);
+        assert_eq!(progress.finished, vec![(1, 5), (1, 6)]);
+        // With the grid resource down the gridmanager forwards nothing, so
+        // nothing is waited for.
+        assert!(RemoteProgress::of(&local, &remote, 30.0, true).forwarding.is_empty());
+        // Not yet picked up by the gridmanager (not managed): nothing to wait for.
+        let unmanaged = [LocalAd { managed: false, ..ad((1, 0), 1, None, None) }];
+        assert!(RemoteProgress::of(&unmanaged, &remote, 30.0, false).forwarding.is_empty());
     }
 
     #[test]
