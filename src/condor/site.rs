@@ -123,8 +123,6 @@ pub struct CondorSite {
     audit_next: Time,
 }
 
-/// Of some Condor-C jobs: (finished remotely, running remotely unknown to
-/// the local copy with when that was seen, being forwarded).
 /// What the remote copies of Condor-C jobs say, read against their local
 /// copies ([`RemoteProgress::of`]).
 #[derive(Debug, Default, PartialEq)]
@@ -638,9 +636,8 @@ impl CondorSite {
         (taken, left)
     }
 
-    /// Of `procs` (Condor-C jobs only): those whose remote copy has finished
-    /// or is sending its output back, and those whose remote copy runs while
-    /// the local copy still says idle (with when it started, run time).
+    /// What the remote copies of `procs` say ([`RemoteProgress`]): nothing
+    /// where the site is not Condor-C or its local queue cannot be asked.
     async fn remote_progress(&mut self, procs: &[(i64, i64)]) -> RemoteProgress {
         let condor_c =
             self.config.grid_resource.as_ref().is_some_and(|g| g.raw.trim_start().starts_with("condor "));
