@@ -125,7 +125,7 @@ pub struct CondorSite {
 
 /// What the remote copies of Condor-C jobs say, read against their local
 /// copies ([`RemoteProgress::of`]).
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 struct RemoteProgress {
     /// The remote copy finished or is sending its output back.
     finished: Vec<(i64, i64)>,
