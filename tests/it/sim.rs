@@ -655,6 +655,52 @@ fn the_kinds_together_run_no_more_than_a_sites_declared_slots() {
     }
 }
 
+/// A kind's ceiling seen while another kind took the site past its knee is
+/// stale once that kind has left: the knee in its own jobs moved up by the
+/// load that left. Here the short kind runs out by about 700 s; the long
+/// kind, degraded at 33 under it, must try above 33 within two of its runs
+/// after that, not wait to re-probe a level held ten runs (at about 3,500 s).
+#[test]
+fn a_ceiling_seen_under_another_kinds_overload_is_probed_again_once_that_kind_has_left() {
+    use cosched::policy::{CapacityMemory, DecisionKind, JobId};
+    let sc = parsed(
+        "[scenarios.S]\ntypes = [\n  { name = \"long\", n_jobs = 660, base_runtime = 220, jitter = 0.05, load = 0.9 },\n  \
+         { name = \"short\", n_jobs = 1000, base_runtime = 80, jitter = 0.2, load = 0.45 },\n]\nsites = [\n  \
+         { name = \"one\", slots = 800, capacity = 120, beta = 0.2, wait_mean = 40 },\n]\n",
+    );
+    let types = sim::run_spec(&sc, CapacityMemory::new()).types;
+    let short = types.ids().find(|&t| types.name(t) == "short").expect("a short kind");
+    for seed in 1..=3 {
+        let opts = SimOptions { trace: true, keep_attempts: true, ..SimOptions::default() };
+        let r = sim::run(&sc, &policy("adaptive"), seed, &opts);
+        assert!(r.errors.is_empty() && !r.hang, "seed {seed}: {:?}", r.errors);
+        let short_gone = (r.attempts.iter())
+            .filter(|a| types.of(JobId(a.job)) == short)
+            .filter_map(|a| a.ended)
+            .fold(0.0, f64::max);
+        let long = |d: &&cosched::policy::Decision| d.job_kind.as_deref() == Some("long");
+        let ceiling = (r.decisions.iter().filter(long))
+            .filter(|d| d.at < short_gone)
+            .filter_map(|d| match d.kind {
+                DecisionKind::Verdict { healthy: false, level, .. } => Some(level),
+                _ => None,
+            })
+            .fold(f64::INFINITY, f64::min);
+        assert!(
+            ceiling < 60.0,
+            "seed {seed}: the long kind degraded under the short one's load ({ceiling:.0})"
+        );
+        let above = (r.decisions.iter().filter(long)).find(|d| {
+            d.at > short_gone && matches!(d.kind, DecisionKind::Window { window, .. } if window > ceiling)
+        });
+        let above = above.map_or(f64::INFINITY, |d| d.at);
+        assert!(
+            above <= short_gone + 2.0 * 220.0,
+            "seed {seed}: the short kind gone at {short_gone:.0} s, the long kind first above {ceiling:.0} at {above:.0} s"
+        );
+    }
+}
+
 /// The real pool's two-kinds case (two sites of 24 slots that start at
 /// once, a file server serving 6 I/O jobs, beta 1): the I/O kind's checks
 /// below go 16, 8, 4, and 4 is under its knee, so a check below 4 can only

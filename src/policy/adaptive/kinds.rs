@@ -69,6 +69,25 @@
 //! nothing the one-kind policy would not hold it to, and a heavy kind
 //! risks no more than a probe's overshoot.
 //!
+//! **A ceiling under another kind's load.** A lane's ceiling at a site is
+//! the level of its kind seen degraded beside what the other kinds ran
+//! there then: its knee is C less their load, over its own ℓ. When most
+//! of that load leaves (a kind of short runs took the site past its knee,
+//! then ran out), the knee in this kind's jobs moves up by what left, and
+//! a ceiling held for `reprobe_after` runs holds the kind under a knee
+//! that is gone. The loads are unknown, so it is counted in jobs, and only
+//! the jobs of kinds seen slowed at the site count: a kind of load ℓ slows
+//! by `1 + ℓ (D − 1)`, so a kind never seen slowed may be as light as a
+//! CPU-bound one (ℓ = 0.02), and its leaving moves no knee. The ceiling
+//! goes stale where such jobs, counted at its verdict, fell by
+//! `probe_gain − 1` times the ceiling: had they loaded as much as this
+//! kind's, the knee moved up a probe's step or more. A stale ceiling
+//! becomes one a re-probe assumes (`probe_gain` × it) and a level held is
+//! re-probed at once; the lane's own test judges the probe, so a wrong
+//! guess costs one probe's overshoot, and never while a verdict is being
+//! refined or its floor checked (draining, rechecking). With one kind
+//! nothing else loads the site and no ceiling goes stale.
+//!
 //! **Not learned (yet).** Each kind's load relative to the others', and
 //! the site's capacity in load: a lane knows the others only through its
 //! own runs and the count above. So a kind new at a site starts from the
@@ -119,6 +138,16 @@ pub struct ByKind {
     /// Per site, the most of our jobs of every kind it ran when one kind
     /// was judged healthy there.
     healthy_with: Vec<f64>,
+    /// Per kind and site, how many jobs of each other kind seen slowed
+    /// there ran there at the kind's last degraded verdict: the load its
+    /// ceiling was seen under.
+    ceiling_under: Vec<Vec<Option<Vec<f64>>>>,
+    /// Per kind and site, whether a verdict there found the kind's runs
+    /// slowed: a kind that loads the site's resource.
+    slowed: Vec<Vec<bool>>,
+    /// `probe_gain`: a ceiling seen under the other kinds' jobs goes stale
+    /// once as many of them as a probe's step above it have left.
+    gain: f64,
     /// Each site's slots, where sites.toml gives them.
     slots: Vec<Option<f64>>,
     /// Each lane's decisions, marked with its kind, and each site's window
@@ -153,6 +182,9 @@ impl ByKind {
             told: vec![vec![(0.0, None); spec.sites.len()]; spec.types.len()],
             windows: vec![vec![0.0; spec.sites.len()]; spec.types.len()],
             healthy_with: vec![0.0; spec.sites.len()],
+            ceiling_under: vec![vec![None; spec.sites.len()]; spec.types.len()],
+            slowed: vec![vec![false; spec.sites.len()]; spec.types.len()],
+            gain: params.rules().gain,
             slots: spec.sites.iter().map(|info| info.slots.map(f64::from)).collect(),
             decided: Vec::new(),
         }
@@ -213,6 +245,12 @@ impl ByKind {
                         widened.push(u);
                     }
                 }
+            }
+            if let DecisionKind::Verdict { healthy: false, .. } = d.kind {
+                let i = d.site.index();
+                self.slowed[t.index()][i] = true;
+                let under = self.loading(t.index(), i);
+                self.ceiling_under[t.index()][i] = Some(under);
             }
             let own = Decision { job_kind: Some(self.names[t.index()].clone()), ..d.clone() };
             match d.kind {
@@ -282,6 +320,43 @@ impl ByKind {
         grew
     }
 
+    /// How many jobs of each kind other than `t` seen slowed at site `i`
+    /// run there now (none of the others).
+    fn loading(&self, t: usize, i: usize) -> Vec<f64> {
+        (self.lanes.iter().enumerate())
+            .map(|(u, lane)| {
+                let loads = u != t && self.slowed[u][i];
+                if loads {
+                    f64::from(lane.book.counts(SiteId(i as u32)).running)
+                } else {
+                    0.0
+                }
+            })
+            .collect()
+    }
+
+    /// The kinds whose ceiling at site `i` was seen under the jobs of other
+    /// kinds seen slowed there, `probe_gain − 1` times the ceiling of which
+    /// have left since: that ceiling is re-probed ("A ceiling under another
+    /// kind's load" above). Returns the kinds whose window grew.
+    fn stale_ceilings(&mut self, i: usize, now: Time) -> Vec<JobTypeId> {
+        let mut grew = Vec::new();
+        for t in 0..self.lanes.len() {
+            let Some(then) = &self.ceiling_under[t][i] else { continue };
+            let left: f64 =
+                then.iter().zip(self.loading(t, i)).map(|(then, now)| (then - now).max(0.0)).sum();
+            if left < (self.gain - 1.0) * self.lanes[t].sites[i].ceiling {
+                continue;
+            }
+            let Some(grown) = self.lanes[t].ceiling_stale(i, now) else { continue };
+            self.ceiling_under[t][i] = None;
+            if grown {
+                grew.push(JobTypeId(t as u16));
+            }
+        }
+        grew
+    }
+
     fn kinds(&self) -> impl Iterator<Item = JobTypeId> {
         (0..self.lanes.len() as u16).map(JobTypeId)
     }
@@ -305,8 +380,13 @@ impl Policy for ByKind {
                     }
                 }
                 // What a kind wants here shrinks as its jobs run out, with
-                // no new window told: the others' shares follow it.
-                for u in self.share_slots(site.index(), now) {
+                // no new window told: the others' shares follow it, and a
+                // ceiling seen under the jobs that left may be stale.
+                let mut look = self.share_slots(site.index(), now);
+                look.extend(self.stale_ceilings(site.index(), now));
+                look.sort();
+                look.dedup();
+                for u in look {
                     self.feed(u, now, &Input::Tick, &mut out);
                 }
             }

@@ -750,6 +750,17 @@ impl Adaptive {
         true
     }
 
+    /// Site `i`'s ceiling was seen under a load that has left
+    /// ([`Site::ceiling_stale`]); returns whether the window grew, the
+    /// site then looked at on the next tick (`None`: not now).
+    fn ceiling_stale(&mut self, i: usize, now: Time) -> Option<bool> {
+        let grew = self.sites[i].ceiling_stale(now)?;
+        if grew {
+            self.look_now(i, now);
+        }
+        Some(grew)
+    }
+
     fn look_now(&mut self, i: usize, now: Time) {
         if let Some(key) = self.due_at[i].take() {
             self.due.remove(&(key, i as u32));

@@ -632,12 +632,41 @@ impl Site {
         if now < since + self.rules.reprobe_after * run || self.window >= self.cap {
             return false;
         }
+        self.reprobe(now);
+        true
+    }
+
+    /// The ceiling was seen degraded under a load that has since left the
+    /// site (`adaptive::kinds`, "A ceiling under another kind's load"): the
+    /// knee in this kind's jobs moved up by that load, unknown, so the
+    /// ceiling becomes one a re-probe assumes, `probe_gain` × the old one,
+    /// and a level held is re-probed now. Not while draining or rechecking
+    /// (`None`: look again later): the verdict behind those is being
+    /// refined or checked. Returns whether the window grew.
+    pub fn ceiling_stale(&mut self, now: Time) -> Option<bool> {
+        if self.ceiling >= self.cap || self.ceiling_assumed {
+            return Some(false);
+        }
+        match self.phase {
+            Phase::Holding { .. } => {
+                self.reprobe(now);
+                Some(true)
+            }
+            Phase::Testing => {
+                self.ceiling = (self.ceiling * self.rules.gain).min(self.cap);
+                self.ceiling_assumed = true;
+                Some(false)
+            }
+            Phase::Draining { .. } | Phase::Rechecking(_) => None,
+        }
+    }
+
+    fn reprobe(&mut self, now: Time) {
         self.phase = Phase::Testing;
         self.ceiling = (self.ceiling.max(self.floor) * self.rules.gain).min(self.cap);
         self.ceiling_assumed = true;
         self.window = (self.floor * self.ceiling).sqrt().max(self.floor + 1.0).min(self.cap);
         self.new_test(now);
-        true
     }
 
     /// When this site next needs looking at; `reprobe`: whether a level
