@@ -1,11 +1,12 @@
 #!/usr/bin/env python3
-"""Writes benches/scale.toml: one grid of 500 sites at 10^4, 10^5 and 10^6 jobs (issue 15).
+"""Writes benches/scale.toml: one grid of 500 sites at 10^4, 10^5 and 10^6 jobs (issue 15),
+of one kind (X4-X6) and of three (XT4-XT6, issue 55).
 
   python3 benches/scale_grid.py > benches/scale.toml
   python3 benches/scale_grid.py --sites 100 > benches/sites100.toml   # for `cosched submit --simulate`
 
-The sites are the same in every scenario, only n_jobs differs, so the three runs
-measure how the simulator's cost grows with jobs. Mixed knees (a quarter never
+The sites are the same in every scenario, only the jobs differ, so the runs
+measure how the simulator's cost grows with jobs, and with kinds. Mixed knees (a quarter never
 saturate, the rest at 20-100 % of their slots, thrashing from none to steep),
 queue waits of 30-600 s, a fifth of the sites failing 1-20 % of attempts, a few
 capacity windows. No dead site: bulk and jobrouter would hang at the horizon.
@@ -60,6 +61,12 @@ def sites_file(n_sites):
     return "\n".join(out)
 
 
+# The typed scenarios' kinds: (name, share of the jobs, run time, load). The
+# same jobs' count and about the same mean run time as the one-kind ones, so
+# that a typed run's cost can be set against a one-kind run's (issue 55).
+KINDS = [("io", 0.4, 450, 0.9), ("cpu", 0.35, 800, 0.05), ("mixed", 0.25, 550, 0.45)]
+
+
 def scenarios():
     sites = [site(i) for i in range(500)]
     print("# 500 sites for the simulator's scaling bench (issue 15); made by benches/scale_grid.py.")
@@ -71,6 +78,21 @@ def scenarios():
         print(f"n_jobs = {n}")
         print("base_runtime = 600")
         print("jitter = 0.3")
+        print("sites = [")
+        print("\n".join(sites))
+        print("]")
+    # The same sites and job counts in three kinds (issue 55: a typed run
+    # within 1.5 x the time of a one-kind one); a site's capacity is in load.
+    for name, n in [("XT4", 10_000), ("XT5", 100_000), ("XT6", 1_000_000)]:
+        counts = [int(n * share) for _, share, _, _ in KINDS]
+        counts[0] += n - sum(counts)
+        print()
+        print(f"[scenarios.{name}]")
+        print(f'desc = "500 mixed sites, {n} jobs of three kinds (io, cpu, mixed), ~600 s on average"')
+        print("types = [")
+        for (kind, _, runtime, load), count in zip(KINDS, counts):
+            print(f'  {{ name = "{kind}", n_jobs = {count}, base_runtime = {runtime}, jitter = 0.3, load = {load} }},')
+        print("]")
         print("sites = [")
         print("\n".join(sites))
         print("]")

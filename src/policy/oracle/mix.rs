@@ -35,9 +35,15 @@
 //! unused (no mix that ends every kind together needs them) go to the kind
 //! that would finish last.
 //!
-//! Cost: a dense simplex over `sites × kinds + 1` variables and
-//! `2 sites + kinds` constraints, some twenty times per mix, solved again
-//! only when a kind's jobs left fell by a fraction or a capacity changed.
+//! **Cost.** The programme is solved by columns (`Columns`, Dantzig–Wolfe):
+//! each column a whole mix, every site at a vertex of its own slots and
+//! load, found per site in O(kinds²) from the kinds' prices, so a column
+//! costs O(sites × kinds²) and the weights' programme has `kinds + 1`
+//! rows whatever the sites; the columns are kept across the horizon's
+//! search, some twenty programmes per mix. A dense simplex over every
+//! (site, kind) costs O(sites²) per pivot and about `sites` pivots
+//! (BENCHMARKS.md, "Scale"). The mix is solved again only when a kind's
+//! jobs left fell by a fraction or a capacity changed.
 //! What it does not do: stay near the last mix. The programme's optimum is
 //! often not unique, and two solutions in a row may trade a site's kinds,
 //! whose planners then withdraw the jobs waiting past the new shares.
@@ -70,100 +76,213 @@ const BISECTIONS: u32 = 16;
 pub fn solve(sites: &[MixSite], loads: &[f64], left: &[f64]) -> Vec<Vec<f64>> {
     let kinds = loads.len();
     let mut x = vec![vec![0.0; kinds]; sites.len()];
-    // One variable per (site, kind) that can run there and has jobs left.
-    let vars: Vec<(usize, usize)> = (0..sites.len())
-        .flat_map(|i| (0..kinds).map(move |t| (i, t)))
-        .filter(|&(i, t)| sites[i].rate[t] > 0.0 && left[t] > 0.0 && sites[i].slots >= 1.0)
-        .filter(|&(i, t)| loads[t] <= sites[i].capacity)
+    // Per site, the kinds that can run there and have jobs left.
+    let runs: Vec<Vec<usize>> = (sites.iter())
+        .map(|site| {
+            (0..kinds)
+                .filter(|&t| site.rate[t] > 0.0 && left[t] > 0.0 && site.slots >= 1.0)
+                .filter(|&t| loads[t] <= site.capacity)
+                .collect()
+        })
         .collect();
-    if vars.is_empty() {
+    if runs.iter().all(Vec::is_empty) {
         return x;
     }
-    let n = vars.len() + 1;
-    let theta = vars.len();
-    let mut rows: Vec<Vec<f64>> = Vec::new();
-    let mut rhs: Vec<f64> = Vec::new();
-    for (i, site) in sites.iter().enumerate() {
-        let mut slots = vec![0.0; n];
-        let mut load = vec![0.0; n];
-        for (v, &(s, t)) in vars.iter().enumerate() {
-            if s == i {
-                slots[v] = 1.0;
-                load[v] = loads[t];
-            }
-        }
-        if slots.iter().any(|&a| a > 0.0) {
-            rows.push(slots);
-            rhs.push(site.slots);
-            if site.capacity.is_finite() {
-                rows.push(load);
-                rhs.push(site.capacity.max(0.0));
-            }
-        }
+    let mut columns = Columns { sites, loads, left, runs: &runs, pool: Vec::new() };
+    for t in (0..kinds).filter(|&t| left[t] > 0.0) {
+        let only_t: Vec<f64> = (0..kinds).map(|u| if u == t { 1.0 } else { 0.0 }).collect();
+        columns.add_best(&only_t);
     }
-    // Jobs one slot of kind `t` at site `i` ends by `T` from now: its
-    // first job starts after the wait, the next as one ends.
-    let ends_by = |horizon: f64, i: usize, t: usize| {
-        (sites[i].rate[t] * (horizon - sites[i].wait).max(0.0) + ROUNDING).floor()
-    };
-    // How far the kinds' jobs left can be ended by `T`: `θ ≥ 1` where the
-    // mix ends them all.
-    let programme = |horizon: f64| -> Vec<f64> {
-        let mut rows = rows.clone();
-        let mut rhs = rhs.clone();
-        for (t, &m) in left.iter().enumerate() {
-            if m <= 0.0 {
-                continue;
-            }
-            let mut row = vec![0.0; n];
-            for (v, &(i, s)) in vars.iter().enumerate() {
-                if s == t {
-                    row[v] = -ends_by(horizon, i, t) / m;
-                }
-            }
-            row[theta] = 1.0;
-            rows.push(row);
-            rhs.push(0.0);
-        }
-        let mut objective = vec![0.0; n];
-        objective[theta] = 1.0;
-        simplex(&rows, &rhs, &objective)
-    };
     // The soonest `T`: from the first run of every kind at its best site,
     // doubled until the jobs fit, then halved down to a part in 2^BISECTIONS.
     let first = (0..kinds)
         .filter(|&t| left[t] > 0.0)
         .map(|t| {
-            vars.iter()
-                .filter(|v| v.1 == t)
-                .map(|&(i, _)| sites[i].wait + 1.0 / sites[i].rate[t])
+            (sites.iter().zip(&runs))
+                .filter(|(_, runs)| runs.contains(&t))
+                .map(|(site, _)| site.wait + 1.0 / site.rate[t])
                 .fold(f64::INFINITY, f64::min)
         })
         .fold(0.0, f64::max);
     let mut hi = first.max(1.0);
-    let mut solution = programme(hi);
+    let mut solution = columns.programme(hi);
     let mut doublings = 0;
-    while solution[theta] < 1.0 && doublings < MAX_DOUBLINGS {
+    while solution.0 < 1.0 && doublings < MAX_DOUBLINGS {
         hi *= 2.0;
-        solution = programme(hi);
+        solution = columns.programme(hi);
         doublings += 1;
     }
     let mut lo = if doublings == 0 { 0.0 } else { hi / 2.0 };
     for _ in 0..BISECTIONS {
         let mid = 0.5 * (lo + hi);
-        let at_mid = programme(mid);
-        if at_mid[theta] >= 1.0 {
+        let at_mid = columns.programme(mid);
+        if at_mid.0 >= 1.0 {
             hi = mid;
             solution = at_mid;
         } else {
             lo = mid;
         }
     }
-    for (v, &(i, t)) in vars.iter().enumerate() {
-        x[i][t] = solution[v].max(0.0);
+    for (weight, column) in solution.1.iter().zip(&columns.pool) {
+        if *weight > 0.0 {
+            for (i, row) in x.iter_mut().enumerate() {
+                for (t, a) in row.iter_mut().enumerate() {
+                    *a += weight * column[i * kinds + t];
+                }
+            }
+        }
     }
     whole_jobs(sites, loads, left, &mut x);
     x
+}
+
+/// The programme by columns (Dantzig–Wolfe): each column is a whole mix,
+/// every site at a vertex of its own slots and load; the mixes the
+/// programme weighs are the columns' convex combinations, which are every
+/// mix within the sites' slots and load (a product of polytopes is the
+/// hull of its vertices' products). A column the weights' prices say would
+/// raise θ is added until none would: the optimum of the whole programme.
+/// Each site's best vertex has at most two kinds, so the pricing costs
+/// O(sites × kinds²), and the weights' programme has a row per kind and
+/// one more, whatever the sites. The columns hold for every `T` (only how
+/// many jobs they end depends on it), so the horizon's search keeps them.
+struct Columns<'a> {
+    sites: &'a [MixSite],
+    loads: &'a [f64],
+    left: &'a [f64],
+    runs: &'a [Vec<usize>],
+    /// Each column's `x[site × kinds + kind]`.
+    pool: Vec<Vec<f64>>,
+}
+
+/// Columns after which the weights take what they have (a safeguard: a
+/// few dozen reach the optimum).
+const MAX_COLUMNS: usize = 2000;
+
+impl Columns<'_> {
+    /// Jobs one slot of kind `t` at site `i` ends by `T` from now: its
+    /// first job starts after the wait, the next as one ends.
+    fn ends_by(&self, horizon: f64, i: usize, t: usize) -> f64 {
+        let site = &self.sites[i];
+        (site.rate[t] * (horizon - site.wait).max(0.0) + ROUNDING).floor()
+    }
+
+    /// Per kind, the share of its jobs left that `column` ends by `T`.
+    fn shares(&self, horizon: f64, column: &[f64]) -> Vec<f64> {
+        let kinds = self.loads.len();
+        (0..kinds)
+            .map(|t| {
+                if self.left[t] <= 0.0 {
+                    return 0.0;
+                }
+                let ends: f64 =
+                    (0..self.sites.len()).map(|i| self.ends_by(horizon, i, t) * column[i * kinds + t]).sum();
+                ends / self.left[t]
+            })
+            .collect()
+    }
+
+    /// How far the kinds' jobs left can be ended by `T` (`θ ≥ 1` where a
+    /// mix ends them all), and the columns' weights in that mix.
+    fn programme(&mut self, horizon: f64) -> (f64, Vec<f64>) {
+        let kinds = self.loads.len();
+        let with_jobs: Vec<usize> = (0..kinds).filter(|&t| self.left[t] > 0.0).collect();
+        let mut shares: Vec<Vec<f64>> = self.pool.iter().map(|c| self.shares(horizon, c)).collect();
+        loop {
+            // max θ: θ − Σ_k λ_k share_kt ≤ 0 for each kind with jobs
+            // left, Σ_k λ_k ≤ 1; variables λ_1.., θ.
+            let n = self.pool.len() + 1;
+            let mut rows: Vec<Vec<f64>> =
+                (with_jobs.iter()).map(|&t| shares.iter().map(|s| -s[t]).chain([1.0]).collect()).collect();
+            rows.push((0..n).map(|k| if k + 1 < n { 1.0 } else { 0.0 }).collect());
+            let mut rhs = vec![0.0; with_jobs.len()];
+            rhs.push(1.0);
+            let objective: Vec<f64> = (0..n).map(|k| if k + 1 < n { 0.0 } else { 1.0 }).collect();
+            let (mut solution, duals) = simplex(&rows, &rhs, &objective);
+            let theta = solution[n - 1];
+            solution.truncate(n - 1);
+            // A new column's reduced cost: what the kinds' prices make of
+            // the jobs it ends, less the price of a whole mix.
+            let mut prices = vec![0.0; kinds];
+            for (r, &t) in with_jobs.iter().enumerate() {
+                prices[t] = duals[r] / self.left[t];
+            }
+            let mix_price = duals[with_jobs.len()];
+            let priced: Vec<f64> = (0..self.sites.len())
+                .flat_map(|i| (0..kinds).map(move |t| (i, t)))
+                .map(|(i, t)| prices[t] * self.ends_by(horizon, i, t))
+                .collect();
+            let (column, worth) = self.best_column(&priced);
+            let improves = worth > mix_price + EPS * mix_price.abs().max(1.0);
+            if !improves || shares.len() >= MAX_COLUMNS || self.pool.contains(&column) {
+                return (theta, solution);
+            }
+            shares.push(self.shares(horizon, &column));
+            self.pool.push(column);
+        }
+    }
+
+    /// Adds the best column for prices per kind alike at every site (the
+    /// first columns: one kind each, everywhere it runs).
+    fn add_best(&mut self, per_kind: &[f64]) {
+        let kinds = self.loads.len();
+        let priced: Vec<f64> =
+            (0..self.sites.len()).flat_map(|_| per_kind.iter().copied()).collect::<Vec<_>>();
+        debug_assert_eq!(priced.len(), self.sites.len() * kinds);
+        let (column, _) = self.best_column(&priced);
+        self.pool.push(column);
+    }
+
+    /// The mix that maximises `Σ priced[i × kinds + t] x_it`, each site at
+    /// its best vertex of `Σ x ≤ slots`, `Σ ℓ x ≤ C`, and what it is worth.
+    /// A vertex holds one kind (as many as the slots or the load allow) or
+    /// two with both bounds met; ties go to the lower kinds.
+    fn best_column(&self, priced: &[f64]) -> (Vec<f64>, f64) {
+        let kinds = self.loads.len();
+        let mut column = vec![0.0; self.sites.len() * kinds];
+        let mut worth = 0.0;
+        for (i, site) in self.sites.iter().enumerate() {
+            let value = |t: usize| priced[i * kinds + t];
+            let alone = |t: usize| {
+                if self.loads[t] > 0.0 {
+                    site.slots.min(site.capacity / self.loads[t])
+                } else {
+                    site.slots
+                }
+            };
+            // A vertex: up to two kinds and their jobs (none: the origin).
+            let mut best = (0.0_f64, [(0, 0.0); 2]);
+            let mut consider = |v: f64, jobs: [(usize, f64); 2]| {
+                if v > best.0 + EPS * best.0.abs().max(1e-300) {
+                    best = (v, jobs);
+                }
+            };
+            for &t in &self.runs[i] {
+                consider(value(t) * alone(t), [(t, alone(t)), (t, 0.0)]);
+            }
+            if site.capacity.is_finite() {
+                for &t in &self.runs[i] {
+                    for &u in &self.runs[i] {
+                        if self.loads[t] <= self.loads[u] {
+                            continue;
+                        }
+                        // x_t + x_u = slots, ℓ_t x_t + ℓ_u x_u = C.
+                        let xt =
+                            (site.capacity - self.loads[u] * site.slots) / (self.loads[t] - self.loads[u]);
+                        let xu = site.slots - xt;
+                        if xt > 0.0 && xu > 0.0 {
+                            consider(value(t) * xt + value(u) * xu, [(t, xt), (u, xu)]);
+                        }
+                    }
+                }
+            }
+            for (t, a) in best.1 {
+                column[i * kinds + t] += a;
+            }
+            worth += best.0;
+        }
+        (column, worth)
+    }
 }
 
 /// Rounds the mix to whole jobs within each site's slots and load, then
@@ -218,10 +337,11 @@ const EPS: f64 = 1e-9;
 const MAX_PIVOTS: usize = 20_000;
 
 /// Maximises `c·x` subject to `A x ≤ b`, `x ≥ 0`, with `b ≥ 0` (the origin
-/// is feasible) and the programme bounded. Dantzig's rule, with Bland's
-/// smallest index among the ties, which also prevents cycling once
+/// is feasible) and the programme bounded; returns `x` and each row's dual
+/// price (what a unit more of its bound is worth). Dantzig's rule, with
+/// Bland's smallest index among the ties, which also prevents cycling once
 /// degenerate pivots repeat.
-fn simplex(a: &[Vec<f64>], b: &[f64], c: &[f64]) -> Vec<f64> {
+fn simplex(a: &[Vec<f64>], b: &[f64], c: &[f64]) -> (Vec<f64>, Vec<f64>) {
     let (m, n) = (a.len(), c.len());
     let w = n + m + 1;
     let mut t = vec![0.0; (m + 1) * w];
@@ -284,7 +404,8 @@ fn simplex(a: &[Vec<f64>], b: &[f64], c: &[f64]) -> Vec<f64> {
             x[v] = t[r * w + w - 1];
         }
     }
-    x
+    let duals = (0..m).map(|r| t[m * w + n + r]).collect();
+    (x, duals)
 }
 
 #[cfg(test)]
@@ -295,8 +416,95 @@ mod tests {
     fn the_simplex_finds_a_textbook_optimum() {
         // max 3x + 5y, x ≤ 4, 2y ≤ 12, 3x + 2y ≤ 18: (2, 6), worth 36.
         let a = vec![vec![1.0, 0.0], vec![0.0, 2.0], vec![3.0, 2.0]];
-        let x = simplex(&a, &[4.0, 12.0, 18.0], &[3.0, 5.0]);
+        let (x, duals) = simplex(&a, &[4.0, 12.0, 18.0], &[3.0, 5.0]);
         assert!((x[0] - 2.0).abs() < 1e-9 && (x[1] - 6.0).abs() < 1e-9, "{x:?}");
+        // Its dual: the first bound is slack; 36 = 12 × 3/2 + 18 × 1.
+        let expected = [0.0, 1.5, 1.0];
+        assert!(duals.iter().zip(expected).all(|(d, e)| (d - e).abs() < 1e-9), "{duals:?}");
+    }
+
+    /// θ at `horizon` from the whole programme as one dense simplex, one
+    /// variable per (site, kind): what the columns must reach.
+    fn dense_theta(sites: &[MixSite], loads: &[f64], left: &[f64], horizon: f64) -> f64 {
+        let columns = Columns { sites, loads, left, runs: &[], pool: Vec::new() };
+        let vars: Vec<(usize, usize)> = (0..sites.len())
+            .flat_map(|i| (0..loads.len()).map(move |t| (i, t)))
+            .filter(|&(i, t)| sites[i].rate[t] > 0.0 && left[t] > 0.0 && loads[t] <= sites[i].capacity)
+            .collect();
+        let n = vars.len() + 1;
+        let (mut rows, mut rhs) = (Vec::new(), Vec::new());
+        for (i, site) in sites.iter().enumerate() {
+            let slots: Vec<f64> =
+                (0..n).map(|v| if v < vars.len() && vars[v].0 == i { 1.0 } else { 0.0 }).collect();
+            let load: Vec<f64> = (0..n)
+                .map(|v| if v < vars.len() && vars[v].0 == i { loads[vars[v].1] } else { 0.0 })
+                .collect();
+            rows.push(slots);
+            rhs.push(site.slots);
+            if site.capacity.is_finite() {
+                rows.push(load);
+                rhs.push(site.capacity);
+            }
+        }
+        for t in (0..loads.len()).filter(|&t| left[t] > 0.0) {
+            let mut row: Vec<f64> = (vars.iter())
+                .map(|&(i, s)| if s == t { -columns.ends_by(horizon, i, t) / left[t] } else { 0.0 })
+                .collect();
+            row.push(1.0);
+            rows.push(row);
+            rhs.push(0.0);
+        }
+        let objective: Vec<f64> = (0..n).map(|v| if v == n - 1 { 1.0 } else { 0.0 }).collect();
+        simplex(&rows, &rhs, &objective).0[n - 1]
+    }
+
+    #[test]
+    fn the_columns_reach_the_whole_programmes_optimum() {
+        // SplitMix64, so that the grids are drawn alike on every machine.
+        let mut state = 0x5eed_u64;
+        let mut draw = move || {
+            state = state.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = state;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            ((z ^ (z >> 31)) >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for grid in 0..40 {
+            let kinds = 2 + grid % 3;
+            let loads: Vec<f64> = (0..kinds).map(|_| 0.01 + draw()).collect();
+            let left: Vec<f64> = (0..kinds).map(|_| (50.0 + 2000.0 * draw()).floor()).collect();
+            let sites: Vec<MixSite> = (0..2 + grid % 7)
+                .map(|_| MixSite {
+                    slots: (5.0 + 300.0 * draw()).floor(),
+                    capacity: if draw() < 0.2 { f64::INFINITY } else { 2.0 + 150.0 * draw() },
+                    rate: (0..kinds)
+                        .map(|_| if draw() < 0.1 { 0.0 } else { 1.0 / (50.0 + 1000.0 * draw()) })
+                        .collect(),
+                    wait: 500.0 * draw(),
+                })
+                .collect();
+            let runs: Vec<Vec<usize>> = (sites.iter())
+                .map(|site| {
+                    (0..kinds)
+                        .filter(|&t| site.rate[t] > 0.0 && site.slots >= 1.0 && loads[t] <= site.capacity)
+                        .collect()
+                })
+                .collect();
+            let mut columns =
+                Columns { sites: &sites, loads: &loads, left: &left, runs: &runs, pool: Vec::new() };
+            for t in 0..kinds {
+                let only_t: Vec<f64> = (0..kinds).map(|u| if u == t { 1.0 } else { 0.0 }).collect();
+                columns.add_best(&only_t);
+            }
+            for horizon in [800.0, 3000.0, 20_000.0] {
+                let by_columns = columns.programme(horizon).0;
+                let whole = dense_theta(&sites, &loads, &left, horizon);
+                assert!(
+                    (by_columns - whole).abs() <= 1e-6 * whole.max(1.0),
+                    "grid {grid}, T = {horizon}: θ {by_columns} by columns, {whole} by the whole programme"
+                );
+            }
+        }
     }
 
     #[test]
