@@ -155,8 +155,9 @@ struct Columns<'a> {
     pool: Vec<Vec<f64>>,
 }
 
-/// Columns after which the weights take what they have (a safeguard: a
-/// few dozen reach the optimum).
+/// Columns after which the weights take what they have: a safeguard
+/// against a pricing that rounding keeps finding worth a little more (the
+/// pool is kept across the horizon's search, so it bounds a whole mix).
 const MAX_COLUMNS: usize = 2000;
 
 impl Columns<'_> {
@@ -225,10 +226,7 @@ impl Columns<'_> {
     /// Adds the best column for prices per kind alike at every site (the
     /// first columns: one kind each, everywhere it runs).
     fn add_best(&mut self, per_kind: &[f64]) {
-        let kinds = self.loads.len();
-        let priced: Vec<f64> =
-            (0..self.sites.len()).flat_map(|_| per_kind.iter().copied()).collect::<Vec<_>>();
-        debug_assert_eq!(priced.len(), self.sites.len() * kinds);
+        let priced: Vec<f64> = (0..self.sites.len()).flat_map(|_| per_kind.iter().copied()).collect();
         let (column, _) = self.best_column(&priced);
         self.pool.push(column);
     }
