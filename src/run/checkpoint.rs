@@ -57,7 +57,9 @@ use std::sync::Arc;
 /// 15: `adaptive`'s queue-wait estimate keeps the started jobs' waits, the
 /// shortest of them and the jobs that left unstarted (the wait proven, a
 /// dead time then memoryless, that moves go by).
-const FORMAT: u32 = 15;
+/// 16: `adaptive` with several kinds keeps, per kind and site, the kinds
+/// seen slowed and the jobs of theirs its last degraded verdict ran beside.
+const FORMAT: u32 = 16;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {
