@@ -238,6 +238,30 @@ impl JobBook {
     pub fn idle_at(&self, site: SiteId) -> &BTreeSet<JobId> {
         &self.idle[site.index()]
     }
+    /// The `k` jobs submitted last among those idle at `site`, youngest
+    /// first: a schedd queues one user's jobs in submission order, so these
+    /// are at the back (and under exponential waits, the least likely to
+    /// have served theirs): the ones to take back. By submission, not by
+    /// index: a job taken back and sent elsewhere keeps its low index, and
+    /// taken by index the oldest job there was taken back first.
+    /// O(idle at the site).
+    pub fn youngest_idle(&self, site: SiteId, k: usize) -> Vec<JobId> {
+        let submitted = |job: &JobId| match self.states[job.0 as usize] {
+            JobState::Idle { submitted, .. } => submitted,
+            _ => f64::NEG_INFINITY,
+        };
+        let younger = |a: &JobId, b: &JobId| submitted(b).total_cmp(&submitted(a)).then(b.cmp(a));
+        let mut idle: Vec<JobId> = self.idle[site.index()].iter().copied().collect();
+        if k < idle.len() {
+            if k == 0 {
+                return Vec::new();
+            }
+            idle.select_nth_unstable_by(k - 1, younger);
+            idle.truncate(k);
+        }
+        idle.sort_by(younger);
+        idle
+    }
     /// The jobs running at `site` with their start times, oldest first.
     pub fn running_at(&self, site: SiteId) -> impl DoubleEndedIterator<Item = (Time, JobId)> + '_ {
         self.running[site.index()].iter().map(|&(t, j)| (t.time(), j))
@@ -652,6 +676,26 @@ mod tests {
         let c = book.apply(S0, &SiteEvent::Ended { job: JobId(0), at: 9.0, outcome: Outcome::Success });
         assert_eq!(c, Change::None);
         assert_eq!(book.done(), 1);
+    }
+
+    #[test]
+    fn the_youngest_idle_jobs_are_the_last_submitted_whatever_their_index() {
+        let mut book = JobBook::new(10, 2, 3);
+        let first = book.take(S0, 8);
+        book.apply(S0, &SiteEvent::Submitted { jobs: first, at: 0.0 });
+        // Job 1, taken back from site 0, goes to site 1 after jobs 8 and 9.
+        let later = book.take(S1, 2);
+        book.apply(S1, &SiteEvent::Submitted { jobs: later, at: 5.0 });
+        book.mark_withdrawing(S0, &[JobId(1)]);
+        book.apply(S0, &SiteEvent::Removed { job: JobId(1), at: 6.0 });
+        assert_eq!(book.take(S1, 1), vec![JobId(1)]);
+        book.apply(S1, &SiteEvent::Submitted { jobs: vec![JobId(1)], at: 7.0 });
+        // At site 1 the job of the lowest index is the one queued last.
+        assert_eq!(book.youngest_idle(S1, 1), vec![JobId(1)]);
+        assert_eq!(book.youngest_idle(S1, 3), vec![JobId(1), JobId(9), JobId(8)]);
+        assert_eq!(book.youngest_idle(S1, 0), Vec::<JobId>::new());
+        // Jobs submitted together go by index, the highest first.
+        assert_eq!(book.youngest_idle(S0, 2), vec![JobId(7), JobId(6)]);
     }
 
     #[test]

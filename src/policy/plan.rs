@@ -636,7 +636,7 @@ impl Planner {
             }
             if count > 0 {
                 // The youngest go: in a real queue the oldest are nearest the front.
-                moves.push((site, idle.iter().rev().take(count as usize).copied().collect()));
+                moves.push((site, book.youngest_idle(site, count as usize)));
             }
         }
         moves

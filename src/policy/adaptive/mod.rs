@@ -608,8 +608,7 @@ impl Adaptive {
         self.planner.set_model(site, model, &self.book);
         let surplus = self.planner.surplus(site, &self.book);
         if surplus > 0 {
-            let jobs: Vec<JobId> =
-                self.book.idle_at(site).iter().rev().take(surplus as usize).copied().collect();
+            let jobs: Vec<JobId> = self.book.youngest_idle(site, surplus as usize);
             let why = if self.sites[i].closed(now) {
                 "adaptive: site closed (unresponsive or reported down); idle jobs go elsewhere".to_string()
             } else {

@@ -491,7 +491,7 @@ impl Oracle {
         let book = self.lane_book(t);
         let k = self.lanes[t].planner.surplus(site, book);
         if k > 0 {
-            let jobs: Vec<JobId> = book.idle_at(site).iter().rev().take(k as usize).copied().collect();
+            let jobs: Vec<JobId> = book.youngest_idle(site, k as usize);
             self.withdraw(t, site, &jobs, "idle beyond the knee and the wait ahead".into(), actions);
         }
     }
