@@ -242,8 +242,8 @@ impl JobBook {
     /// first: a schedd queues one user's jobs in submission order, so these
     /// are at the back (and under exponential waits, the least likely to
     /// have served theirs): the ones to take back. By submission, not by
-    /// index: a job taken back and sent elsewhere keeps its low index, and
-    /// taken by index the oldest job there was taken back first.
+    /// index: a job taken back and sent elsewhere keeps its index, so by
+    /// index a job queued there before it could be taken back in its place.
     /// O(idle at the site).
     pub fn youngest_idle(&self, site: SiteId, k: usize) -> Vec<JobId> {
         let submitted = |job: &JobId| match self.states[job.0 as usize] {
