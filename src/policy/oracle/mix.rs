@@ -76,23 +76,11 @@ const BISECTIONS: u32 = 16;
 pub fn solve(sites: &[MixSite], loads: &[f64], left: &[f64]) -> Vec<Vec<f64>> {
     let kinds = loads.len();
     let mut x = vec![vec![0.0; kinds]; sites.len()];
-    // Per site, the kinds that can run there and have jobs left.
-    let runs: Vec<Vec<usize>> = (sites.iter())
-        .map(|site| {
-            (0..kinds)
-                .filter(|&t| site.rate[t] > 0.0 && left[t] > 0.0 && site.slots >= 1.0)
-                .filter(|&t| loads[t] <= site.capacity)
-                .collect()
-        })
-        .collect();
+    let runs = kinds_at(sites, loads, left);
     if runs.iter().all(Vec::is_empty) {
         return x;
     }
-    let mut columns = Columns { sites, loads, left, runs: &runs, pool: Vec::new() };
-    for t in (0..kinds).filter(|&t| left[t] > 0.0) {
-        let only_t: Vec<f64> = (0..kinds).map(|u| if u == t { 1.0 } else { 0.0 }).collect();
-        columns.add_best(&only_t);
-    }
+    let mut columns = Columns::seeded(sites, loads, left, &runs);
     // The soonest `T`: from the first run of every kind at its best site,
     // doubled until the jobs fit, then halved down to a part in 2^BISECTIONS.
     let first = (0..kinds)
@@ -160,7 +148,31 @@ struct Columns<'a> {
 /// pool is kept across the horizon's search, so it bounds a whole mix).
 const MAX_COLUMNS: usize = 2000;
 
-impl Columns<'_> {
+/// Per site, the kinds that can run there and have jobs left.
+fn kinds_at(sites: &[MixSite], loads: &[f64], left: &[f64]) -> Vec<Vec<usize>> {
+    (sites.iter())
+        .map(|site| {
+            (0..loads.len())
+                .filter(|&t| site.rate[t] > 0.0 && left[t] > 0.0 && site.slots >= 1.0)
+                .filter(|&t| loads[t] <= site.capacity)
+                .collect()
+        })
+        .collect()
+}
+
+impl<'a> Columns<'a> {
+    /// The first columns: for each kind with jobs left, that kind alone
+    /// wherever it runs.
+    fn seeded(sites: &'a [MixSite], loads: &'a [f64], left: &'a [f64], runs: &'a [Vec<usize>]) -> Self {
+        let mut columns = Columns { sites, loads, left, runs, pool: Vec::new() };
+        let kinds = loads.len();
+        for t in (0..kinds).filter(|&t| left[t] > 0.0) {
+            let only_t: Vec<f64> = (0..kinds).map(|u| if u == t { 1.0 } else { 0.0 }).collect();
+            columns.add_best(&only_t);
+        }
+        columns
+    }
+
     /// Jobs one slot of kind `t` at site `i` ends by `T` from now: its
     /// first job starts after the wait, the next as one ends.
     fn ends_by(&self, horizon: f64, i: usize, t: usize) -> f64 {
@@ -223,8 +235,7 @@ impl Columns<'_> {
         }
     }
 
-    /// Adds the best column for prices per kind alike at every site (the
-    /// first columns: one kind each, everywhere it runs).
+    /// Adds the best column for prices per kind alike at every site.
     fn add_best(&mut self, per_kind: &[f64]) {
         let priced: Vec<f64> = (0..self.sites.len()).flat_map(|_| per_kind.iter().copied()).collect();
         let (column, _) = self.best_column(&priced);
@@ -481,19 +492,8 @@ mod tests {
                     wait: 500.0 * draw(),
                 })
                 .collect();
-            let runs: Vec<Vec<usize>> = (sites.iter())
-                .map(|site| {
-                    (0..kinds)
-                        .filter(|&t| site.rate[t] > 0.0 && site.slots >= 1.0 && loads[t] <= site.capacity)
-                        .collect()
-                })
-                .collect();
-            let mut columns =
-                Columns { sites: &sites, loads: &loads, left: &left, runs: &runs, pool: Vec::new() };
-            for t in 0..kinds {
-                let only_t: Vec<f64> = (0..kinds).map(|u| if u == t { 1.0 } else { 0.0 }).collect();
-                columns.add_best(&only_t);
-            }
+            let runs = kinds_at(&sites, &loads, &left);
+            let mut columns = Columns::seeded(&sites, &loads, &left, &runs);
             for horizon in [800.0, 3000.0, 20_000.0] {
                 let by_columns = columns.programme(horizon).0;
                 let whole = dense_theta(&sites, &loads, &left, horizon);
