@@ -59,7 +59,7 @@ use std::sync::Arc;
 /// dead time then memoryless, that moves go by).
 /// 16: `adaptive` with several kinds keeps, per kind and site, the kinds
 /// seen slowed and the jobs of theirs its last degraded verdict ran beside.
-const FORMAT: u32 = 16;
+const FORMAT: u32 = 17;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

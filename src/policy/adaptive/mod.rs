@@ -99,7 +99,10 @@
 //!   F speeds them by F over the knee, less than that while the resource
 //!   only shares, so m may be past the knee as well (bisecting up from it
 //!   would thrash a probe to prove what the check just showed). As fast:
-//!   F is back, checked for good. Only while more than a probe's reach (`probe_gain` × F) of jobs
+//!   F is back, checked for good, where its baseline ran at more than m;
+//!   where waits kept fewer of F's first cohort running at once (the
+//!   level a running job saw), the check compared a level with itself,
+//!   and what ran is the floor. Only while more than a probe's reach (`probe_gain` × F) of jobs
 //!   is left: with fewer, the level below could not pay back its cost
 //!   before the run ends. Its cost on a healthy site, once per run: the
 //!   site runs at most F for the drain (the jobs past m end, under a run)

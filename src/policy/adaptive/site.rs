@@ -197,6 +197,11 @@ pub struct Site {
     /// [`Site::ended`] on the ones that outlive it), in whatever phase the
     /// site is in when they end.
     baseline_taken_at: Option<Time>,
+    /// How many of our jobs the first cohort's runs saw running, as a job
+    /// saw it ([`Site::level_run`]), when they became the baseline: fewer
+    /// than its window where waits spread their starts. A fact of the
+    /// baseline, kept through a check of its floor from below.
+    baseline_level: Option<f64>,
     /// The ceiling is a re-probe's assumption (`probe_gain` × the knee held),
     /// not a level seen degraded (see [`Site::maybe_reprobe`]). A fact of
     /// the ceiling: it holds through a re-probe's tests, and memory may
@@ -273,6 +278,7 @@ impl Site {
             tail_memory: None,
             unchecked_baseline: Some(initial),
             baseline_taken_at: None,
+            baseline_level: None,
             ceiling_assumed: false,
             memory_checked: false,
             faster_than_ceiling: None,

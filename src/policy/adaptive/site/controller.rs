@@ -194,6 +194,7 @@ impl Site {
             self.healthy(now, level);
             self.searched = true;
             self.baseline_taken_at = Some(now);
+            self.baseline_level = self.level_run(now);
             // A check below proved these runs faster than the ceiling's by
             // the levels' ratio or more. Processor sharing makes a knee
             // between the two cost less than that ratio (the ceiling's level
@@ -615,9 +616,22 @@ impl Site {
     /// the next run would start there.
     pub fn check_in_tail(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         let before = (!self.probing() && self.tail_memory.is_none()).then(|| self.capacity_memory());
+        // A floor under a check whose baseline ran no higher than the level
+        // checked ([`Site::shown_healthy`]): "as fast" settles it at what
+        // ran, a fact of that baseline, not a verdict of the tail's last
+        // jobs, so the next run is told.
+        let unshown = self
+            .recheck()
+            .is_some_and(|r| r.suspect == Suspect::Floor && self.shown_healthy(r.floor) < r.floor);
         let verdict = self.judge(now, true)?;
         if let Some(before) = before {
             self.tail_memory = Some(before);
+        }
+        let settled = unshown && self.recheck().is_none();
+        if let (true, Verdict::Healthy { level }) = (settled, verdict.0) {
+            if let Some(Bounds { floor: Some(floor), .. }) = &mut self.tail_memory {
+                *floor = floor.min(level);
+            }
         }
         Some(verdict)
     }

@@ -630,6 +630,20 @@ impl Site {
         }
     }
 
+    /// The level the sample's runs ran at up to `now`, as a running job saw
+    /// it: the levels recorded, each weighted by the jobs it held and how
+    /// long (∫n² dt / ∫n dt). None before any ran.
+    pub(super) fn level_run(&self, now: Time) -> Option<f64> {
+        let ends = self.levels.iter().skip(1).map(|&(t, _)| t).chain([now]);
+        let (mut job_level, mut job_time) = (0.0, 0.0);
+        for (&(from, n), to) in self.levels.iter().zip(ends) {
+            let (n, dt) = (f64::from(n), (to - from).max(0.0));
+            job_level += n * n * dt;
+            job_time += n * dt;
+        }
+        (job_time > 0.0).then(|| job_level / job_time)
+    }
+
     /// Whether `n` running jobs are past the highest level known healthy.
     /// The floor a healthy test sets is the time average of the whole levels
     /// it ran at, so it ran at `⌈floor⌉` or more for part of its time, under

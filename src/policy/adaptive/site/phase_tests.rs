@@ -127,6 +127,39 @@ fn a_slow_first_window_is_checked_against_the_level_below_and_comes_back_if_that
     assert_eq!((site.floor, site.window), (16.0, 16.0));
 }
 
+#[test]
+fn a_floor_whose_runs_never_ran_above_the_level_checked_is_not_proven_by_the_check() {
+    for tail in [false, true] {
+        // The first window's sixteen jobs, sent together, start one at a
+        // time (the site's waits are long): each ends before the next
+        // starts, so never more than one of them ran at once.
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+        site.submitted(&(0..16).map(JobId).collect::<Vec<_>>(), 0.0);
+        for job in 0..16 {
+            let at = 1000.0 * job as f64;
+            site.started(JobId(job), at);
+            site.ended(JobId(job), at + 900.0 + 10.0 * job as f64, End::Success);
+        }
+        assert_eq!(site.check(16_100.0).map(|(v, _)| v), Some(Verdict::Healthy { level: 16.0 }));
+        site.check_slow_baseline(100.0);
+        assert_eq!(site.check(16_101.0), None);
+        // Eight run together as slowly: "as fast" as a level of one, which
+        // says nothing of sixteen. What ran healthy is the eight (less the
+        // time their last ones ran alone), and the next run is told so,
+        // also where the check settles once every job was sent (the tail's
+        // own verdicts are not remembered).
+        start(&mut site, 16..24, 16_200.0);
+        for (i, job) in (16..24).enumerate() {
+            site.ended(JobId(job), 17_100.0 + 20.0 * i as f64, End::Success);
+        }
+        let verdict = if tail { site.check_in_tail(17_300.0) } else { site.check(17_300.0) };
+        let Some((Verdict::Healthy { level }, _)) = verdict else { panic!("tail {tail}: {verdict:?}") };
+        assert!(level > 7.0 && level <= 8.0, "tail {tail}: {level}");
+        assert_eq!((site.floor, site.window), (level, level), "tail {tail}");
+        assert_eq!(site.memory(17_300.0).capacity, Some(level), "tail {tail}");
+    }
+}
+
 /// A site whose first window of 16 ran its runs in 900–1050 s, found slow
 /// against other sites' runs of 100 s and drained to 8 to be checked; the
 /// runs at 8 take `run` each. Returns the site once the check has settled,

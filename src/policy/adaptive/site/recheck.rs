@@ -122,6 +122,12 @@ impl Site {
                 else {
                     return None;
                 };
+                // What ran below counts too, where the floor's runs showed
+                // less than the floor (`shown_healthy`).
+                let level = match self.shown_healthy(level) {
+                    shown if shown < level => shown.max(self.level_run(now).unwrap_or(0.0)).min(level),
+                    _ => level,
+                };
                 self.unchecked_baseline = None;
                 self.floor = level;
                 self.window = level;
@@ -132,6 +138,19 @@ impl Site {
             }
         };
         self.conclude(now, verdict)
+    }
+
+    /// What a floor's baseline showed healthy: the floor, unless its runs
+    /// ran at no more than the level below it (`floor / probe_gain`, where
+    /// it is checked), where waits kept fewer of them running at once than
+    /// the window. Then a check below compares a level with itself, and
+    /// "as fast" says nothing of the floor: what is known healthy is the
+    /// level they ran at.
+    pub(super) fn shown_healthy(&self, floor: f64) -> f64 {
+        match self.baseline_level {
+            Some(ran) if ran <= floor / self.rules.gain => ran.max(1.0),
+            _ => floor,
+        }
     }
 
     /// The sequential test below a floor under suspicion: Wald's, as above
