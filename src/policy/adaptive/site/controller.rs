@@ -191,10 +191,10 @@ impl Site {
             // The first cohort's runs are the baseline, healthy by assumption:
             // that is the first verdict, and probing starts above it.
             let level = self.floor;
+            self.baseline_level = self.level_run(now);
             self.healthy(now, level);
             self.searched = true;
             self.baseline_taken_at = Some(now);
-            self.baseline_level = self.level_run(now);
             // A check below proved these runs faster than the ceiling's by
             // the levels' ratio or more. Processor sharing makes a knee
             // between the two cost less than that ratio (the ceiling's level
