@@ -63,7 +63,11 @@ pub enum Command {
     #[command(after_help = with_policies("Examples:
   cosched bench ../shared/scenarios/scenarios.toml
   cosched bench scenarios.toml --scenario S1 --policy adaptive --policy thesis --seeds 1-5
-  cosched bench scenarios.toml --scenario S3 --policy adaptive --seeds 1 --trace"))]
+  cosched bench scenarios.toml --scenario S3 --policy adaptive --seeds 1 --trace
+  cosched bench typed.toml --seeds 1-3 --json --policy adaptive > typed.jsonl
+  cosched bench typed.toml --seeds 1-3 --json --policy adaptive --blind-types > blind.jsonl
+  cosched bench --compare typed.jsonl blind.jsonl
+    (per grid, blind's median makespan over the seeds ÷ typed's)"))]
     Bench(BenchArgs),
     /// Feed recorded user logs through a policy and print its decisions.
     #[command(after_help = with_policies("Example:\n  cosched replay run1/logs/*.log --sites sites.toml --policy thesis"))]

@@ -53,7 +53,7 @@
 //!   scenario has several; `waste`, the wasted area's ordered sum, put aside
 //!   on disk past a million terms);
 //!   [`bench`](mod@bench) compares policies on it (`--blind-types`: every job
-//!   one kind).
+//!   one kind), and two files of its `--json` runs per grid (`--compare`).
 //! - [`config`] — `sites.toml`; [`submit_desc`] — the user's `job.sub` (or
 //!   one per kind of job, `submit_desc::JobKinds`), its validation, the
 //!   per-batch submit files cosched writes (one kind per batch), and each

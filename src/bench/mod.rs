@@ -7,6 +7,7 @@
 //! only the bench itself reads the wall clock, to report simulator speed.
 //! A run that breaks a conservation rule is reported as an error (exit 1).
 
+mod compare;
 mod family;
 
 use crate::policy::{self, CapacityMemory, DecisionKind, PolicyConfig};
@@ -22,7 +23,14 @@ use std::sync::Mutex;
 #[derive(Args, Debug)]
 pub struct BenchArgs {
     /// Scenario file (schema of shared/scenarios/scenarios.toml).
-    pub scenarios: PathBuf,
+    #[arg(required_unless_present = "compare")]
+    pub scenarios: Option<PathBuf>,
+    /// Run nothing: compare two files of `--json` runs, per grid NEW's
+    /// median makespan over the seeds both hold ÷ BASE's, for every policy
+    /// both hold (a policy's `--blind-types` runs pair with its own).
+    #[arg(long, num_args = 2, value_names = ["BASE", "NEW"],
+          conflicts_with_all = ["scenario", "policy", "json", "trace", "warm", "warm_runs", "chart", "summary_only", "blind_types"])]
+    pub compare: Option<Vec<PathBuf>>,
     /// Scenario names to run (default: all).
     #[arg(long)]
     pub scenario: Vec<String>,
@@ -129,7 +137,12 @@ pub fn parse_seeds(text: &str) -> Result<Vec<u64>, String> {
 }
 
 pub fn command(args: BenchArgs) -> CmdResult {
-    let all = sim::load_scenarios(&args.scenarios).map_err(Failure::usage)?;
+    let scenarios_path = match (&args.compare, &args.scenarios) {
+        (Some(files), _) => return compare::command(&files[0], &files[1]),
+        (None, Some(path)) => path.clone(),
+        (None, None) => return Err(Failure::usage("bench needs a scenario file (or --compare BASE NEW)")),
+    };
+    let all = sim::load_scenarios(&scenarios_path).map_err(Failure::usage)?;
     let mut scenarios: Vec<(String, Scenario)> = Vec::new();
     if args.scenario.is_empty() {
         scenarios = all;
@@ -139,7 +152,7 @@ pub fn command(args: BenchArgs) -> CmdResult {
                 let names: Vec<&str> = all.iter().map(|(n, _)| n.as_str()).collect();
                 Failure::usage(format!(
                     "{}: no scenario {name:?}; the file has {}",
-                    args.scenarios.display(),
+                    scenarios_path.display(),
                     names.join(", ")
                 ))
             })?;
@@ -347,9 +360,14 @@ fn run_line<'a>(
 /// quantile: [`crate::stats`]); a hang counts as infinite, so a policy that
 /// hangs on most seeds has an infinite median.
 pub(crate) fn median_makespan(runs: &[&SimResult]) -> f64 {
-    let mut v: Vec<f64> = runs.iter().map(|r| r.metrics.makespan.unwrap_or(f64::INFINITY)).collect();
-    v.sort_by(f64::total_cmp);
-    crate::stats::nearest_rank(&v, 0.5).unwrap_or(f64::NAN)
+    median(runs.iter().map(|r| r.metrics.makespan.unwrap_or(f64::INFINITY)).collect())
+}
+
+/// A grid's makespan over its seeds, a hang infinite: the nearest-rank
+/// median, as every quantile of cosched (`crate::stats`).
+pub(crate) fn median(mut makespans: Vec<f64>) -> f64 {
+    makespans.sort_by(f64::total_cmp);
+    crate::stats::nearest_rank(&makespans, 0.5).unwrap_or(f64::NAN)
 }
 
 pub(crate) fn runs_of<'a>(

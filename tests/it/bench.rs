@@ -173,3 +173,52 @@ fn usage_errors_exit_2() {
     let out = util::cosched(dir.path(), &["bench", "missing.toml"]);
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn compare_sets_two_json_files_side_by_side_per_grid() {
+    let dir = util::tempdir();
+    let file = write_small(dir.path());
+    let run = |extra: &[&str]| {
+        let mut args =
+            vec!["bench", file.as_str(), "--policy", "adaptive", "--seeds", "1-3", "--json", "--jobs", "2"];
+        args.extend_from_slice(extra);
+        let out = util::cosched(dir.path(), &args);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        out.stdout
+    };
+    let base = dir.path().join("base.jsonl");
+    std::fs::write(&base, run(&[])).unwrap();
+    // The same runs compare as equal on every grid that finishes.
+    let out = util::cosched(dir.path(), &["bench", "--compare", "base.jsonl", "base.jsonl"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("adaptive: 2 grids, 3 seed(s) each"), "{text}");
+    assert!(text.contains("geometric mean 1.0000") && text.contains("slower on 0, faster on 0"), "{text}");
+    // NEW with every makespan doubled: each grid's median doubles.
+    let doubled: String = std::fs::read_to_string(&base)
+        .unwrap()
+        .lines()
+        .map(|l| {
+            let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+            if let Some(m) = v["makespan"].as_f64() {
+                v["makespan"] = (2.0 * m).into();
+            }
+            format!("{v}\n")
+        })
+        .collect();
+    std::fs::write(dir.path().join("new.jsonl"), doubled).unwrap();
+    let out = util::cosched(dir.path(), &["bench", "--compare", "base.jsonl", "new.jsonl"]);
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(text.contains("geometric mean 2.0000") && text.contains("slower on 2, faster on 0"), "{text}");
+    // A line that is not a run: the file and line, and exit 2.
+    std::fs::write(dir.path().join("bad.jsonl"), "\n{\"scenario\": \"tiny\"}\n").unwrap();
+    let out = util::cosched(dir.path(), &["bench", "--compare", "base.jsonl", "bad.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("bad.jsonl:2:"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    // No scenario file and no --compare: a usage error.
+    assert_eq!(util::cosched(dir.path(), &["bench"]).status.code(), Some(2));
+}
