@@ -4,8 +4,9 @@
 //! BASE's; over the grids, their geometric mean, how many moved by more
 //! than [`MOVED`] either way, and the ones that moved most.
 //!
-//! Runs pair by (scenario, policy, seed): only seeds present in both files
-//! count, so a file cut short is compared on what it holds, and a policy's
+//! Runs pair by (scenario, policy, seed), each at most once in a file (two
+//! benches' output in one is refused, not silently paired): only seeds
+//! present in both files count, so a file cut short is compared on what it holds, and a policy's
 //! runs with `--blind-types` pair with the same policy's without (that is
 //! what knowing kinds is worth). Grids where either side hangs are counted,
 //! not averaged.
@@ -57,10 +58,18 @@ fn read(path: &Path) -> Result<Runs, Failure> {
             ))
         })?;
         let makespan = match run.makespan {
-            Some(m) if !run.hang => m,
+            Some(m) if !run.hang && m > 0.0 => m,
             _ => f64::INFINITY,
         };
-        runs.entry(run.policy).or_default().entry(run.scenario).or_default().insert(run.seed, makespan);
+        let seeds = runs.entry(run.policy).or_default().entry(run.scenario).or_default();
+        if seeds.insert(run.seed, makespan).is_some() {
+            return Err(Failure::usage(format!(
+                "{}:{}: a second run of the same policy, scenario and seed (seed {}): give each side the output of one bench",
+                path.display(),
+                i + 1,
+                run.seed
+            )));
+        }
     }
     Ok(runs)
 }

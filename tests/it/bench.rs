@@ -219,6 +219,16 @@ fn compare_sets_two_json_files_side_by_side_per_grid() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Two benches' runs in one file: said, not silently paired.
+    let twice = format!("{0}{0}", std::fs::read_to_string(&base).unwrap());
+    std::fs::write(dir.path().join("twice.jsonl"), twice).unwrap();
+    let out = util::cosched(dir.path(), &["bench", "--compare", "twice.jsonl", "base.jsonl"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("a second run"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // No scenario file and no --compare: a usage error.
     assert_eq!(util::cosched(dir.path(), &["bench"]).status.code(), Some(2));
 }
