@@ -110,8 +110,10 @@ pub struct CondorSite {
     taken_back: std::collections::BTreeSet<(i64, i64)>,
     /// Procs whose last event (005 or 009) has been seen: anything the
     /// gridmanager writes for them afterwards is about an execution that no
-    /// longer belongs to the run's view of the job.
-    gone: std::collections::BTreeSet<(i64, i64)>,
+    /// longer belongs to the run's view of the job, with one exception
+    /// ([`Self::translate`]). The value is a 009's stamp, until a start
+    /// written after it is told.
+    gone: BTreeMap<(i64, i64), Option<Time>>,
     /// Jobs whose removal was asked for and not yet confirmed by their log
     /// (009, or 005 for one that ended first), with when it was first asked
     /// (run time). The policy counts such a job as leaving and waits for its
@@ -736,7 +738,29 @@ impl CondorSite {
             let Some(&job) = self.procs.get(&proc) else {
                 continue;
             };
-            if self.gone.contains(&proc) {
+            if let Some(removed) = self.gone.get_mut(&proc) {
+                // The gridmanager writes a remote start when it learns of
+                // it, which can be after the schedd wrote the removal: an
+                // execution that began before its removal was cut short,
+                // as the logs in time order (`cosched log report`) show.
+                // Told only while the job is not out here again under
+                // another proc, so that no later attempt takes the start.
+                let at = event_run_time(&event, self.epoch_unix);
+                if event.code == 1
+                    && removed.is_some_and(|removed| at <= removed)
+                    && !self.out.contains_key(&job)
+                {
+                    *removed = None;
+                    tracing::debug!(
+                        site = %self.config.name,
+                        "job {} ({}.{}): its start was written after its removal; counted as cut short",
+                        job.0,
+                        proc.0,
+                        proc.1
+                    );
+                    out.push(SiteEvent::Started { job, at });
+                    continue;
+                }
                 tracing::warn!(
                     site = %self.config.name,
                     "job {} ({}.{}): event {:03} after the job left the queue; ignored",
@@ -763,7 +787,8 @@ impl CondorSite {
                 self.later.entry(job).or_insert((Later::Remove, now));
             }
             if matches!(event.code, 5 | 9) {
-                self.gone.insert(proc);
+                let removed = (event.code == 9).then(|| event_run_time(&event, self.epoch_unix));
+                self.gone.insert(proc, removed);
                 if current {
                     self.unconfirmed.remove(&job);
                 }
@@ -1612,6 +1637,50 @@ mod tests {
         assert_eq!(
             args(&s.bin, "condor_rm"),
             ["-constraint", "(ClusterId == 33 && ProcId == 5) || (ClusterId == 33 && ProcId == 6)"]
+        );
+    }
+
+    /// Under load the gridmanager can write a Condor-C job's start after
+    /// the schedd wrote its removal (seen once in CI: the run counted no
+    /// execution cut short, `cosched log report` on its logs two). A start
+    /// stamped before the removal is told, once; one stamped after it, or
+    /// for a job out here again under a later proc, is not.
+    #[tokio::test]
+    async fn a_start_written_after_the_removal_and_stamped_before_it_is_told() {
+        let s = setup();
+        let epoch = local_unix("2026-11-21T05:03:00");
+        // 40.2's job is out again as 41.0.
+        let mut site = backend(&s, 30.0, epoch, vec![(40, jobs(0..3)), (41, jobs(2..3))]);
+        let event = |code: &str, proc: u32, at: &str, text: &str| {
+            format!("{code} (040.{proc:03}.000) 2026-11-21 05:03:{at} {text}\n...\n")
+        };
+        let aborted = "Job was aborted.\n\tVia condor_rm (by user root)";
+        let executing = "Job executing on host: condor personal@vm 127.0.0.1:9618";
+        let log: String = [
+            event("000", 0, "01", "Job submitted from host: <127.0.0.1:7341>"),
+            event("000", 1, "01", "Job submitted from host: <127.0.0.1:7341>"),
+            event("000", 2, "01", "Job submitted from host: <127.0.0.1:7341>"),
+            event("009", 0, "20", aborted),
+            event("009", 1, "20", aborted),
+            event("009", 2, "20", aborted),
+            event("001", 0, "13", executing),
+            event("001", 0, "14", executing),
+            event("001", 1, "21", executing),
+            event("001", 2, "15", executing),
+        ]
+        .concat();
+        let path = CondorSite::log_path(&s.state, "ce");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(path, log).unwrap();
+        let got = collect(&mut site, 4).await;
+        assert_eq!(
+            got,
+            [
+                SiteEvent::Removed { job: JobId(0), at: 20.0 },
+                SiteEvent::Removed { job: JobId(1), at: 20.0 },
+                SiteEvent::Removed { job: JobId(2), at: 20.0 },
+                SiteEvent::Started { job: JobId(0), at: 13.0 },
+            ]
         );
     }
 

@@ -140,7 +140,9 @@ impl JobRecord {
     /// (009, not after a hold, which had already freed the slot) while it
     /// ran, from its last start to the removal. The rule of the run's own
     /// summary and `cosched status` (`run::progress`), applied to the same
-    /// user-log events, so the three agree, with one exception: a Condor-C
+    /// user-log events, so the three agree (also where the gridmanager
+    /// wrote a start after the removal it preceded: the run counts it as
+    /// the log in time order does), with one exception: a Condor-C
     /// job running at the remote schedd when cosched removed it, before the
     /// local log heard of its start, is cut short for the run (which learns
     /// of the start from the remote `condor_q`) but has no 001 here; a run's

@@ -59,7 +59,12 @@ use std::sync::Arc;
 /// dead time then memoryless, that moves go by).
 /// 16: `adaptive` with several kinds keeps, per kind and site, the kinds
 /// seen slowed and the jobs of theirs its last degraded verdict ran beside.
-const FORMAT: u32 = 17;
+/// 17: `adaptive`'s floor proved by a check below keeps the level its
+/// baseline's runs saw running.
+/// 18: the progress tally keeps where and when a job removed unstarted
+/// left, so that a start its log writes after the removal counts it cut
+/// short.
+const FORMAT: u32 = 18;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

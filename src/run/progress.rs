@@ -151,6 +151,12 @@ struct Tally {
     /// By site, then kind; empty in a run of one kind.
     #[serde(default)]
     kinds: Vec<Vec<KindTotals>>,
+    /// Where and when each job last removed with no start seen left, until
+    /// it succeeds: the gridmanager can write a start after the removal,
+    /// and one stamped before it was an execution cut short (see
+    /// `condor::site`'s `translate`), wherever the job went since.
+    #[serde(default)]
+    removed_unstarted: BTreeMap<JobId, (SiteId, Time)>,
 }
 
 /// The final summary (`--json` prints this).
@@ -269,6 +275,7 @@ impl Progress {
                 ended_by: BTreeMap::new(),
                 retry_causes: RetryCauses::default(),
                 kinds: Vec::new(),
+                removed_unstarted: BTreeMap::new(),
             },
             summary: None,
             notes: Vec::new(),
@@ -412,6 +419,16 @@ impl Progress {
                 {
                     a.started = Some(*at);
                     self.started(site, *job);
+                } else if let Some(&(s, removed)) = self.tally.removed_unstarted.get(job) {
+                    if s == site && *at <= removed {
+                        self.tally.removed_unstarted.remove(job);
+                        if let Some(e @ Ended::Idle) = self.tally.ended_by.get_mut(job) {
+                            *e = Ended::CutShort;
+                        }
+                        let t = self.totals(site);
+                        t.cut_short += 1;
+                        t.cut_short_seconds += removed - at;
+                    }
                 }
             }
             SiteEvent::Ended { job, at, outcome } => {
@@ -425,6 +442,7 @@ impl Progress {
                         if !self.tally.done.insert(*job) {
                             return;
                         }
+                        self.tally.removed_unstarted.remove(job);
                         self.tally.makespan = self.tally.makespan.max(*at);
                         let t = self.totals(site);
                         t.done += 1;
@@ -484,6 +502,7 @@ impl Progress {
                         t.cut_short_seconds += (at - started).max(0.0);
                     } else if !a.held {
                         self.tally.ended_by.insert(*job, Ended::Idle);
+                        self.tally.removed_unstarted.insert(*job, (site, *at));
                     }
                 }
             }
@@ -1080,6 +1099,36 @@ mod tests {
         assert_eq!(p.tally.sites[0].cut_short, 1);
         assert_eq!(p.tally.sites[0].last_hold_reason.as_deref(), Some("input missing"));
         assert!(p.notes.iter().any(|n| n.contains("job 2 held: input missing")), "{:?}", p.notes);
+    }
+
+    /// The gridmanager can write a remote start after the schedd wrote the
+    /// job's removal; stamped before it, the execution was cut short, as
+    /// the logs read in time order say. Once, at the site it was removed
+    /// from, and not for a start stamped after the removal.
+    #[test]
+    fn a_start_told_after_its_removal_and_stamped_before_it_is_cut_short() {
+        let mut p = Progress::new("r", vec!["a".into(), "b".into()], 3, 1.0, Display::Quiet);
+        let (a, b) = (SiteId(0), SiteId(1));
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 });
+        for j in 0..3 {
+            p.record(a, &SiteEvent::Removed { job: JobId(j), at: 20.0 });
+        }
+        assert_eq!(p.tally.sites[0].cut_short, 0);
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 13.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 14.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(1), at: 21.0 });
+        p.record(b, &SiteEvent::Started { job: JobId(2), at: 15.0 });
+        assert_eq!((p.tally.sites[0].cut_short, p.tally.sites[0].cut_short_seconds), (1, 7.0));
+        assert_eq!(p.tally.sites[1].cut_short, 0);
+        assert_eq!(p.tally.running, vec![0, 0], "nothing runs after its removal");
+        // Its next attempt is retried as one cut short.
+        p.record(b, &SiteEvent::Submitted { jobs: vec![JobId(0)], at: 30.0 });
+        assert_eq!(p.tally.retry_causes.after_cut_short, 1);
+        // Job 2 went to `b` before `a` told its start: still cut short at `a`.
+        p.record(b, &SiteEvent::Submitted { jobs: vec![JobId(2)], at: 31.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(2), at: 18.0 });
+        assert_eq!((p.tally.sites[0].cut_short, p.tally.sites[0].cut_short_seconds), (2, 9.0));
+        assert_eq!(p.tally.running, vec![0, 0]);
     }
 
     #[test]

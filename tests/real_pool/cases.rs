@@ -433,14 +433,17 @@ fn condor_c_cancelled_mid_forward(pool: &Pool) {
         let counted = last["cut_short"].as_u64().unwrap_or(0);
         let done = last["done"].as_u64().unwrap_or(0);
         let completed = u64::from(ledger.executions() - ledger.cut_short);
-        assert!(
-            done <= completed && u64::from(ledger.cut_short) <= counted && counted <= 16 - done,
-            "trial {trial}: cosched counts {counted} executions cut short, the ledger {}: {last}\nledger: {ledger:?}\n{}",
-            ledger.cut_short,
+        let files = || {
             logs.iter()
                 .chain([&case.path("daemon.err")])
                 .map(|l| format!("{}:\n{}", l.display(), std::fs::read_to_string(l).unwrap_or_default()))
                 .collect::<String>()
+        };
+        assert!(
+            done <= completed && u64::from(ledger.cut_short) <= counted && counted <= 16 - done,
+            "trial {trial}: cosched counts {counted} executions cut short, the ledger {}: {last}\nledger: {ledger:?}\n{}",
+            ledger.cut_short,
+            files()
         );
         // A report made from the run's user logs alone counts no more.
         let mut args = vec!["log".to_string(), "report".into(), "--out".into(), "report".into()];
@@ -454,7 +457,11 @@ fn condor_c_cancelled_mid_forward(pool: &Pool) {
         // cosched found by asking (the run's own report adds those: see
         // `report::metrics`), so it may count fewer.
         let counts = &report["summary"]["counts"];
-        assert!(counts["cut_short"].as_u64().unwrap() <= counted, "trial {trial}: the report: {counts}");
+        assert!(
+            counts["cut_short"].as_u64().unwrap() <= counted,
+            "trial {trial}: the report: {counts}, cosched: {last}\nledger: {ledger:?}\n{}",
+            files()
+        );
         println!(
             "condor_c_cancelled_mid_forward: trial {trial}: the report counts {} cut short ({:.0} slot-s)",
             counts["cut_short"],
