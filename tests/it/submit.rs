@@ -977,7 +977,10 @@ mod e2e {
             let (t, level) = (v["t"].as_f64().unwrap(), v["level"].as_f64().unwrap());
             // On the logs' clock: within the run, and after jobs ran there.
             assert!(t > 0.0 && t <= makespan, "verdict at {t} s of a {makespan} s run: {v}");
-            assert!(level > 4.0, "judged degraded past the knee: {v}");
+            // The level is the mean running the log shows over the cohort;
+            // starts the loaded test machine delays pull it down toward
+            // the knee, never below it when the site was past it.
+            assert!(level >= 4.0, "judged degraded at or past the knee: {v}");
             assert!(v["slowdown"].as_f64().unwrap() > 1.0, "{v}");
         }
     }
