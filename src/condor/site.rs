@@ -1649,39 +1649,38 @@ mod tests {
     async fn a_start_written_after_the_removal_and_stamped_before_it_is_told() {
         let s = setup();
         let epoch = local_unix("2026-11-21T05:03:00");
-        // 40.2's job is out again as 41.0.
-        let mut site = backend(&s, 30.0, epoch, vec![(40, jobs(0..3)), (41, jobs(2..3))]);
+        let mut site = backend(&s, 30.0, epoch, vec![(40, jobs(0..3))]);
         let event = |code: &str, proc: u32, at: &str, text: &str| {
             format!("{code} (040.{proc:03}.000) 2026-11-21 05:03:{at} {text}\n...\n")
         };
         let aborted = "Job was aborted.\n\tVia condor_rm (by user root)";
         let executing = "Job executing on host: condor personal@vm 127.0.0.1:9618";
-        let log: String = [
-            event("000", 0, "01", "Job submitted from host: <127.0.0.1:7341>"),
-            event("000", 1, "01", "Job submitted from host: <127.0.0.1:7341>"),
-            event("000", 2, "01", "Job submitted from host: <127.0.0.1:7341>"),
-            event("009", 0, "20", aborted),
-            event("009", 1, "20", aborted),
-            event("009", 2, "20", aborted),
+        let removals: String = (0..3)
+            .flat_map(|p| {
+                [
+                    event("000", p, "01", "Job submitted from host: <127.0.0.1:7341>"),
+                    event("009", p, "20", aborted),
+                ]
+            })
+            .collect();
+        let path = CondorSite::log_path(&s.state, "ce");
+        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+        std::fs::write(&path, removals).unwrap();
+        let got = collect(&mut site, 3).await;
+        assert_eq!(got, (0..3).map(|j| SiteEvent::Removed { job: JobId(j), at: 20.0 }).collect::<Vec<_>>());
+        // Job 2 is out here again, as 41.0, when the late starts are written.
+        site.procs.insert((41, 0), JobId(2));
+        site.out.insert(JobId(2), (41, 0));
+        let late: String = [
             event("001", 0, "13", executing),
             event("001", 0, "14", executing),
             event("001", 1, "21", executing),
             event("001", 2, "15", executing),
         ]
         .concat();
-        let path = CondorSite::log_path(&s.state, "ce");
-        std::fs::create_dir_all(path.parent().unwrap()).unwrap();
-        std::fs::write(path, log).unwrap();
-        let got = collect(&mut site, 4).await;
-        assert_eq!(
-            got,
-            [
-                SiteEvent::Removed { job: JobId(0), at: 20.0 },
-                SiteEvent::Removed { job: JobId(1), at: 20.0 },
-                SiteEvent::Removed { job: JobId(2), at: 20.0 },
-                SiteEvent::Started { job: JobId(0), at: 13.0 },
-            ]
-        );
+        let mut file = std::fs::OpenOptions::new().append(true).open(&path).unwrap();
+        std::io::Write::write_all(&mut file, late.as_bytes()).unwrap();
+        assert_eq!(collect(&mut site, 1).await, [SiteEvent::Started { job: JobId(0), at: 13.0 }]);
     }
 
     #[test]
