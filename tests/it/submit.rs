@@ -979,7 +979,8 @@ mod e2e {
             assert!(t > 0.0 && t <= makespan, "verdict at {t} s of a {makespan} s run: {v}");
             // The level is the mean running the log shows over the cohort;
             // starts the loaded test machine delays pull it down toward
-            // the knee, never below it when the site was past it.
+            // the knee (4.0 once, beside a build), not below it at the
+            // quarter speed `knee_setup` runs at.
             assert!(level >= 4.0, "judged degraded at or past the knee: {v}");
             assert!(v["slowdown"].as_f64().unwrap() > 1.0, "{v}");
         }
