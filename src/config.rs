@@ -18,7 +18,7 @@
 //! resources, extra submit commands) is checked here for control characters and
 //! newlines, so a sites file cannot smuggle commands into a submit file.
 
-use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteInfo};
+use crate::policy::{self, CapacityMemory, PolicyConfig, RunSpec, SiteInfo, DEFAULT_GRID_POLL};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::fmt;
@@ -133,6 +133,9 @@ pub struct SiteConfig {
     /// Jobs the site starts with, a level its operator knows is below its
     /// knee (the adaptive policy's `initial_window` otherwise).
     pub initial_window: Option<u32>,
+    /// Seconds between the gridmanager's polls of the site, as set
+    /// (`poll_period`); `None`: [`SiteConfig::poll_period`] says.
+    pub poll_period: Option<f64>,
     /// Extra submit commands for this site only (`[site.submit]`), in key order.
     pub submit_commands: Vec<(String, String)>,
     /// `[site.simulate]`: the site's model, used with `--simulate`.
@@ -150,9 +153,21 @@ impl SiteConfig {
             idle_timeout: None,
             slots: None,
             initial_window: None,
+            poll_period: None,
             submit_commands: Vec::new(),
             simulate: None,
         }
+    }
+
+    /// How often the submit host learns of the site's starts and ends: as
+    /// set; else the simulated model's; else, for a grid site, HTCondor's
+    /// default probe interval (a run on a real pool asks the submit host's
+    /// own, `run::drive`); else 0, a local pool's events being written as
+    /// they happen.
+    pub fn poll_period(&self) -> f64 {
+        self.poll_period
+            .or(self.simulate.as_ref().map(|m| m.poll_period))
+            .unwrap_or(if self.grid_resource.is_some() { DEFAULT_GRID_POLL } else { 0.0 })
     }
 
     /// What a policy may know about the site.
@@ -164,6 +179,7 @@ impl SiteConfig {
             max_idle: self.max_idle,
             idle_timeout: self.idle_timeout,
             initial_window: self.initial_window,
+            poll_period: self.poll_period(),
         }
     }
 }
@@ -439,6 +455,7 @@ struct RawSite {
     idle_timeout: Option<Spanned<f64>>,
     slots: Option<Spanned<u32>>,
     initial_window: Option<Spanned<u32>>,
+    poll_period: Option<Spanned<f64>>,
     #[serde(default)]
     submit: BTreeMap<Spanned<String>, Spanned<toml::Value>>,
     simulate: Option<crate::site_model::SiteParams>,
@@ -677,6 +694,14 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
             }
         }
         positive(&mut problems, &site.idle_timeout, "idle_timeout");
+        if let Some(v) = &site.poll_period {
+            if !(v.get_ref().is_finite() && *v.get_ref() >= 0.0) {
+                problems.push(
+                    Problem::error(path, at(v.span()), "poll_period must be a number of seconds ≥ 0".to_string())
+                        .with_hint("the submit host's GRIDMANAGER_JOB_PROBE_INTERVAL for a grid site (condor_config_val tells it), 0 for the local pool"),
+                );
+            }
+        }
 
         let mut submit_commands = Vec::new();
         for (key, value) in &site.submit {
@@ -764,6 +789,7 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
             idle_timeout: site.idle_timeout.map(Spanned::into_inner),
             slots: site.slots.map(Spanned::into_inner),
             initial_window: site.initial_window.map(Spanned::into_inner),
+            poll_period: site.poll_period.map(Spanned::into_inner),
             submit_commands,
             simulate,
         });
@@ -837,7 +863,7 @@ const CONDOR_KEYS: [&str; 5] =
     ["bin_dir", "submit_timeout", "retries", "unreachable_timeout", "poll_interval"];
 const RUN_KEYS: [&str; 2] = ["max_attempts", "checkpoint_every"];
 const SIMULATE_KEYS: [&str; 4] = ["base_runtime", "jitter", "seed", "kinds"];
-const SITE_KEYS: [&str; 9] = [
+const SITE_KEYS: [&str; 10] = [
     "name",
     "grid_resource",
     "max_jobs",
@@ -845,6 +871,7 @@ const SITE_KEYS: [&str; 9] = [
     "idle_timeout",
     "slots",
     "initial_window",
+    "poll_period",
     "submit",
     "simulate",
 ];
@@ -1064,6 +1091,22 @@ mod tests {
         assert_eq!(find("schedd and a pool").location.map(|l| l.0), Some(6));
         assert_eq!(find("newline").location.map(|l| l.0), Some(10));
         assert_eq!(find("written by cosched").location.map(|l| l.0), Some(11));
+    }
+
+    #[test]
+    fn a_sites_poll_is_as_set_else_the_models_else_a_grid_sites_default() {
+        let text = "[[site]]\nname = \"local\"\n\
+                    [[site]]\nname = \"ce\"\ngrid_resource = \"condor ce.example.org ce.example.org:9619\"\n\
+                    [[site]]\nname = \"set\"\ngrid_resource = \"condor b.example.org b.example.org:9619\"\npoll_period = 5\n\
+                    [[site]]\nname = \"sim\"\ngrid_resource = \"condor c.example.org c.example.org:9619\"\n\
+                    [site.simulate]\nslots = 8\npoll_period = 15\n";
+        let (file, _) = parse(Path::new("sites.toml"), text).expect("valid");
+        let polls: Vec<f64> = file.sites.iter().map(|s| s.info().poll_period).collect();
+        assert_eq!(polls, vec![0.0, DEFAULT_GRID_POLL, 5.0, 15.0]);
+        let e = errors("[[site]]\nname = \"a\"\npoll_period = -5\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert!(e[0].message.contains("poll_period"), "{}", e[0]);
+        assert_eq!(e[0].location.map(|l| l.0), Some(3), "{}", e[0]);
     }
 
     #[test]

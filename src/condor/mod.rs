@@ -358,6 +358,14 @@ impl Condor {
         self.remove(&args).await
     }
 
+    /// `condor_config_val NAME`: the submit host's setting, `None` where it
+    /// is not defined or the tool could not be run.
+    pub async fn config_val(&self, name: &str) -> Option<String> {
+        let finished = self.run("condor_config_val", &[name.to_string()]).await.ok()?;
+        let value = finished.stdout.trim();
+        (finished.status == Some(0) && !value.is_empty()).then(|| value.to_string())
+    }
+
     /// `condor_q -json -constraint EXPR [-attributes A,B]`: the matching job
     /// ads (none when nothing matches: condor_q then prints nothing at all).
     pub async fn query(

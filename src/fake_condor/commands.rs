@@ -376,6 +376,23 @@ impl Selection {
     }
 }
 
+// --------------------------------------------------------- condor_config_val
+
+/// `condor_config_val NAME`: the fake's one setting a run asks for. Its
+/// grid sites' events are written as they happen (no gridmanager polls),
+/// so their probe interval is 0; any other name is not defined, as the
+/// real tool says of a name it does not know.
+pub(crate) fn condor_config_val(args: &[String]) -> u8 {
+    match args {
+        [name] if name.eq_ignore_ascii_case("GRIDMANAGER_JOB_PROBE_INTERVAL") => {
+            let _ = io::stdout().lock().write_all(b"0\n");
+            0
+        }
+        [name] => fail(&format!("Not defined: {name}")),
+        _ => fail("Usage: condor_config_val NAME (the fake answers one name at a time)"),
+    }
+}
+
 // ---------------------------------------------------------------- condor_rm
 
 pub(crate) fn condor_rm(args: &[String]) -> u8 {

@@ -203,7 +203,7 @@ pub fn stop(pool_dir: &Path) -> std::io::Result<()> {
 }
 
 /// Runs the fake command named `argv0` (`condor_submit`, `condor_rm`,
-/// `condor_q`, or the private schedd), if it is one; `None` when `argv0` is not
+/// `condor_q`, `condor_config_val`, or the private schedd), if it is one; `None` when `argv0` is not
 /// a fake command's name.
 pub fn main_as(argv0: &str) -> Option<ExitCode> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -211,6 +211,7 @@ pub fn main_as(argv0: &str) -> Option<ExitCode> {
         "condor_submit" => commands::condor_submit(&args),
         "condor_rm" => commands::condor_rm(&args),
         "condor_q" => commands::condor_q(&args),
+        "condor_config_val" => commands::condor_config_val(&args),
         SCHEDD_NAME => schedd::main(&args),
         _ => return None,
     };

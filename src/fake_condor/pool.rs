@@ -469,7 +469,7 @@ pub(crate) fn install(pool_dir: &Path, config: &PoolConfig, exe: &Path) -> io::R
     }
     let bin = pool_dir.join("bin");
     std::fs::create_dir_all(&bin)?;
-    for name in ["condor_submit", "condor_rm", "condor_q"] {
+    for name in ["condor_submit", "condor_rm", "condor_q", "condor_config_val"] {
         let link = bin.join(name);
         match std::fs::remove_file(&link) {
             Ok(()) => {}

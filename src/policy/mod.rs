@@ -79,6 +79,10 @@ impl fmt::Display for JobId {
     }
 }
 
+/// HTCondor's default `GRIDMANAGER_JOB_PROBE_INTERVAL`, seconds: how often a
+/// submit host's gridmanager polls a grid site, where nothing says otherwise.
+pub const DEFAULT_GRID_POLL: f64 = 60.0;
+
 /// What a policy may know about a site before it has run anything there:
 /// what HTCondor or the operator tells, never the site's hidden capacity.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -98,6 +102,13 @@ pub struct SiteInfo {
     /// below it.
     #[serde(default)]
     pub initial_window: Option<u32>,
+    /// Seconds between the polls by which the submit host learns of its
+    /// jobs' starts and ends there: a grid site's, its gridmanager's probe
+    /// interval (`GRIDMANAGER_JOB_PROBE_INTERVAL`); 0 where the events are
+    /// written as they happen (the local pool). A log stamp lies up to one
+    /// poll after the event it records.
+    #[serde(default)]
+    pub poll_period: f64,
 }
 
 impl SiteInfo {
@@ -109,6 +120,7 @@ impl SiteInfo {
             max_idle: None,
             idle_timeout: None,
             initial_window: None,
+            poll_period: 0.0,
         }
     }
 }

@@ -64,7 +64,9 @@ use std::sync::Arc;
 /// 18: the progress tally keeps where and when a job removed unstarted
 /// left, so that a start its log writes after the removal counts it cut
 /// short.
-const FORMAT: u32 = 18;
+/// 19: `adaptive`'s site keeps how often its starts and ends are polled
+/// (its test lets a cohort read up to a poll longer or shorter).
+const FORMAT: u32 = 19;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {

@@ -96,7 +96,9 @@ use super::progress::Progress;
 use crate::condor::{remove_forwarded_leftovers, Condor, CondorSite, Reachability};
 use crate::config::SitesFile;
 use crate::engine::{self, Ending, EngineOptions, Observer, RunClock, SiteCursor};
-use crate::policy::{self, Action, CapacityMemory, Policy, PolicyConfig, SiteEvent, SiteId, Time};
+use crate::policy::{
+    self, Action, CapacityMemory, Policy, PolicyConfig, RunSpec, SiteEvent, SiteId, Time, DEFAULT_GRID_POLL,
+};
 use crate::report::{RunDecisions, SiteDecisions};
 use crate::state::{Db, DbJournal, MemoryDb, RunRecord, RunStatus};
 use crate::submit_desc::{self, JobKinds};
@@ -199,6 +201,46 @@ pub struct Starting<'a> {
     pub reachability: &'a [Arc<Reachability>],
 }
 
+/// Where sites.toml does not say how often a grid site is polled, the
+/// submit host's gridmanager is asked (its `GRIDMANAGER_JOB_PROBE_INTERVAL`),
+/// once per run; where it cannot tell, HTCondor's default stands
+/// ([`crate::config::SiteConfig::poll_period`]).
+async fn ask_grid_polls(sites: &SitesFile, spec: &mut RunSpec) {
+    if sites.sites.iter().any(|s| s.grid_resource.is_some() && s.poll_period.is_none()) {
+        let said = Condor::new(&sites.condor).config_val(GRID_POLL_SETTING).await;
+        take_grid_poll(sites, spec, said.as_deref());
+    }
+}
+
+const GRID_POLL_SETTING: &str = "GRIDMANAGER_JOB_PROBE_INTERVAL";
+
+/// What `condor_config_val` `said` of the grid poll, given to the grid sites
+/// sites.toml leaves it to.
+fn take_grid_poll(sites: &SitesFile, spec: &mut RunSpec, said: Option<&str>) {
+    let period = match said.map(|v| (v, v.parse::<f64>())) {
+        Some((_, Ok(period))) if period.is_finite() && period >= 0.0 => period,
+        Some((value, _)) => {
+            tracing::warn!(
+                "condor_config_val {GRID_POLL_SETTING} said {value:?}, not a number of seconds; \
+                 taking {DEFAULT_GRID_POLL} s (set poll_period in sites.toml)"
+            );
+            return;
+        }
+        None => {
+            tracing::info!(
+                "condor_config_val {GRID_POLL_SETTING} told nothing; taking {DEFAULT_GRID_POLL} s"
+            );
+            return;
+        }
+    };
+    tracing::info!("grid sites are polled every {period} s (condor_config_val {GRID_POLL_SETTING})");
+    for (site, info) in sites.sites.iter().zip(&mut spec.sites) {
+        if site.grid_resource.is_some() && site.poll_period.is_none() {
+            info.poll_period = period;
+        }
+    }
+}
+
 /// How a driven run ended.
 pub struct Driven {
     pub ending: Ending,
@@ -233,6 +275,9 @@ pub async fn run(
         None => CapacityMemory::new(),
     };
     let mut spec = sites.run_spec(record.n_jobs, remembered);
+    if !record.simulate {
+        ask_grid_polls(&sites, &mut spec).await;
+    }
     spec.types = kinds.types().clone();
     spec.kind_keys = kinds.types().ids().map(|t| submit_desc::kind_key(kinds.desc(t))).collect();
     for t in kinds.types().ids() {
@@ -604,5 +649,28 @@ pub(crate) fn state_failure(e: crate::state::StateError) -> Failure {
             Failure::usage(e.to_string())
         }
         other => Failure::failed(format!("state database: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_grid_site_left_unset_takes_the_gridmanagers_poll_and_no_other_does() {
+        let text = "[[site]]\nname = \"local\"\n\
+                    [[site]]\nname = \"ce\"\ngrid_resource = \"condor a.example.org a.example.org:9619\"\n\
+                    [[site]]\nname = \"set\"\ngrid_resource = \"condor b.example.org b.example.org:9619\"\npoll_period = 30\n";
+        let (sites, _) = crate::config::parse(Path::new("sites.toml"), text).expect("valid");
+        let polls = |said: Option<&str>| {
+            let mut spec = sites.run_spec(10, CapacityMemory::new());
+            take_grid_poll(&sites, &mut spec, said);
+            spec.sites.iter().map(|s| s.poll_period).collect::<Vec<_>>()
+        };
+        assert_eq!(polls(Some("5")), vec![0.0, 5.0, 30.0]);
+        // Not a number, or nothing said: HTCondor's default stands.
+        assert_eq!(polls(Some("$(UNEXPANDED)")), vec![0.0, DEFAULT_GRID_POLL, 30.0]);
+        assert_eq!(polls(Some("-1")), vec![0.0, DEFAULT_GRID_POLL, 30.0]);
+        assert_eq!(polls(None), vec![0.0, DEFAULT_GRID_POLL, 30.0]);
     }
 }

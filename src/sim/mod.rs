@@ -110,8 +110,8 @@ pub fn woken_too_often(wakeups: u64, events: u64) -> bool {
     wakeups > 10 * events + 1000
 }
 
-/// What a policy may know of a scenario: each job's kind, the sites' names
-/// and the slot counts declared.
+/// What a policy may know of a scenario: each job's kind, the sites' names,
+/// the slot counts declared and how often their events are polled.
 pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
     let names: Vec<String> = scenario.types.iter().map(|t| t.name.clone()).collect();
     let kinds = model::interleave(&scenario.types.iter().map(|t| t.n_jobs).collect::<Vec<_>>());
@@ -125,7 +125,11 @@ pub fn run_spec(scenario: &Scenario, memory: CapacityMemory) -> RunSpec {
         sites: scenario
             .sites
             .iter()
-            .map(|s| SiteInfo { slots: Some(s.declared()), ..SiteInfo::named(s.name.clone()) })
+            .map(|s| SiteInfo {
+                slots: Some(s.declared()),
+                poll_period: s.poll_period,
+                ..SiteInfo::named(s.name.clone())
+            })
             .collect(),
         // A kind is remembered under its type name: `bench --warm` hands
         // each kind what the cold pass learned of it.

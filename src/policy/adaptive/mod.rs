@@ -33,7 +33,9 @@
 //! runs, since the spread is in the likelihoods. The baseline is learned
 //! from few runs, so what the bounds assume is made true: its scale is
 //! profiled out within `z` standard errors of its mean (`z` the normal
-//! quantile of α), a running job testifies only at ages where the learned
+//! quantile of α) plus, at a site whose events reach the log at a
+//! gridmanager's polls, one poll over the mean run (the jobs a poll
+//! started share its lag, an error no number of them averages), a running job testifies only at ages where the learned
 //! distribution is data rather than assumption, the first cohort's share
 //! past its longest run is taken one standard error up (its jobs started
 //! together and are censored together, so the last few at risk set it),
@@ -439,6 +441,7 @@ impl Adaptive {
                     rules,
                     memory,
                 );
+                site.poll_period = info.poll_period;
                 // A site remembered as starting nothing is tried with one
                 // job whatever its operator says it can take.
                 if let Some(level) = info.initial_window.filter(|_| memory.is_some_and(|m| !m.unresponsive)) {

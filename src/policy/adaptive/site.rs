@@ -51,8 +51,11 @@ struct Bounds {
 
 /// Seconds HTCondor-G may take to report that a grid job started or ended:
 /// the gridmanager polls a remote site every
-/// `GRIDMANAGER_JOB_PROBE_INTERVAL` (60 s by default).
-const START_NEWS: f64 = 60.0;
+/// `GRIDMANAGER_JOB_PROBE_INTERVAL` (60 s by default). Taken at the default
+/// for every site, also where its own poll is known shorter: what it guards
+/// (a baseline judged slow against the other sites', a wait judged long)
+/// compares sites whose polls may differ.
+const START_NEWS: f64 = crate::policy::DEFAULT_GRID_POLL;
 
 /// What a test concluded, for people (the report, `--trace`).
 #[derive(Clone, Copy, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -122,6 +125,13 @@ pub struct Site {
     pub cap: f64,
     pub idle_timeout: f64,
     rules: Rules,
+    /// Seconds between the polls that tell of this site's starts and ends
+    /// ([`crate::policy::SiteInfo::poll_period`]): a run's stamps lie up to
+    /// one after its events, the same lag for every job started at one
+    /// poll, so a cohort's runs may all read that much longer or shorter
+    /// than the baseline's with nothing changed ([`scales_for`]).
+    #[serde(default)]
+    pub poll_period: f64,
     pub waits: Waits,
     /// Idle jobs and their submission times.
     idle: BTreeMap<JobId, Time>,
@@ -236,6 +246,7 @@ impl Site {
             cap,
             idle_timeout,
             rules,
+            poll_period: 0.0,
             waits: Waits::default(),
             idle: BTreeMap::new(),
             successes: 0,

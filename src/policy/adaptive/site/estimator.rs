@@ -347,13 +347,23 @@ pub fn normal_upper_quantile(p: f64) -> f64 {
         / (1.0 + 1.432788 * t + 0.189269 * t * t + 0.001308 * t * t * t)
 }
 
-/// The scales a test weighs for a baseline learned as `d`: from 1 up to
-/// the mean's standard error times `z` past it, and never less than
-/// [`SCALES`]'s 10%.
-pub(super) fn scales_for(d: Option<&Distribution>, z: f64) -> [f64; SCALES.len()] {
+/// The scales a test weighs for a baseline learned as `d` at a site polled
+/// every `poll` seconds: from 1 up to the mean's standard error times `z`
+/// past it, plus a poll, and never less than [`SCALES`]'s 10%.
+///
+/// A poll, because where a gridmanager tells of starts and ends, every
+/// run reads from one poll to another: the jobs a cohort started at one
+/// poll share that poll's lag behind their true start, and the baseline's
+/// first cohort shared another's. Two cohorts' runs may then differ by up to
+/// a poll each, all of them the same way, with nothing slowed: an error
+/// common to the cohort, which no number of its jobs averages away (a
+/// Condor-C site polled every 5 s read 20–29 s of work as 30, 40 or 45 s,
+/// and a cohort's mean moved 12% with a poll more or less).
+pub(super) fn scales_for(d: Option<&Distribution>, z: f64, poll: f64) -> [f64; SCALES.len()] {
     let Some(d) = d else { return SCALES };
     let least = SCALES[SCALES.len() - 1] - 1.0;
-    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt()).min(1.0);
+    let lag = if d.mean() > 0.0 { poll.max(0.0) / d.mean() } else { 0.0 };
+    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt() + lag).min(1.0);
     if top <= least {
         return SCALES;
     }
@@ -814,8 +824,8 @@ impl Site {
                 // Below, a false alarm is a baseline learned long: the
                 // healthy side may shorten it as far as it may lengthen it
                 // above.
-                Some(d) => scales_for(Some(d), self.rules.scale_z).map(|s| 1.0 / s),
-                None => scales_for(self.dist.as_ref(), self.rules.scale_z),
+                Some(d) => scales_for(Some(d), self.rules.scale_z, self.poll_period).map(|s| 1.0 / s),
+                None => scales_for(self.dist.as_ref(), self.rules.scale_z, self.poll_period),
             },
             weighed: 0.0,
         };
@@ -941,7 +951,7 @@ mod tests {
     fn the_scale_range_follows_the_baselines_standard_error() {
         let z = normal_upper_quantile(0.001);
         assert!((z - 3.09).abs() < 0.01, "{z}");
-        let top = |d: &Distribution| scales_for(Some(d), z)[SCALES.len() - 1] - 1.0;
+        let top = |d: &Distribution| scales_for(Some(d), z, 0.0)[SCALES.len() - 1] - 1.0;
         // Eight runs of 100–300 s: the mean is known to ±10% (one standard
         // error), so a baseline 20% short is within reach of the test.
         let eight =
@@ -953,6 +963,19 @@ mod tests {
         assert!(top(&many) > 0.1 && top(&many) < 0.15, "64 runs ±50%: {}", top(&many));
         let narrow =
             Distribution::estimate(&ended((0..8).map(|i| 195.0 + 10.0 * f64::from(i) / 7.0))).unwrap();
-        assert_eq!(scales_for(Some(&narrow), z), SCALES);
+        assert_eq!(scales_for(Some(&narrow), z, 0.0), SCALES);
+    }
+
+    #[test]
+    fn a_polled_sites_scale_range_takes_a_poll_more() {
+        let z = normal_upper_quantile(0.001);
+        // Runs of one size, 100 s: the standard error leaves the least
+        // range; polled every 20 s, a cohort may read a fifth longer.
+        let runs = Distribution::estimate(&ended((0..16).map(|i| 99.0 + 2.0 * f64::from(i) / 15.0))).unwrap();
+        let top = |poll: f64| scales_for(Some(&runs), z, poll)[SCALES.len() - 1] - 1.0;
+        assert!((top(0.0) - 0.1).abs() < 1e-9, "unpolled: {}", top(0.0));
+        assert!((top(20.0) - 0.2).abs() < 0.01, "polled every 20 s: {}", top(20.0));
+        // A poll as long as the runs is no evidence of anything.
+        assert!((top(1000.0) - 1.0).abs() < 1e-9, "{}", top(1000.0));
     }
 }

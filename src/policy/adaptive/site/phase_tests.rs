@@ -654,3 +654,36 @@ proptest::proptest! {
         proptest::prop_assert_eq!(site.waits.starting, whole_cohort_verdict(&waits));
     }
 }
+
+#[test]
+fn a_probe_whose_runs_read_a_poll_longer_is_not_judged_slowed_where_the_site_is_polled() {
+    // The first window's runs read 30 s. The probe's, started together at
+    // one poll, read 36 s: 1.2 times the baseline, short of the 1.25 the
+    // test looks for and past the 10% its baseline's scale may be off by.
+    // Where events are told as they happen that is a slowdown; where a
+    // gridmanager polls every 6 s it is one poll's lag, nothing slowed.
+    for (poll, slowed) in [(0.0, true), (6.0, false)] {
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), None);
+        site.poll_period = poll;
+        start(&mut site, 0..16, 0.0);
+        for job in 0..16 {
+            site.ended(JobId(job), 30.0 + 0.02 * job as f64, End::Success);
+        }
+        let verdict = site.check(31.0).map(|(v, _)| v);
+        assert_eq!(verdict, Some(Verdict::Healthy { level: 16.0 }), "poll {poll}");
+        assert_eq!(site.window, 32.0);
+        start(&mut site, 16..48, 40.0);
+        for job in 16..48 {
+            site.ended(JobId(job), 76.0 + 0.02 * (job - 16) as f64, End::Success);
+        }
+        let verdict = site.check(77.0).map(|(v, _)| v);
+        match verdict {
+            Some(Verdict::Degraded { level, .. }) => assert!(slowed, "poll {poll}: degraded at {level}"),
+            // Healthy at about the 32 that ran (a time average).
+            Some(Verdict::Healthy { level }) => {
+                assert!(!slowed && level > 31.0, "poll {poll}: healthy at {level}")
+            }
+            None => panic!("poll {poll}: no verdict from 32 runs"),
+        }
+    }
+}
