@@ -354,11 +354,11 @@ pub fn normal_upper_quantile(p: f64) -> f64 {
 /// A poll, because where a gridmanager tells of starts and ends, every
 /// run reads from one poll to another: the jobs a cohort started at one
 /// poll share that poll's lag behind their true start, and the baseline's
-/// first cohort shared another's. Two cohorts' runs may then differ by up to
-/// a poll each, all of them the same way, with nothing slowed: an error
-/// common to the cohort, which no number of its jobs averages away (a
-/// Condor-C site polled every 5 s read 20–29 s of work as 30, 40 or 45 s,
-/// and a cohort's mean moved 12% with a poll more or less).
+/// first cohort shared another's. Every run of one cohort may then read up
+/// to a poll longer (or shorter) than the baseline's, all the same way,
+/// with nothing slowed: an error common to the cohort, which no number of
+/// its jobs averages away (what it did on the real pool: `docs/adaptive.md`,
+/// "A poll is an error common to a cohort").
 pub(super) fn scales_for(d: Option<&Distribution>, z: f64, poll: f64) -> [f64; SCALES.len()] {
     let Some(d) = d else { return SCALES };
     let least = SCALES[SCALES.len() - 1] - 1.0;
