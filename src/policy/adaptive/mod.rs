@@ -35,8 +35,9 @@
 //! profiled out within `z` standard errors of its mean (`z` the normal
 //! quantile of α) plus, at a site whose events reach the log at a
 //! gridmanager's polls, one poll over the mean run (the jobs a poll
-//! started share its lag, an error no number of them averages), a running job testifies only at ages where the learned
-//! distribution is data rather than assumption, the first cohort's share
+//! started share its lag, an error no number of them averages), a
+//! running job testifies only at ages where the learned distribution is
+//! data rather than assumption, the first cohort's share
 //! past its longest run is taken one standard error up (its jobs started
 //! together and are censored together, so the last few at risk set it),
 //! that cohort's own jobs ending in that tail testify by having survived
