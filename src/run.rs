@@ -58,7 +58,7 @@ pub struct SubmitArgs {
     /// each kind; $(CoschedJob) numbers the jobs of all kinds 0..N-1.
     #[arg(long = "jobs", value_name = JOBS_FORM, value_parser = KindSpec::parse, allow_hyphen_values = true)]
     pub jobs: Vec<KindSpec>,
-    /// Scheduling policy; overrides [policy] name in sites.toml.
+    /// Scheduling policy; overrides `[policy] name` in sites.toml.
     #[arg(long)]
     pub policy: Option<String>,
     /// Tell the policy every job is of one kind, while each job still runs as

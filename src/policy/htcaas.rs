@@ -12,7 +12,7 @@
 //! else: the elapsed time of `n` jobs of kind `t` alone at a site, every
 //! one submitted at once, is its mean wait plus `⌈n / c⌉` runs at the
 //! speed `c = min(n, slots)` running jobs of load `ℓ_t` get there
-//! ([`SiteTruth::type_rate`]), stretched by its failures. For two sites that
+//! ([`SiteTruth::type_rate`](crate::policy::truth::SiteTruth::type_rate)), stretched by its failures. For two sites that
 //! is the paper's grid search; for N sites the ten tenths go one at a time
 //! to the site where the tenth would end soonest, which minimises the
 //! largest elapsed time over the same grid (each site's time grows with its

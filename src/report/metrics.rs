@@ -167,7 +167,7 @@ pub struct KindRow {
 
 /// Each kind of job at each site, sites in the run's order and each site's
 /// kinds by name, from the kind the run recorded for each cluster
-/// ([`SiteDecisions::kinds`]); empty when the run recorded none. A job
+/// ([`SiteDecisions::kinds`](crate::report::model::SiteDecisions::kinds)); empty when the run recorded none. A job
 /// whose cluster has no recorded kind counts under `?`.
 pub fn kind_rows(jobs: &dyn Jobs, decisions: &RunDecisions) -> Vec<KindRow> {
     if decisions.sites.iter().all(|s| s.kinds.is_empty()) {

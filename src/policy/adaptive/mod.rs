@@ -1,8 +1,12 @@
 //! `adaptive`: the default policy — an estimator per site and a controller,
 //! from nothing but what HTCondor tells a user (the user log, our jobs'
 //! counts, slot counts). This page states the model, what is estimated and
-//! the rules that follow; why each rule is as it is, and what it was
-//! measured to do, is in `docs/adaptive.md` under matching headings.
+//! the rule that follows. Each rule's detail is stated where it is applied
+//! (`site`: the phases and what holds across them; `site::estimator`: the
+//! test's safeguards; `site::controller`: the verdicts, a wrong start, what
+//! the planner is told, unresponsive sites; `site::recheck`: the check
+//! below; `site::memory`; `kinds`), and why each is as it is, with what it
+//! was measured to do, in `docs/adaptive.md` under matching headings.
 //!
 //! **The model.** A site runs our jobs on `slots` slots after a queue wait
 //! (other users) taken as exponential. Our jobs share a resource we cannot
@@ -30,88 +34,31 @@
 //! by a 1% share of outliers. The thresholds
 //! ln((1 − β)/α) and ln(β/(1 − α)) bound false and missed alarms by
 //! `false_alarm` (α) and `missed_alarm` (β) whatever the spread of healthy
-//! runs, since the spread is in the likelihoods. The baseline is learned
-//! from few runs, so what the bounds assume is made true: its scale is
-//! profiled out within `z` standard errors of its mean (`z` the normal
-//! quantile of α) plus, at a site whose events reach the log at a
-//! gridmanager's polls, one poll over the mean run (the jobs a poll
-//! started share its lag, an error no number of them averages), a
-//! running job testifies only at ages where the learned distribution is
-//! data rather than assumption, the first cohort's share
-//! past its longest run is taken one standard error up (its jobs started
-//! together and are censored together, so the last few at risk set it),
-//! that cohort's own jobs ending in that tail testify by having survived
-//! to its start and, far out, by having ended within it, not by the tail's
-//! assumed density (the tail stands for them), and a test that has
-//! weighed `SAMPLE` (64) runs with no verdict ends healthy.
+//! runs, since the spread is in the likelihoods. What the bounds assume of
+//! a baseline learned from few runs is made true in `site::estimator`.
 //!
-//! **The controller.**
-//! - *Start* at `initial_window` jobs (a site's own in sites.toml, where
-//!   its operator knows better), taken as below any knee: their runs are
-//!   the baseline.
-//! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
-//!   × the floor while no ceiling is known (to every job left of the run
-//!   where they are within one more probe's overshoot, `probe_gain` × that:
-//!   the search would end about when they do, and its last step would
-//!   leave a wave of its own; not on the first window's runs, which are
-//!   taken healthy, not shown so), else to the geometric middle of floor
+//! **The rule.**
+//! - *Start* at `initial_window` jobs, taken as below any knee: their runs
+//!   are the baseline.
+//! - *Healthy at n*: the floor goes to n; the window to `probe_gain` × the
+//!   floor while no ceiling is known, else to the geometric middle of floor
 //!   and ceiling (the thesis's binary search).
-//! - *Degraded at n*, with s the least slowdown the evidence proves: the
-//!   site delivered what n / s jobs at full speed would, so the window goes
-//!   there (never below the floor; to the floor where the proof rests on
-//!   jobs still running, as s is then only a bound) and the ceiling to n.
-//!   The site drains, getting nothing, while its test goes on; a larger s
-//!   proven later cuts deeper. Running jobs are removed only where that
-//!   costs less than keeping them: n / s more than κ below the window
-//!   proves the resource thrashes, and the youngest jobs past the window go
-//!   back to the pool.
+//! - *Degraded at n*, s the least slowdown proven: the site delivered what
+//!   n / s jobs at full speed would, so the window goes there and the
+//!   ceiling to n. Running jobs are removed only where the resource is
+//!   proven to thrash (n / s more than κ below the window).
 //! - *Converged* (ceiling within 1 + `precision` of the floor): the level is
-//!   held and watched for a drop, and after `reprobe_after` mean run times
-//!   the level above is tried, with the ceiling assumed at `probe_gain`
-//!   times the old one; a floor that reaches an assumed ceiling healthy
-//!   probes on as if no ceiling were known. A search that saw no knee ends
-//!   at the slots.
-//! - *A wrong start.* A first window past the knee slows the baseline too,
-//!   so nothing at that level tells floor from knee. It is checked against
-//!   the level below when a probe proves thrash, when its baseline is
-//!   more than `SPEED_SPREAD` (2, hardware's spread) times slower than the
-//!   other sites' beyond that quantile's error (a site checking its own
-//!   floor below is known meanwhile by that floor's baseline, slowed if
-//!   anything), or when the search
-//!   converges on it (the first window is all the site holds, or the level
-//!   above ran no worse than a knee at the floor would make it): then
-//!   nothing above will ever check it, and where every site is past its
-//!   knee alike no other site's speed tells. Once the pool is empty, a
-//!   first cohort that never ends moves when older than `SILENT_PAST` (4)
-//!   times the median site's longest healthy run.
-//! - *The check below.* Processor sharing says how: below the knee a run
-//!   takes its work's time whatever else runs; past it every run is
-//!   stretched by the level over the knee (and by thrash). So at a floor F
-//!   past the knee, the level m = F / `probe_gain` under it runs faster,
-//!   by at least F / m where the knee is at or under m, by F over the knee
-//!   (times its thrash) where it is between; at a floor below the knee, as
-//!   fast. The site drains to m and a sequential test weighs the runs
-//!   there against F's baseline, as a probe above is weighed, with the
-//!   alternatives "κ × `STRETCH` times faster" (the healthy side's scale
-//!   profiled down as far as it is up above: a baseline learned long is
-//!   its false alarm); undecided after as many runs as F's baseline holds,
-//!   it ends "as fast". Faster: m is the floor, a first window again (its
-//!   runs, once ready, the baseline), and F the ceiling. It is checked
-//!   below in turn where the search converges on it, and at once, its runs
-//!   ready, where they ran F / m times faster or more: a knee between m and
-//!   F speeds them by F over the knee, less than that while the resource
-//!   only shares, so m may be past the knee as well (bisecting up from it
-//!   would thrash a probe to prove what the check just showed). As fast:
-//!   F is back, checked for good, where its baseline ran at more than m;
-//!   where waits kept fewer of F's first cohort running at once (the
-//!   level a running job saw), the check compared a level with itself,
-//!   and what ran is the floor. Only while more than a probe's reach (`probe_gain` × F) of jobs
-//!   is left: with fewer, the level below could not pay back its cost
-//!   before the run ends. Its cost on a healthy site, once per run: the
-//!   site runs at most F for the drain (the jobs past m end, under a run)
-//!   and m for the test (as many runs at m as F's baseline holds, at most:
-//!   about a run where that baseline is one window's), about a wave of the
-//!   site's jobs at `1 − 1/probe_gain` of its throughput.
+//!   held, and re-probed after `reprobe_after` mean runs.
+//! - *A wrong start*: a first window past the knee slows its own baseline,
+//!   so nothing at that level tells floor from knee. Past a knee, fewer
+//!   jobs run faster; so such a floor is checked from the level below
+//!   (floor / `probe_gain`) when there is cause (a probe proved thrash, its
+//!   runs are far slower than other sites', or the search converged on
+//!   it), and only while more than a probe's reach of jobs is left to pay
+//!   for the check.
+//! - *Routing*: the pool is water-filled by expected finish time over the
+//!   sites' windows (`crate::policy::plan`); once it is empty, the tail
+//!   moves idle jobs where they would finish sooner.
 //!
 //! **The phases.** Each site's controller is in one phase at a time
 //! (`site::Phase`, each carrying what only it needs), as in tcp_bbr.c:
@@ -135,121 +82,14 @@
 //!                                          floor comes back converged)
 //! ```
 //!
-//! - *Testing*: a test runs at the window. Until the first verdict the
-//!   window is the first one (`searched` false: the floor is a guess, not
-//!   knowledge), and that verdict is its runs, taken healthy. After it, a
-//!   test weighs a probe above the floor, or the floor itself after a cut.
-//!   Healthy and not converged: Testing again at the next probe; healthy and
-//!   converged: Holding, or Draining to check the floor below where it is
-//!   the first window's; degraded: Draining.
-//! - *Draining* (after a degraded verdict, carrying what it proved: the
-//!   level judged, the least slowdown proven and the likeliest one, by
-//!   which jobs still running past the window are moved in the tail; or a
-//!   first window found slow, proving none, whose jobs past the window are
-//!   then left to end): jobs run past the window and none starts; no new
-//!   test begins, but the verdict's test goes on and a larger slowdown it
-//!   proves cuts deeper. It may carry a level under suspicion and what is
-//!   suspect there (`Suspect`): the floor itself (a probe proved thrash,
-//!   the first window was slow, or the search converged on it), or
-//!   memory's run times (a remembered level ran degraded; with the ceiling
-//!   memory knew, to come back should they prove another job's). Drained with a suspect: Rechecking; without:
-//!   Testing.
-//! - *Rechecking* (carrying the suspect and, once drained, its baseline set
-//!   aside): the runs at the level below are learned afresh. A suspect
-//!   floor is settled by the check below's sequential test against its
-//!   baseline: its runs slowed (the level below is the floor, its first
-//!   window) or not (the old floor is back). Memory's run times are settled
-//!   once the fresh runs are ready, by the two means: another job's
-//!   (memory's floor is back under memory's ceiling: Holding where that
-//!   converges) or not. Then Testing.
-//! - *Holding* (since a time): the search converged, the level is held and
-//!   watched (healthy verdicts change nothing); degraded: Draining; after
-//!   `reprobe_after` mean runs, the level above is tried: Testing.
-//!
-//! A first cohort given up on (`restart_below`) starts the site again lower
-//! in the phase it is in, less any suspect (Rechecking becomes Testing).
-//! Facts that hold across phases stay on the site, each saying why:
-//! whether the floor is knowledge (`searched`: a remembered level without
-//! run times may be held and still await its first cohort's verdict),
-//! whether the site is down or given up until a time (closing overlays
-//! any phase: running jobs still end and are judged), the level whose
-//! baseline no verdict compared with a level below (the floor moves past
-//! it and back in any phase) and when the first cohort's runs became the
-//! baseline (its jobs end in any phase), whether the ceiling is a
-//! re-probe's assumption (through the re-probe's tests, or held from
-//! memory), how long the last probe took (the next may follow a hold),
-//! and what this run made of memory (its floor came from there, its run
-//! times were checked, what the tail is to leave the next run).
-//!
-//! **Routing** is the [`Planner`]'s, shared with the oracle. A job queued
-//! past the window runs as soon as the site starts it, so jobs are queued
-//! ahead only where the site starts them one by one, as room frees (its
-//! waits are other users'). Where it starts every job waiting at its next
-//! cycle (a negotiation, a gridmanager's poll: it has room past our
-//! window), a queue would start past the window all at once: there the jobs
-//! out are the window's, and should all of them start now, the site is at
-//! its window. Which of the two, the site's first cohort shows (sent
-//! together, its jobs' starts spread over more than their mean wait, or
-//! not: `Starting`, in `site/estimator.rs`), and until it has, nothing is
-//! queued ahead. It shows "one by one" as soon as its starts so far spread
-//! past the mean wait it would have were the jobs still waiting all to
-//! start at once (later starts widen the range more than the mean): under
-//! exponential waits, within half a mean wait, not the `H(n)` mean waits
-//! the whole cohort takes. A site seen running more of our jobs than its
-//! slots starts what it is sent. Where jobs are queued
-//! ahead: Little's law keeps rate × wait of them, the wait that of the jobs
-//! starting lately (no more than a probe's overshoot); while probes climb,
-//! the jobs a window lacks are queued as many times over as it takes for
-//! them to start by the next verdict; and where one site is left open and
-//! its search ended at its slots, every job left waits there. The pool is
-//! water-filled by expected finish time, a site's run time its own runs'
-//! or, while it has none (none ended yet, or all learned afresh after a
-//! verdict), the median ready site's (while none is ready, the median of
-//! the first cohorts' runs so far), but never less than its
-//! youngest running job's age (a first cohort far past a knee ends long
-//! after the others' runs would; counting on it to end soon held the jobs
-//! left for the slots it would free). Once the pool is empty, idle jobs, and
-//! jobs running past a draining site's window, move where they would finish
-//! sooner by a margin. A site's `max_jobs` and `max_idle` (sites.toml)
-//! bound all of it.
-//!
-//! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
-//! site until "up" (027). A site that starts nothing within `idle_timeout`
-//! is given up for twice that, then tried with one job, given up the same
-//! way should it not start. A job held for a cause of the site goes
-//! elsewhere (the book bars it there); a site that ran no job to its end
-//! since it was last given up and holds every job it has is given up the
-//! same way as one that starts nothing. The sites not closed are the live
-//! ones the book gives up a job against once each has held it.
-//!
-//! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
-//! whether a re-probe only assumed it), healthy run-time quantiles, mean
-//! wait, how it starts jobs, and attempts' outcomes (scaled to a test's
-//! sample, so that this run's outweigh them within one); a warm run starts
-//! there and tests from its first job (a floor remembered without run
-//! times is a first window again). How a site starts jobs is its
-//! matchmaker's and its other users' doing, not the run's: a warm run
-//! queues ahead from its first job where memory says one by one, and its
-//! own first cohort, watched as a cold run's is, replaces that verdict
-//! when it tells (the site may have changed). It takes no sample of its
-//! own, so it hands the run times on as it was given them, until the level memory
-//! holds healthy runs degraded: then the runs at the level cut to are
-//! learned afresh and compared with memory's, once per run. Slower than
-//! memory's by κ and the two means' errors, the slowdown did not fall with
-//! our level: the jobs changed since (another job, other inputs, other
-//! hardware), and the floor comes back with this run's runs as its
-//! baseline. Faster, memory's were slowed or the jobs got shorter: the cut
-//! stands with this run's runs. Within, the capacity dropped: the cut
-//! stands with memory's. A site's own
-//! `initial_window` stands over a smaller remembered floor unless a run saw
-//! it degraded at or below that window.
-//!
-//! **Several kinds of job** ([`kinds`]): one such controller per kind,
-//! each over its own kind's jobs, so that every estimate above is a kind's
-//! own at each site and each kind's knee is the share of the site's
-//! resource the others leave it. The kinds share each site's slots, and a
-//! kind's climbing probe goes at least as far as the site was seen healthy
-//! with every kind's jobs, less what the others run there.
+//! **Unresponsive sites.** A site HTCondor reports down is closed until it
+//! is up again; one that starts nothing within `idle_timeout`, or holds
+//! every job it is sent, is given up for a while and then tried with one
+//! job. **Memory** ([`Policy::learned`]) keeps each site's floor,
+//! ceiling, run times, waits and failures for the next run, which starts
+//! there and checks them. **Several kinds of job** (`kinds`): one such
+//! controller per kind, so that each kind's knee is the share of the
+//! site's resource the others leave it; the kinds share each site's slots.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is
@@ -371,7 +211,7 @@ pub struct Adaptive {
     /// (`Site::silent_stragglers`): never moved so again.
     moved_silent: BTreeSet<JobId>,
     /// Per site, the slots this controller may fill while other kinds of
-    /// job run there too ([`kinds`]); empty for a run of one kind.
+    /// job run there too (`kinds`); empty for a run of one kind.
     slot_share: Vec<Option<f64>>,
 }
 
@@ -401,7 +241,7 @@ struct Told {
 }
 
 /// `adaptive` for `spec`: with several kinds of job, one controller per
-/// kind ([`kinds`]); with one, the controller itself.
+/// kind (`kinds`); with one, the controller itself.
 pub fn build(spec: &RunSpec, params: &Params) -> Box<dyn Policy> {
     if spec.types.several() {
         Box::new(kinds::ByKind::new(spec, params))

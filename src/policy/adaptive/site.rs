@@ -1,5 +1,52 @@
 //! One site's estimator and controller: the bookkeeping behind the rules of
 //! the parent module's docs (their reasoning: `docs/adaptive.md`).
+//!
+//! **The phases in full** (the diagram is the parent module's):
+//! - *Testing*: a test runs at the window. Until the first verdict the
+//!   window is the first one (`searched` false: the floor is a guess, not
+//!   knowledge), and that verdict is its runs, taken healthy. After it, a
+//!   test weighs a probe above the floor, or the floor itself after a cut.
+//!   Healthy and not converged: Testing again at the next probe; healthy and
+//!   converged: Holding, or Draining to check the floor below where it is
+//!   the first window's; degraded: Draining.
+//! - *Draining* (after a degraded verdict, carrying what it proved: the
+//!   level judged, the least slowdown proven and the likeliest one, by
+//!   which jobs still running past the window are moved in the tail; or a
+//!   first window found slow, proving none, whose jobs past the window are
+//!   then left to end): jobs run past the window and none starts; no new
+//!   test begins, but the verdict's test goes on and a larger slowdown it
+//!   proves cuts deeper. It may carry a level under suspicion and what is
+//!   suspect there (`Suspect`): the floor itself (a probe proved thrash,
+//!   the first window was slow, or the search converged on it), or
+//!   memory's run times (a remembered level ran degraded; with the ceiling
+//!   memory knew, to come back should they prove another job's). Drained
+//!   with a suspect: Rechecking; without: Testing.
+//! - *Rechecking* (carrying the suspect and, once drained, its baseline set
+//!   aside): the runs at the level below are learned afresh. A suspect
+//!   floor is settled by the check below's sequential test against its
+//!   baseline: its runs slowed (the level below is the floor, its first
+//!   window) or not (the old floor is back). Memory's run times are settled
+//!   once the fresh runs are ready, by the two means: another job's
+//!   (memory's floor is back under memory's ceiling: Holding where that
+//!   converges) or not. Then Testing.
+//! - *Holding* (since a time): the search converged, the level is held and
+//!   watched (healthy verdicts change nothing); degraded: Draining; after
+//!   `reprobe_after` mean runs, the level above is tried: Testing.
+//!
+//! A first cohort given up on (`restart_below`) starts the site again lower
+//! in the phase it is in, less any suspect (Rechecking becomes Testing).
+//! Facts that hold across phases stay on the site, each saying why:
+//! whether the floor is knowledge (`searched`: a remembered level without
+//! run times may be held and still await its first cohort's verdict),
+//! whether the site is down or given up until a time (closing overlays
+//! any phase: running jobs still end and are judged), the level whose
+//! baseline no verdict compared with a level below (the floor moves past
+//! it and back in any phase) and when the first cohort's runs became the
+//! baseline (its jobs end in any phase), whether the ceiling is a
+//! re-probe's assumption (through the re-probe's tests, or held from
+//! memory), how long the last probe took (the next may follow a hold),
+//! and what this run made of memory (its floor came from there, its run
+//! times were checked, what the tail is to leave the next run).
 
 use super::runtime::{Distribution, Exposure, Observation, Testimony, READY_UNSEEN, SAMPLE};
 use crate::policy::book::TimeKey;

@@ -72,7 +72,7 @@
 //! work and speed at every site, and each site's capacity C counted in
 //! load. The oracle keeps one planner per kind (each kind's jobs in a book
 //! of their own, the run's book beside them) and gives kind `t` the window
-//! `x_t` at each site that the [`mix`] finds: the jobs of every kind left
+//! `x_t` at each site that the `mix` finds: the jobs of every kind left
 //! end soonest, counted in whole runs after each site's wait, with
 //! `Σ ℓ_t x_t ≤ C` and `Σ x_t ≤ slots` at every site (past C no mix
 //! finishes more of any kind). Each kind's planner then

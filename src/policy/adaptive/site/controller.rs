@@ -1,5 +1,88 @@
 //! The window controller: what a verdict does to the floor, the ceiling
-//! and the window; draining, re-probing, giving a site up.
+//! and the window; draining, re-probing, giving a site up; and what the
+//! planner is told of the site.
+//!
+//! **The rule, in full.**
+//! - *Start* at `initial_window` jobs (a site's own in sites.toml, where
+//!   its operator knows better), taken as below any knee: their runs are
+//!   the baseline.
+//! - *Healthy at level n*: the floor goes to n, the window to `probe_gain`
+//!   × the floor while no ceiling is known (to every job left of the run
+//!   where they are within one more probe's overshoot, `probe_gain` × that:
+//!   the search would end about when they do, and its last step would
+//!   leave a wave of its own; not on the first window's runs, which are
+//!   taken healthy, not shown so), else to the geometric middle of floor
+//!   and ceiling (the thesis's binary search).
+//! - *Degraded at n*, with s the least slowdown the evidence proves: the
+//!   site delivered what n / s jobs at full speed would, so the window goes
+//!   there (never below the floor; to the floor where the proof rests on
+//!   jobs still running, as s is then only a bound) and the ceiling to n.
+//!   The site drains, getting nothing, while its test goes on; a larger s
+//!   proven later cuts deeper. Running jobs are removed only where that
+//!   costs less than keeping them: n / s more than κ below the window
+//!   proves the resource thrashes, and the youngest jobs past the window go
+//!   back to the pool.
+//! - *Converged* (ceiling within 1 + `precision` of the floor): the level is
+//!   held and watched for a drop, and after `reprobe_after` mean run times
+//!   the level above is tried, with the ceiling assumed at `probe_gain`
+//!   times the old one; a floor that reaches an assumed ceiling healthy
+//!   probes on as if no ceiling were known. A search that saw no knee ends
+//!   at the slots.
+//! - *A wrong start.* A first window past the knee slows the baseline too,
+//!   so nothing at that level tells floor from knee. It is checked against
+//!   the level below when a probe proves thrash, when its baseline is
+//!   more than `SPEED_SPREAD` (2, hardware's spread) times slower than the
+//!   other sites' beyond that quantile's error (a site checking its own
+//!   floor below is known meanwhile by that floor's baseline, slowed if
+//!   anything), or when the search converges on it (the first window is
+//!   all the site holds, or the level above ran no worse than a knee at
+//!   the floor would make it): then
+//!   nothing above will ever check it, and where every site is past its
+//!   knee alike no other site's speed tells. Once the pool is empty, a
+//!   first cohort that never ends moves when older than `SILENT_PAST` (4)
+//!   times the median site's longest healthy run.
+//!
+//! The check below, and what it settles, are `recheck`'s.
+//!
+//! **What the planner is told.** Routing is the [`Planner`]'s, shared with
+//! the oracle. A job queued past the window runs as soon as the site starts
+//! it, so jobs are queued ahead only where the site starts them one by one,
+//! as room frees (its waits are other users'). Where it starts every job
+//! waiting at its next cycle (a negotiation, a gridmanager's poll: it has
+//! room past our window), a queue would start past the window all at once:
+//! there the jobs out are the window's, and should all of them start now,
+//! the site is at its window. Which of the two, the site's first cohort
+//! shows (sent together, its jobs' starts spread over more than their mean
+//! wait, or not: `Starting`, in `site/estimator.rs`), and until it has,
+//! nothing is queued ahead. It shows "one by one" as soon as its starts so
+//! far spread past the mean wait it would have were the jobs still waiting
+//! all to start at once (later starts widen the range more than the mean):
+//! under exponential waits, within half a mean wait, not the `H(n)` mean
+//! waits the whole cohort takes. A site seen running more of our jobs than
+//! its slots starts what it is sent. Where jobs are queued ahead: Little's
+//! law keeps rate × wait of them, the wait that of the jobs starting lately
+//! (no more than a probe's overshoot); while probes climb, the jobs a
+//! window lacks are queued as many times over as it takes for them to start
+//! by the next verdict; and where one site is left open and its search
+//! ended at its slots, every job left waits there. The pool is water-filled
+//! by expected finish time, a site's run time its own runs' or, while it
+//! has none (none ended yet, or all learned afresh after a verdict), the
+//! median ready site's (while none is ready, the median of the first
+//! cohorts' runs so far), but never less than its youngest running job's
+//! age (a first cohort far past a knee ends long after the others' runs
+//! would; counting on it to end soon held the jobs left for the slots it
+//! would free). Once the pool is empty, idle jobs, and jobs running past a
+//! draining site's window, move where they would finish sooner by a margin.
+//! A site's `max_jobs` and `max_idle` (sites.toml) bound all of it.
+//!
+//! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
+//! site until "up" (027). A site that starts nothing within `idle_timeout`
+//! is given up for twice that, then tried with one job, given up the same
+//! way should it not start. A job held for a cause of the site goes
+//! elsewhere (the book bars it there); a site that ran no job to its end
+//! since it was last given up and holds every job it has is given up the
+//! same way as one that starts nothing. The sites not closed are the live
+//! ones the book gives up a job against once each has held it.
 
 use super::*;
 
@@ -132,10 +215,10 @@ impl Site {
         model
     }
 
-    /// Runs the test at `now`; on a verdict, applies it (see the parent
-    /// module's docs) and returns it with the running jobs to shed. While
-    /// the site drains after a degraded verdict, that verdict's test goes
-    /// on (`refine`).
+    /// Runs the test at `now`; on a verdict, applies it (the rule, in full
+    /// at the top of this file) and returns it with the running jobs to
+    /// shed. While the site drains after a degraded verdict, that verdict's
+    /// test goes on (`refine`).
     pub fn check(&mut self, now: Time) -> Option<(Verdict, Vec<JobId>)> {
         self.judge(now, false)
     }

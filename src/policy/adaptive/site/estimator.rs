@@ -1,6 +1,26 @@
 //! The estimator: the healthy sample (what runs count, censored where),
 //! the queue wait, and Wald's sequential test of "degraded" against
-//! "healthy" over the jobs that ended and the ones still running.
+//! "healthy" over the jobs that ended and the ones still running (the
+//! test as the parent module states it).
+//!
+//! **What the test assumes, made true.** The SPRT's bounds hold whatever
+//! the spread of healthy runs, but the healthy distribution is itself
+//! learned from few runs, so what the bounds assume is made true:
+//! - its scale is profiled out within `z` standard errors of its mean (`z`
+//!   the normal quantile of α) plus, at a site whose events reach the log
+//!   at a gridmanager's polls, one poll over the mean run (the jobs a poll
+//!   started share its lag, an error no number of them averages:
+//!   [`scales_for`]);
+//! - a running job testifies only at ages where the learned distribution
+//!   is data rather than assumption;
+//! - the first cohort's share past its longest run is taken one standard
+//!   error up (its jobs started together and are censored together, so the
+//!   last few at risk set it), and that cohort's own jobs ending in that
+//!   tail testify by having survived to its start and, far out, by having
+//!   ended within it, not by the tail's assumed density (the tail stands
+//!   for them);
+//! - a test that has weighed `SAMPLE` (64) runs with no verdict ends
+//!   healthy.
 
 use super::*;
 

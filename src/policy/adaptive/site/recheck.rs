@@ -1,5 +1,34 @@
 //! Rechecks: a floor, or memory's run times, under suspicion, compared
 //! with the runs learned afresh at the level below.
+//!
+//! **The check below.** Processor sharing says how: below the knee a run
+//! takes its work's time whatever else runs; past it every run is stretched
+//! by the level over the knee (and by thrash). So at a floor F past the
+//! knee, the level m = F / `probe_gain` under it runs faster, by at least F
+//! / m where the knee is at or under m, by F over the knee (times its
+//! thrash) where it is between; at a floor below the knee, as fast. The
+//! site drains to m and a sequential test weighs the runs there against F's
+//! baseline, as a probe above is weighed, with the alternatives "κ ×
+//! `STRETCH` times faster" (the healthy side's scale profiled down as far
+//! as it is up above: a baseline learned long is its false alarm);
+//! undecided after as many runs as F's baseline holds, it ends "as fast".
+//! Faster: m is the floor, a first window again (its runs, once ready, the
+//! baseline), and F the ceiling. It is checked below in turn where the
+//! search converges on it, and at once, its runs ready, where they ran F /
+//! m times faster or more: a knee between m and F speeds them by F over the
+//! knee, less than that while the resource only shares, so m may be past
+//! the knee as well (bisecting up from it would thrash a probe to prove
+//! what the check just showed). As fast: F is back, checked for good, where
+//! its baseline ran at more than m; where waits kept fewer of F's first
+//! cohort running at once (the level a running job saw), the check compared
+//! a level with itself, and what ran is the floor. Only while more than a
+//! probe's reach (`probe_gain` × F) of jobs is left: with fewer, the level
+//! below could not pay back its cost before the run ends. Its cost on a
+//! healthy site, once per run: the site runs at most F for the drain (the
+//! jobs past m end, under a run) and m for the test (as many runs at m as
+//! F's baseline holds, at most: about a run where that baseline is one
+//! window's), about a wave of the site's jobs at `1 − 1/probe_gain` of its
+//! throughput.
 
 use super::*;
 
