@@ -13,13 +13,14 @@
 //! run times on as it was given them, until the level memory holds healthy
 //! runs degraded: then the runs at the level cut to are learned afresh and
 //! compared with memory's, once per run. Slower than memory's by κ and the
-//! two means' errors, the slowdown did not fall with our level: the jobs
-//! changed since (another job, other inputs, other hardware), and the floor
-//! comes back with this run's runs as its baseline. Faster, memory's were
-//! slowed or the jobs got shorter: the cut stands with this run's runs.
-//! Within, the capacity dropped: the cut stands with memory's. A site's own
-//! `initial_window` stands over a smaller remembered floor unless a run saw
-//! it degraded at or below that window.
+//! two means' errors (and, at a polled site, a poll over the mean run), the
+//! slowdown did not fall with our level: the jobs changed since (another
+//! job, other inputs, other hardware), and the floor comes back with this
+//! run's runs as its baseline. Faster, memory's were slowed or the jobs got
+//! shorter: the cut stands with this run's runs. Within, the capacity
+//! dropped: the cut stands with memory's. A site's own `initial_window`
+//! stands over a smaller remembered floor unless a run saw it degraded at
+//! or below that window.
 
 use super::*;
 

@@ -264,6 +264,50 @@ fn a_remembered_level_run_degraded_checks_memorys_run_times_and_memorys_floor_an
 }
 
 #[test]
+fn memorys_run_times_are_not_judged_another_jobs_by_a_gap_a_poll_explains() {
+    // Memory: healthy at 10 with runs of 90–110 s, degraded at 10.5. The
+    // held level runs degraded, the site drains to the level cut to, and
+    // the runs there take 138–142 s: 1.4 times memory's mean, beyond κ and
+    // the two means' errors. Unpolled, the slowdown did not fall with the
+    // level, so the jobs changed: memory's floor comes back. Polled every
+    // 30 s, each sample may read a poll off (a fifth of these runs), so
+    // the gap proves nothing of the jobs: the cut stands, with memory's
+    // run times as its baseline.
+    for (poll, jobs_changed) in [(0.0, true), (30.0, false)] {
+        let mut site = Site::new("s".into(), 100.0, 1200.0, 16.0, rules(), Some(&memory(10.0, Some(10.5))));
+        site.poll_period = poll;
+        start(&mut site, 0..10, 0.0);
+        let verdict = site.check(400.0).map(|(v, _)| v);
+        assert!(matches!(verdict, Some(Verdict::Degraded { level, .. }) if level == 10.0), "{verdict:?}");
+        let cut = site.floor;
+        for job in 0..10 {
+            site.ended(JobId(job), 410.0, End::Success);
+        }
+        assert_eq!(site.check(420.0), None);
+        assert!(matches!(site.phase, Phase::Rechecking(_)), "poll {poll}: {:?}", site.phase);
+        let per_batch = cut.ceil() as u64;
+        let (mut job, mut at) = (100, 1000.0);
+        while site.dist.as_ref().is_none_or(|d| d.ended < READY_ENDED) {
+            start(&mut site, job..job + per_batch, at);
+            for (i, j) in (job..job + per_batch).enumerate() {
+                site.ended(JobId(j), at + 138.0 + 4.0 * (i as f64 / per_batch as f64), End::Success);
+            }
+            (job, at) = (job + per_batch, at + 200.0);
+        }
+        let verdict = site.check(at).map(|(v, _)| v);
+        assert!(matches!(verdict, Some(Verdict::Healthy { .. })), "poll {poll}: {verdict:?}");
+        assert!(site.memory_checked, "poll {poll}");
+        if jobs_changed {
+            assert_eq!((site.floor, site.ceiling), (10.0, 10.5), "poll {poll}");
+            assert!(site.dist.as_ref().is_some_and(|d| !d.is_remembered()), "poll {poll}");
+        } else {
+            assert_eq!(site.floor, cut, "poll {poll}");
+            assert!(site.dist.as_ref().is_some_and(Distribution::is_remembered), "poll {poll}");
+        }
+    }
+}
+
+#[test]
 fn a_probe_within_one_probes_overshoot_of_every_job_left_takes_them_all() {
     // Remembered healthy at 10 (runs of 90–110 s): the probe at 20 runs
     // healthy (at about 20: the level is the time it ran weighed), and the

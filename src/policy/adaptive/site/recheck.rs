@@ -129,8 +129,12 @@ impl Site {
             let new = self.dist.as_ref().filter(|_| self.ready())?;
             let error =
                 (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
+            // At a polled site each sample's runs may read a poll off, all
+            // alike (`scales_for`): an error no number of runs averages.
+            let lag = if new.mean() > 0.0 { self.poll_period.max(0.0) / new.mean() } else { 0.0 };
+            let margin = self.rules.scale_z * error + lag;
             let slowdown = old.mean() / new.mean();
-            return self.settle_memory(now, level, ceiling, slowdown, error);
+            return self.settle_memory(now, level, ceiling, slowdown, margin);
         }
         let verdict = match self.weigh_below(now)? {
             Some(slowdown) => {
@@ -219,9 +223,11 @@ impl Site {
     }
 
     /// Memory's run times against the runs at the level a verdict cut to
-    /// (`check_memory`), `slowdown` the ratio of memory's mean to theirs.
-    /// Runs there `κ` times slower than memory's and more, beyond the two
-    /// means' errors, mean the slowdown did not fall with our level: it was
+    /// (`check_memory`), `slowdown` the ratio of memory's mean to theirs,
+    /// `margin` the relative error of that ratio (the two means' standard
+    /// errors times `z`, and at a polled site one poll over the mean run).
+    /// Runs there `κ` times slower than memory's and more, beyond that
+    /// margin, mean the slowdown did not fall with our level: it was
     /// not the site's but the job's (or the hardware's), so `held`, the
     /// level judged, is the floor again under `ceiling`, the one memory knew, and
     /// this run's runs are the baseline. Runs there that much faster mean
@@ -236,9 +242,9 @@ impl Site {
         held: f64,
         ceiling: f64,
         slowdown: f64,
-        error: f64,
+        margin: f64,
     ) -> Option<(Verdict, Vec<JobId>)> {
-        let bound = self.rules.kappa * (1.0 + self.rules.scale_z * error);
+        let bound = self.rules.kappa * (1.0 + margin);
         let Phase::Rechecking(Recheck { baseline: Some((memory, _)), .. }) =
             std::mem::replace(&mut self.phase, Phase::Testing)
         else {
