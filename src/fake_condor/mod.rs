@@ -49,7 +49,7 @@ pub use pool::{history, HistoryRecord, HistoryStatus};
 /// The environment variable every fake command reads to find its pool.
 pub const POOL_ENV: &str = "COSCHED_FAKE_POOL";
 
-/// The name the schedd runs under (argv[0]); private to the fake.
+/// The name the schedd runs under (`argv[0]`); private to the fake.
 const SCHEDD_NAME: &str = "cosched_fake_schedd";
 
 /// The message of an OS error without Rust's " (os error N)" suffix, as

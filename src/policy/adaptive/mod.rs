@@ -5,8 +5,9 @@
 //! (`site`: the phases and what holds across them; `site::estimator`: the
 //! test's safeguards; `site::controller`: the verdicts, a wrong start, what
 //! the planner is told, unresponsive sites; `site::recheck`: the check
-//! below; `site::memory`; `kinds`), and why each is as it is, with what it
-//! was measured to do, in `docs/adaptive.md` under matching headings.
+//! below; `site::memory`; `kinds`: private modules, so read them in the
+//! source or with `cargo doc --document-private-items`), and why each is
+//! as it is, with what it was measured to do, in `docs/adaptive.md`.
 //!
 //! **The model.** A site runs our jobs on `slots` slots after a queue wait
 //! (other users) taken as exponential. Our jobs share a resource we cannot
@@ -44,21 +45,22 @@
 //!   floor while no ceiling is known, else to the geometric middle of floor
 //!   and ceiling (the thesis's binary search).
 //! - *Degraded at n*, s the least slowdown proven: the site delivered what
-//!   n / s jobs at full speed would, so the window goes there and the
-//!   ceiling to n. Running jobs are removed only where the resource is
+//!   n / s jobs at full speed would, so the window goes there (never below
+//!   the floor) and the ceiling to n. Running jobs are removed only where the resource is
 //!   proven to thrash (n / s more than κ below the window).
 //! - *Converged* (ceiling within 1 + `precision` of the floor): the level is
 //!   held, and re-probed after `reprobe_after` mean runs.
 //! - *A wrong start*: a first window past the knee slows its own baseline,
 //!   so nothing at that level tells floor from knee. Past a knee, fewer
 //!   jobs run faster; so such a floor is checked from the level below
-//!   (floor / `probe_gain`) when there is cause (a probe proved thrash, its
-//!   runs are far slower than other sites', or the search converged on
-//!   it), and only while more than a probe's reach of jobs is left to pay
-//!   for the check.
+//!   (floor / `probe_gain`) when there is cause: a probe proved thrash, its
+//!   runs are far slower than other sites', or the search converged on it
+//!   (the last only while more than a probe's reach of jobs is left to pay
+//!   for the check).
 //! - *Routing*: the pool is water-filled by expected finish time over the
 //!   sites' windows (`crate::policy::plan`); once it is empty, the tail
-//!   moves idle jobs where they would finish sooner.
+//!   moves idle jobs, and jobs running past a draining site's window, where
+//!   they would finish sooner by a margin.
 //!
 //! **The phases.** Each site's controller is in one phase at a time
 //! (`site::Phase`, each carrying what only it needs), as in tcp_bbr.c:
@@ -83,13 +85,16 @@
 //! ```
 //!
 //! **Unresponsive sites.** A site HTCondor reports down is closed until it
-//! is up again; one that starts nothing within `idle_timeout`, or holds
-//! every job it is sent, is given up for a while and then tried with one
-//! job. **Memory** ([`Policy::learned`]) keeps each site's floor,
-//! ceiling, run times, waits and failures for the next run, which starts
-//! there and checks them. **Several kinds of job** (`kinds`): one such
-//! controller per kind, so that each kind's knee is the share of the
-//! site's resource the others leave it; the kinds share each site's slots.
+//! is up again; one that starts nothing within `idle_timeout`, or that ran
+//! no job to its end since it was last given up and holds every job it has,
+//! is given up for a while and then tried with one job. **Memory**
+//! ([`Policy::learned`]) keeps each site's floor, ceiling, run times,
+//! waits, how it starts jobs and its failures for the next run, which
+//! starts there, tests its floor from the first job, and compares memory's
+//! run times with its own only where that level runs degraded. **Several
+//! kinds of job** (`kinds`): one such controller per kind, so that each
+//! kind's knee is the share of the site's resource the others leave it; the
+//! kinds share each site's slots.
 //!
 //! Cost per input: O(log) in jobs and sites, plus a test over at most 256
 //! running jobs of the site concerned (and, while its first window is

@@ -103,7 +103,7 @@ impl Distribution {
         Self::estimate_with_unseen_error(obs, 0.0)
     }
 
-    /// [`Distribution::estimate`], with the mass put past the longest run
+    /// The smoothed Kaplan–Meier estimate, with the mass put past the longest run
     /// seen taken `z` standard errors above the KM's unseen share. That share
     /// rests on the few jobs still at risk at the last runs seen; where jobs
     /// started together are censored together (a first cohort, once the

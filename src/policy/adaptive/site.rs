@@ -1,5 +1,6 @@
 //! One site's estimator and controller: the bookkeeping behind the rules of
-//! the parent module's docs (their reasoning: `docs/adaptive.md`).
+//! the parent module's docs, stated in full in this module's children
+//! (their reasoning: `docs/adaptive.md`).
 //!
 //! **The phases in full** (the diagram is the parent module's):
 //! - *Testing*: a test runs at the window. Until the first verdict the
@@ -23,8 +24,8 @@
 //!   with a suspect: Rechecking; without: Testing.
 //! - *Rechecking* (carrying the suspect and, once drained, its baseline set
 //!   aside): the runs at the level below are learned afresh. A suspect
-//!   floor is settled by the check below's sequential test against its
-//!   baseline: its runs slowed (the level below is the floor, its first
+//!   floor is settled by `recheck`'s check below (its sequential test
+//!   against the floor's baseline): its runs slowed (the level below is the floor, its first
 //!   window) or not (the old floor is back). Memory's run times are settled
 //!   once the fresh runs are ready, by the two means: another job's
 //!   (memory's floor is back under memory's ceiling: Holding where that

@@ -44,36 +44,37 @@
 //!
 //! The check below, and what it settles, are `recheck`'s.
 //!
-//! **What the planner is told.** Routing is the [`Planner`]'s, shared with
-//! the oracle. A job queued past the window runs as soon as the site starts
-//! it, so jobs are queued ahead only where the site starts them one by one,
-//! as room frees (its waits are other users'). Where it starts every job
-//! waiting at its next cycle (a negotiation, a gridmanager's poll: it has
-//! room past our window), a queue would start past the window all at once:
-//! there the jobs out are the window's, and should all of them start now,
-//! the site is at its window. Which of the two, the site's first cohort
-//! shows (sent together, its jobs' starts spread over more than their mean
-//! wait, or not: `Starting`, in `site/estimator.rs`), and until it has,
-//! nothing is queued ahead. It shows "one by one" as soon as its starts so
-//! far spread past the mean wait it would have were the jobs still waiting
-//! all to start at once (later starts widen the range more than the mean):
-//! under exponential waits, within half a mean wait, not the `H(n)` mean
-//! waits the whole cohort takes. A site seen running more of our jobs than
-//! its slots starts what it is sent. Where jobs are queued ahead: Little's
-//! law keeps rate × wait of them, the wait that of the jobs starting lately
-//! (no more than a probe's overshoot); while probes climb, the jobs a
-//! window lacks are queued as many times over as it takes for them to start
-//! by the next verdict; and where one site is left open and its search
-//! ended at its slots, every job left waits there. The pool is water-filled
-//! by expected finish time, a site's run time its own runs' or, while it
-//! has none (none ended yet, or all learned afresh after a verdict), the
-//! median ready site's (while none is ready, the median of the first
-//! cohorts' runs so far), but never less than its youngest running job's
-//! age (a first cohort far past a knee ends long after the others' runs
-//! would; counting on it to end soon held the jobs left for the slots it
-//! would free). Once the pool is empty, idle jobs, and jobs running past a
-//! draining site's window, move where they would finish sooner by a margin.
-//! A site's `max_jobs` and `max_idle` (sites.toml) bound all of it.
+//! **What the planner is told.** Routing is the
+//! [`Planner`](crate::policy::plan::Planner)'s, shared with the oracle. A
+//! job queued past the window runs as soon as the site starts it, so jobs
+//! are queued ahead only where the site starts them one by one, as room
+//! frees (its waits are other users'). Where it starts every job waiting at
+//! its next cycle (a negotiation, a gridmanager's poll: it has room past
+//! our window), a queue would start past the window all at once: there the
+//! jobs out are the window's, and should all of them start now, the site is
+//! at its window. Which of the two, the site's first cohort shows (sent
+//! together, its jobs' starts spread over more than their mean wait, or
+//! not: `Starting`, in `site/estimator.rs`), and until it has, nothing is
+//! queued ahead. It shows "one by one" as soon as its starts so far spread
+//! past the mean wait it would have were the jobs still waiting all to
+//! start at once (later starts widen the range more than the mean): under
+//! exponential waits, within half a mean wait, not the `H(n)` mean waits
+//! the whole cohort takes. A site seen running more of our jobs than its
+//! slots starts what it is sent. Where jobs are queued ahead: Little's law
+//! keeps rate × wait of them, the wait that of the jobs starting lately (no
+//! more than a probe's overshoot); while probes climb, the jobs a window
+//! lacks are queued as many times over as it takes for them to start by the
+//! next verdict; and where one site is left open and its search ended at
+//! its slots, every job left waits there. The pool is water-filled by
+//! expected finish time, a site's run time its own runs' or, while it has
+//! none (none ended yet, or all learned afresh after a verdict), the median
+//! ready site's (while none is ready, the median of the first cohorts' runs
+//! so far), but never less than its youngest running job's age (a first
+//! cohort far past a knee ends long after the others' runs would; counting
+//! on it to end soon held the jobs left for the slots it would free). Once
+//! the pool is empty, idle jobs, and jobs running past a draining site's
+//! window, move where they would finish sooner by a margin. A site's
+//! `max_jobs` and `max_idle` (sites.toml) bound all of it.
 //!
 //! **Unresponsive sites.** HTCondor's "grid resource down" (026) closes a
 //! site until "up" (027). A site that starts nothing within `idle_timeout`

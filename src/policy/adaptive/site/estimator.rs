@@ -1,7 +1,7 @@
 //! The estimator: the healthy sample (what runs count, censored where),
 //! the queue wait, and Wald's sequential test of "degraded" against
 //! "healthy" over the jobs that ended and the ones still running (the
-//! test as the parent module states it).
+//! test as the `adaptive` module doc states it).
 //!
 //! **What the test assumes, made true.** The SPRT's bounds hold whatever
 //! the spread of healthy runs, but the healthy distribution is itself

@@ -1,26 +1,27 @@
 //! Warm-start memory: what a run starts from, and what it leaves the next.
 //!
-//! **Memory.** [`Policy::learned`] keeps each site's floor, ceiling (and
-//! whether a re-probe only assumed it), healthy run-time quantiles, mean
-//! wait, how it starts jobs, and attempts' outcomes (scaled to a test's
-//! sample, so that this run's outweigh them within one); a warm run starts
-//! there and tests from its first job (a floor remembered without run times
-//! is a first window again). How a site starts jobs is its matchmaker's and
-//! its other users' doing, not the run's: a warm run queues ahead from its
-//! first job where memory says one by one, and its own first cohort,
-//! watched as a cold run's is, replaces that verdict when it tells (the
-//! site may have changed). It takes no sample of its own, so it hands the
-//! run times on as it was given them, until the level memory holds healthy
-//! runs degraded: then the runs at the level cut to are learned afresh and
-//! compared with memory's, once per run. Slower than memory's by κ and the
-//! two means' errors (and, at a polled site, a poll over the mean run), the
-//! slowdown did not fall with our level: the jobs changed since (another
-//! job, other inputs, other hardware), and the floor comes back with this
-//! run's runs as its baseline. Faster, memory's were slowed or the jobs got
-//! shorter: the cut stands with this run's runs. Within, the capacity
-//! dropped: the cut stands with memory's. A site's own `initial_window`
-//! stands over a smaller remembered floor unless a run saw it degraded at
-//! or below that window.
+//! **Memory.** [`Policy::learned`](crate::policy::Policy::learned) keeps
+//! each site's floor, ceiling (and whether a re-probe only assumed it),
+//! healthy run-time quantiles, mean wait, how it starts jobs, and attempts'
+//! outcomes (scaled to a test's sample, so that this run's outweigh them
+//! within one); a warm run starts there and tests from its first job (a
+//! floor remembered without run times is a first window again). How a site
+//! starts jobs is its matchmaker's and its other users' doing, not the
+//! run's: a warm run queues ahead from its first job where memory says one
+//! by one, and its own first cohort, watched as a cold run's is, replaces
+//! that verdict when it tells (the site may have changed). It takes no
+//! sample of its own, so it hands the run times on as it was given them,
+//! until the level memory holds healthy runs degraded: then the runs at the
+//! level cut to are learned afresh and compared with memory's, once per
+//! run. Slower than memory's by κ and the two means' errors (and, at a
+//! polled site, a poll over the mean run), the slowdown did not fall with
+//! our level: the jobs changed since (another job, other inputs, other
+//! hardware), and the floor comes back with this run's runs as its
+//! baseline. Faster, memory's were slowed or the jobs got shorter: the cut
+//! stands with this run's runs. Within, the capacity dropped: the cut
+//! stands with memory's. A site's own `initial_window` stands over a
+//! smaller remembered floor unless a run saw it degraded at or below that
+//! window.
 
 use super::*;
 

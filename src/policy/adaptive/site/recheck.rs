@@ -10,25 +10,26 @@
 //! site drains to m and a sequential test weighs the runs there against F's
 //! baseline, as a probe above is weighed, with the alternatives "κ ×
 //! `STRETCH` times faster" (the healthy side's scale profiled down as far
-//! as it is up above: a baseline learned long is its false alarm);
-//! undecided after as many runs as F's baseline holds, it ends "as fast".
-//! Faster: m is the floor, a first window again (its runs, once ready, the
-//! baseline), and F the ceiling. It is checked below in turn where the
-//! search converges on it, and at once, its runs ready, where they ran F /
-//! m times faster or more: a knee between m and F speeds them by F over the
-//! knee, less than that while the resource only shares, so m may be past
-//! the knee as well (bisecting up from it would thrash a probe to prove
-//! what the check just showed). As fast: F is back, checked for good, where
-//! its baseline ran at more than m; where waits kept fewer of F's first
-//! cohort running at once (the level a running job saw), the check compared
-//! a level with itself, and what ran is the floor. Only while more than a
-//! probe's reach (`probe_gain` × F) of jobs is left: with fewer, the level
-//! below could not pay back its cost before the run ends. Its cost on a
-//! healthy site, once per run: the site runs at most F for the drain (the
-//! jobs past m end, under a run) and m for the test (as many runs at m as
-//! F's baseline holds, at most: about a run where that baseline is one
-//! window's), about a wave of the site's jobs at `1 − 1/probe_gain` of its
-//! throughput.
+//! as it is profiled up for a probe above, in `estimator`: a baseline
+//! learned long is its false alarm); undecided after as many runs as F's
+//! baseline holds, it ends "as fast". Faster: m is the floor, a first
+//! window again (its runs, once ready, the baseline), and F the ceiling. It
+//! is checked below in turn where the search converges on it, and at once,
+//! its runs ready, where they ran F / m times faster or more: a knee
+//! between m and F speeds them by F over the knee, less than that while the
+//! resource only shares, so m may be past the knee as well (bisecting up
+//! from it would thrash a probe to prove what the check just showed). As
+//! fast: F is back, checked for good, where its baseline ran at more than
+//! m; where waits kept fewer of F's first cohort running at once (the level
+//! a running job saw), the check compared a level with itself, and what ran
+//! is the floor. Where the check is made because the search converged on F,
+//! only while more than a probe's reach (`probe_gain` × F) of jobs is left:
+//! with fewer, the level below could not pay back its cost before the run
+//! ends. Its cost on a healthy site, once per run: the site runs at most F
+//! for the drain (the jobs past m end, under a run) and m for the test (as
+//! many runs at m as F's baseline holds, at most: about a run where that
+//! baseline is one window's), about a wave of the site's jobs at `1 −
+//! 1/probe_gain` of its throughput.
 
 use super::*;
 
