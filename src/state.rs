@@ -394,6 +394,47 @@ fn migrate(tx: &rusqlite::Transaction<'_>, version: u32, migrations: &[&str]) ->
     tx.pragma_update(None, "user_version", target)
 }
 
+/// How long opening a database waits for another connection's lock: the
+/// busy timeout, and the patience of [`enable_wal`].
+const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Puts the database of `conn` in WAL mode (one writer, and readers never
+/// blocked by it). The switch needs the file to itself, and SQLite answers
+/// "database is locked" at once, without waiting in the busy handler,
+/// while another connection holds it: several runs creating the memory
+/// database at the same moment failed so
+/// (`memory::tests::runs_writing_at_once_lose_nothing`). So a switch that
+/// finds the file busy is tried again, 50 ms apart, for [`BUSY_PATIENCE`]. A database already in WAL mode (every
+/// open but a file's first) needs no switch and takes no lock for it.
+fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
+    const PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+    let tries = BUSY_PATIENCE.as_millis() / PAUSE.as_millis();
+    let busy = |e: &rusqlite::Error| {
+        matches!(
+            e.sqlite_error_code(),
+            Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+        )
+    };
+    let mut tried = 0;
+    loop {
+        let switched =
+            conn.query_row("PRAGMA journal_mode", [], |r| r.get::<_, String>(0)).and_then(|mode| {
+                if mode.eq_ignore_ascii_case("wal") {
+                    Ok(())
+                } else {
+                    conn.pragma_update(None, "journal_mode", "WAL")
+                }
+            });
+        match switched {
+            Err(e) if busy(&e) && tried < tries => {
+                tried += 1;
+                std::thread::sleep(PAUSE);
+            }
+            done => return done,
+        }
+    }
+}
+
 impl std::fmt::Debug for Db {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Db").field("path", &self.path).finish()
@@ -411,7 +452,7 @@ impl Db {
     pub fn open(path: &Path) -> Result<Db, StateError> {
         let sql = |source| StateError::Sql { path: path.to_path_buf(), source };
         let mut conn = Connection::open(path).map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql)?;
+        conn.busy_timeout(BUSY_PATIENCE).map_err(sql)?;
         let version: u32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0)).map_err(sql)?;
         if version > SCHEMA_VERSION {
             return Err(StateError::TooNew {
@@ -420,7 +461,7 @@ impl Db {
                 known: SCHEMA_VERSION,
             });
         }
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        enable_wal(&conn).map_err(sql)?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql)?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql)?;
         if version < SCHEMA_VERSION {

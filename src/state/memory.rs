@@ -102,8 +102,8 @@ impl MemoryDb {
                 .map_err(|source| StateError::Io { path: dir.to_path_buf(), source })?;
         }
         let mut conn = Connection::open(path).map_err(sql)?;
-        conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql)?;
-        conn.pragma_update(None, "journal_mode", "WAL").map_err(sql)?;
+        conn.busy_timeout(super::BUSY_PATIENCE).map_err(sql)?;
+        super::enable_wal(&conn).map_err(sql)?;
         // Memory only speeds a run up: a write lost to power loss costs a
         // cold start, not a job.
         conn.pragma_update(None, "synchronous", "NORMAL").map_err(sql)?;

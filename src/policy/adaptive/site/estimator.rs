@@ -382,8 +382,7 @@ pub fn normal_upper_quantile(p: f64) -> f64 {
 pub(super) fn scales_for(d: Option<&Distribution>, z: f64, poll: f64) -> [f64; SCALES.len()] {
     let Some(d) = d else { return SCALES };
     let least = SCALES[SCALES.len() - 1] - 1.0;
-    let lag = if d.mean() > 0.0 { poll.max(0.0) / d.mean() } else { 0.0 };
-    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt() + lag).min(1.0);
+    let top = (z * d.spread / (d.ended.max(1) as f64).sqrt() + poll_lag(poll, d)).min(1.0);
     if top <= least {
         return SCALES;
     }
@@ -392,6 +391,17 @@ pub(super) fn scales_for(d: Option<&Distribution>, z: f64, poll: f64) -> [f64; S
         *s = 1.0 + top * j as f64 / (SCALES.len() - 1) as f64;
     }
     scales
+}
+
+/// A poll over the mean run of `d`: how far, relatively, every run of one
+/// cohort may read off together at a site polled every `poll` seconds (see
+/// [`scales_for`]).
+pub(super) fn poll_lag(poll: f64, d: &Distribution) -> f64 {
+    if d.mean() > 0.0 {
+        poll.max(0.0) / d.mean()
+    } else {
+        0.0
+    }
 }
 
 /// The slowdowns weighed, as multiples of κ.

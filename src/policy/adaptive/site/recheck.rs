@@ -131,9 +131,8 @@ impl Site {
             let error =
                 (old.spread.powi(2) / old.ended as f64 + new.spread.powi(2) / new.ended as f64).sqrt();
             // At a polled site each sample's runs may read a poll off, all
-            // alike (`scales_for`): an error no number of runs averages.
-            let lag = if new.mean() > 0.0 { self.poll_period.max(0.0) / new.mean() } else { 0.0 };
-            let margin = self.rules.scale_z * error + lag;
+            // alike: an error no number of runs averages.
+            let margin = self.rules.scale_z * error + poll_lag(self.poll_period, new);
             let slowdown = old.mean() / new.mean();
             return self.settle_memory(now, level, ceiling, slowdown, margin);
         }
