@@ -22,10 +22,12 @@
 //!
 //! # Concurrent runs
 //! Several runs (several terminals, the daemon's runs) read and write one
-//! file: SQLite in WAL mode with a busy timeout, every write one immediate
-//! transaction, each run writing only the rows of its own kinds' sites. Two
-//! runs of one kind at one site both write that row; the later run's is
-//! kept, and either is a fair start for the next run.
+//! file: SQLite in WAL mode with a busy timeout (the switch to WAL, on a
+//! file's first opens, retried while another run holds it:
+//! `state::enable_wal`), every write one immediate transaction, each run
+//! writing only the rows of its own kinds' sites. Two runs of one kind at one
+//! site both write that row; the later run's is kept, and either is a fair
+//! start for the next run.
 
 use super::{now_rfc3339, StateError};
 use crate::policy::{CapacityMemory, SiteMemory, UNKNOWN_KIND};
