@@ -404,8 +404,9 @@ const BUSY_PATIENCE: std::time::Duration = std::time::Duration::from_secs(10);
 /// while another connection holds it: several runs creating the memory
 /// database at the same moment failed so
 /// (`memory::tests::runs_writing_at_once_lose_nothing`). So a switch that
-/// finds the file busy is tried again, 50 ms apart, for [`BUSY_PATIENCE`]. A database already in WAL mode (every
-/// open but a file's first) needs no switch and takes no lock for it.
+/// finds the file busy is tried again, 50 ms apart, for [`BUSY_PATIENCE`].
+/// A database already in WAL mode (every open but a file's first) needs no
+/// switch and takes no lock for it.
 fn enable_wal(conn: &Connection) -> rusqlite::Result<()> {
     const PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
     let tries = BUSY_PATIENCE.as_millis() / PAUSE.as_millis();
