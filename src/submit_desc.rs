@@ -39,9 +39,13 @@
 //!
 //! Constraints: parsing never panics; every problem is reported with
 //! `file:line:column`, all of them rather than just the first. Every value
-//! that goes into a submit file is checked for control characters.
+//! that goes into a submit file is checked for control characters, and
+//! every macro it uses for a definition (`macros`: condor_submit expands an
+//! undefined one to nothing, so a misspelt `$(CoschedJob)` would have every
+//! job write one file).
 
 mod kind;
+mod macros;
 
 pub use kind::{blind_kind_key, kind_key};
 
@@ -767,6 +771,7 @@ pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
     let mut problems = desc.warnings.clone();
     problems.extend(semantic_problems(desc));
     problems.extend(kind::kind_problems(desc));
+    problems.extend(macros::macro_problems(desc));
     // The executable.
     let at = |c: &Command| Some((c.line, c.column));
     match desc.get_command("executable") {

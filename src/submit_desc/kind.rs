@@ -29,6 +29,7 @@
 //! A relative `executable` is compared as written: `job.sh` next to two
 //! copies of the same description is the same kind.
 
+use super::macros::expand_user_macros;
 use super::{Command, SubmitDescription};
 use crate::config::Problem;
 use std::collections::BTreeMap;
@@ -38,22 +39,6 @@ pub(super) const KIND_ATTR: &str = "my.coschedkind";
 
 /// Longest kind name.
 const MAX_NAME: usize = 64;
-
-/// Macros whose value differs from job to job (or batch to batch): their
-/// text, not their value, is the kind's.
-const PER_JOB_MACROS: [&str; 11] = [
-    "coschedjob",
-    "coschedtype",
-    "process",
-    "procid",
-    "cluster",
-    "clusterid",
-    "step",
-    "item",
-    "itemindex",
-    "row",
-    "node",
-];
 
 /// The memory key of `desc`'s kind (see the module doc).
 pub fn kind_key(desc: &SubmitDescription) -> String {
@@ -126,28 +111,6 @@ fn canonical(desc: &SubmitDescription) -> String {
         text.push('=');
         text.push_str(&value);
         text.push('\n');
-    }
-    text
-}
-
-/// `value` with the description's own macros replaced by their values (a
-/// few rounds, for macros defined by macros), the per-job ones left as
-/// written.
-fn expand_user_macros(desc: &SubmitDescription, value: &str) -> String {
-    let lookup = |name: &str| {
-        let name = name.to_ascii_lowercase();
-        if PER_JOB_MACROS.contains(&name.as_str()) {
-            return None;
-        }
-        desc.get(&name).map(str::to_string)
-    };
-    let mut text = value.to_string();
-    for _ in 0..8 {
-        let next = super::expand_macros(&text, &lookup);
-        if next == text {
-            break;
-        }
-        text = next;
     }
     text
 }

@@ -101,6 +101,26 @@ mod check {
         assert!(err.contains("job.sub:2:1: warning"), "the user's log is replaced: {err}");
     }
 
+    /// condor_submit expands a misspelt macro to nothing, silently: every
+    /// job would write `out.`. `check` names the line and the fix.
+    #[test]
+    fn a_misspelt_job_index_and_a_file_every_job_writes_are_warned_at_their_lines() {
+        let job = "executable = run.sh\narguments = $(CoschedJob)\noutput = out.$(CoschedJb)\nerror = err.txt\nqueue\n";
+        let out = check(GOOD_SITES, job, &[]);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(0), "warnings, not errors: {err}");
+        assert!(
+            err.contains("job.sub:3:1: warning: `$(CoschedJb)` is not defined")
+                && err.contains("did you mean `$(CoschedJob)`?"),
+            "{err}"
+        );
+        assert!(err.contains("job.sub:4:1: warning: `error = err.txt`: every job writes"), "{err}");
+        assert!(
+            !stderr(&check(GOOD_SITES, GOOD_JOB, &[])).contains("warning"),
+            "GOOD_JOB names files per job"
+        );
+    }
+
     #[test]
     fn a_limit_the_policy_does_not_honour_is_a_warning_at_its_line() {
         let sites = "[policy]\nname = \"thesis\"\n\n[[site]]\nname = \"ce1\"\n\
