@@ -44,6 +44,7 @@
 //! undefined one to nothing, so a misspelt `$(CoschedJob)` would have every
 //! job write one file).
 
+mod files;
 mod kind;
 mod macros;
 
@@ -766,49 +767,14 @@ pub fn validate(sites: &SitesFile, desc: &SubmitDescription, n_jobs: Option<i64>
 }
 
 /// Problems of the description alone (no sites file needed): the parser's
-/// warnings, names cosched owns or reserves, and the executable.
+/// warnings, names cosched owns or reserves, its macros, and the files it
+/// names on the submit host.
 pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
     let mut problems = desc.warnings.clone();
     problems.extend(semantic_problems(desc));
     problems.extend(kind::kind_problems(desc));
     problems.extend(macros::macro_problems(desc));
-    // The executable.
-    let at = |c: &Command| Some((c.line, c.column));
-    match desc.get_command("executable") {
-        None => problems.push(
-            Problem::error(&desc.path, None, "no executable")
-                .with_hint("add `executable = path/to/program` (relative to the submit description)"),
-        ),
-        Some(c) if c.value.is_empty() => {
-            problems.push(Problem::error(&desc.path, at(c), "the executable is empty"))
-        }
-        Some(c) if c.value.contains("$(") => problems.push(Problem::warning(
-            &desc.path,
-            at(c),
-            format!("executable `{}` uses a macro; cosched cannot check that it exists", c.value),
-        )),
-        Some(c) if !desc.transfers_executable() => {
-            if !Path::new(&c.value).is_absolute() {
-                problems.push(Problem::warning(
-                    &desc.path,
-                    at(c),
-                    format!("executable `{}` is not transferred (transfer_executable = false) and is not an absolute path", c.value),
-                ));
-            }
-        }
-        Some(c) => {
-            let path = desc.dir.join(&c.value);
-            match std::fs::metadata(&path) {
-                Ok(m) if m.is_file() => {}
-                Ok(_) => problems.push(Problem::error(&desc.path, at(c), format!("executable `{}` is not a file", path.display()))),
-                Err(e) => problems.push(
-                    Problem::error(&desc.path, at(c), format!("cannot access executable `{}`: {}", path.display(), io_reason(&e)))
-                        .with_hint("a relative executable is relative to the submit description's directory; set `transfer_executable = false` for a program that exists only on the execute hosts"),
-                ),
-            }
-        }
-    }
-
+    problems.extend(files::file_problems(desc));
     problems
 }
 
@@ -903,14 +869,6 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
     }
 
     problems
-}
-
-fn io_reason(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".to_string(),
-        _ => e.to_string(),
-    }
 }
 
 /// `cosched check SITES JOB [--n-jobs N]`, or `cosched check SITES --jobs

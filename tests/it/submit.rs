@@ -18,10 +18,17 @@ mod check {
         let dir = util::tempdir();
         std::fs::write(dir.path().join("sites.toml"), sites).unwrap();
         std::fs::write(dir.path().join("job.sub"), job).unwrap();
-        std::fs::write(dir.path().join("run.sh"), "#!/bin/sh\necho $1\n").unwrap();
+        write_script(&dir.path().join("run.sh"));
         let mut args = vec!["check", "sites.toml", "job.sub"];
         args.extend_from_slice(extra);
         util::cosched(dir.path(), &args)
+    }
+
+    /// The job's program, executable as a user's would be.
+    fn write_script(path: &Path) {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::write(path, "#!/bin/sh\necho $1\n").unwrap();
+        std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o755)).unwrap();
     }
 
     fn stderr(out: &Output) -> String {
@@ -119,6 +126,14 @@ mod check {
             !stderr(&check(GOOD_SITES, GOOD_JOB, &[])).contains("warning"),
             "GOOD_JOB names files per job"
         );
+    }
+
+    /// What would hold every job at a grid site is refused before anything
+    /// is submitted.
+    #[test]
+    fn a_missing_input_file_is_an_error_at_its_line() {
+        let job = "executable = run.sh\noutput = out.$(CoschedJob)\ntransfer_input_files = in.$(CoschedJob), lost.dat\nqueue\n";
+        assert_bad(&check(GOOD_SITES, job, &[]), &["job.sub:3:1: error", "lost.dat`: no such file"]);
     }
 
     #[test]
@@ -336,7 +351,7 @@ mod check {
     fn in_dir_with(files: &[(&str, &str)], args: &[&str]) -> Output {
         let dir = util::tempdir();
         std::fs::write(dir.path().join("sites.toml"), GOOD_SITES).unwrap();
-        std::fs::write(dir.path().join("run.sh"), "#!/bin/sh\necho $1\n").unwrap();
+        write_script(&dir.path().join("run.sh"));
         for (name, text) in files {
             std::fs::write(dir.path().join(name), text).unwrap();
         }
