@@ -9,8 +9,10 @@
 //!   job started from it in place is held ("Permission denied", HTCondor
 //!   25.0 on a local pool), while a site that transfers it sets the mode.
 //! - `input` and `transfer_input_files` must exist: where the files are
-//!   transferred (every grid site), a missing one holds the job. Names with
-//!   a macro (one job's file) and URLs are the execute side's to fetch.
+//!   transferred, a missing one holds the job ("Transfer input files
+//!   failure", HTCondor 25.0 with `should_transfer_files = YES`). Names
+//!   with a macro (one job's file) and URLs are not checked: the first is
+//!   one job's, the second the execute side's to fetch.
 //!
 //! Relative names are relative to `initialdir`, itself relative to the
 //! description's directory, as `condor_submit` takes them.
