@@ -60,8 +60,10 @@
 //!   description's kind key (`submit_desc::kind`: what its memory is kept
 //!   under).
 //! - [`condor`] — the real HTCondor edge: `condor_submit`, `condor_rm`,
-//!   `condor_q` processes, and `CondorSite`, the HTCondor site backend that
-//!   follows each site's user log.
+//!   `condor_q` processes, `CondorSite`, the HTCondor site backend that
+//!   follows each site's user log, and `condor::preflight`, HTCondor's own
+//!   check (`condor_submit -dry-run`) of a run's batch files before any is
+//!   submitted.
 //! - [`state`] — the SQLite state database (runs, submissions, log offsets,
 //!   daemon runs) and `state::DbJournal`, the journal a
 //!   site task records each batch's intent and outcome in; `state::memory`,
@@ -144,7 +146,10 @@
 //!   tokio; time comes in as an argument. Only `engine` reads the run clock.
 //!   (Checked on the source by an integration test, `policy.rs`.)
 //! - Processes are spawned with argument vectors, never through a shell, and
-//!   every string that goes into a submit file is validated first.
+//!   every string that goes into a submit file is validated first; a run
+//!   submits nothing until `condor_submit -dry-run` has read one batch of
+//!   each kind for each shape of site (a run is not left half-submitted by
+//!   a refusal HTCondor makes of every batch alike).
 //! - Parsers never panic and never abort a tail: bad bytes become diagnostics.
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`,

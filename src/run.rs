@@ -189,7 +189,33 @@ pub fn check_command(args: CheckArgs) -> CmdResult {
             )));
         }
     };
-    submit_desc::check(&args.sites, &kinds)
+    submit_desc::check(&args.sites, &kinds, || dry_run(&args.sites, &kinds))
+}
+
+/// HTCondor's own reading of the batches a run of these inputs would submit
+/// (`condor::preflight`), and a line for `check`'s summary. Called where the
+/// inputs were found usable.
+fn dry_run(sites_path: &std::path::Path, kinds: &[KindSpec]) -> (Vec<crate::config::Problem>, String) {
+    let loaded = crate::config::load_with_warnings(sites_path).ok().and_then(|(sites, _)| {
+        let descs: Option<Vec<_>> = kinds
+            .iter()
+            .map(|k| {
+                submit_desc::load(&k.path)
+                    .ok()
+                    .map(|d| (k.name.clone(), k.count.unwrap_or(1).max(1) as u64, d))
+            })
+            .collect();
+        Some((sites, submit_desc::JobKinds::new(descs?).ok()?))
+    });
+    let Some((sites, kinds)) = loaded else { return (Vec::new(), String::new()) };
+    match crate::condor::preflight(&crate::condor::Condor::new(&sites.condor), &sites, &kinds) {
+        Ok(found) if found.problems.is_empty() => (
+            Vec::new(),
+            format!("\n  condor_submit -dry-run: {} submit file(s) read, none refused", found.checked),
+        ),
+        Ok(found) => (found.problems, String::new()),
+        Err(why) => (Vec::new(), format!("\n  HTCondor's own check (condor_submit -dry-run) skipped: {why}")),
+    }
 }
 
 /// `cosched submit …`.

@@ -872,11 +872,21 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
 }
 
 /// `cosched check SITES JOB [--n-jobs N]`, or `cosched check SITES --jobs
-/// …`: loads and validates the sites file and every description, prints
-/// every problem to stderr (by file, then line), and exits 2 if any is an
-/// error.
-pub fn check(sites_path: &Path, kinds: &[KindSpec]) -> crate::CmdResult {
-    let (mut problems, summary) = check_problems(sites_path, kinds);
+/// …`: loads and validates the sites file and every description and, where
+/// that finds no error, runs `also` (HTCondor's own check, which lives at
+/// the HTCondor edge), prints every problem to stderr (by file, then line),
+/// and exits 2 if any is an error.
+pub fn check(
+    sites_path: &Path,
+    kinds: &[KindSpec],
+    also: impl FnOnce() -> (Vec<Problem>, String),
+) -> crate::CmdResult {
+    let (mut problems, mut summary) = check_problems(sites_path, kinds);
+    if !problems.iter().any(Problem::is_error) {
+        let (more, said) = also();
+        problems.extend(more);
+        summary.push_str(&said);
+    }
     // File order reads best: per file, by line (problems without one last).
     problems.sort_by(|a, b| {
         (&a.file, a.location.is_none(), a.location).cmp(&(&b.file, b.location.is_none(), b.location))

@@ -16,7 +16,10 @@
 //! transient (worth retrying: schedd unreachable, timeouts, security
 //! handshakes) or permanent (bad executable, permissions, syntax).
 
+mod preflight;
 mod site;
+
+pub use preflight::preflight;
 
 pub use site::{
     backoff, batch_number, event_run_time, first_free_batches, remove_forwarded_leftovers, site_event,
@@ -329,6 +332,18 @@ impl Condor {
             stderr: format!("could not read the cluster id from its output: {:?}", finished.stdout.trim()),
             kind: ErrorKind::Transient,
         })
+    }
+
+    /// `condor_submit -dry-run OUT FILE`: HTCondor's own reading of a
+    /// submit file (its syntax, expressions, universe, environment),
+    /// nothing queued; the job ads go to `out`.
+    pub async fn dry_run(&self, submit_file: &Path, out: &Path) -> Result<(), CondorError> {
+        let args = vec!["-dry-run".to_string(), out.display().to_string(), submit_file.display().to_string()];
+        let finished = self.run("condor_submit", &args).await?;
+        if finished.status != Some(0) {
+            return Err(Self::failure("condor_submit", &args, &finished, &self.program("condor_submit")));
+        }
+        Ok(())
     }
 
     /// `condor_rm TARGET…` (`C` or `C.P`). Jobs that are not in the queue any

@@ -67,21 +67,32 @@ const STREAM_OTHER_WORK: u64 = 0xFA_0003;
 
 pub(crate) fn condor_submit(args: &[String]) -> u8 {
     let mut terse = false;
+    let mut dry_run = false;
     let mut file: Option<&str> = None;
-    for arg in args {
+    let mut args = args.iter();
+    while let Some(arg) = args.next() {
         match arg.as_str() {
             "-terse" => terse = true,
+            // `-dry-run OUT`: the file is read and checked, nothing is queued
+            // (the ads HTCondor would write to OUT are not modelled).
+            "-dry-run" if args.next().is_some() => dry_run = true,
             "-" => file = Some("-"),
             a if a.starts_with('-') => {
-                return fail(&format!("ERROR: unknown option {a} (the fake condor_submit knows -terse)"))
+                return fail(&format!(
+                    "ERROR: unknown option {a} (the fake condor_submit knows -terse and -dry-run OUT)"
+                ))
             }
             a if file.is_none() => file = Some(a),
             a => return fail(&format!("ERROR: more than one submit file given ({a})")),
         }
     }
-    let pool = match open_pool() {
-        Ok(p) => p,
-        Err(code) => return code,
+    let pool = if dry_run {
+        None
+    } else {
+        match open_pool() {
+            Ok(p) => Some(p),
+            Err(code) => return code,
+        }
     };
     let mut text = String::new();
     let read = match file {
@@ -95,6 +106,10 @@ pub(crate) fn condor_submit(args: &[String]) -> u8 {
     let template = match submit_file::parse(&text, &cwd) {
         Ok(t) => t,
         Err(msg) => return fail(&format!("ERROR: {msg}")),
+    };
+    let Some(pool) = pool else {
+        out("Dry-Run job(s).");
+        return 0;
     };
     let submit_file_name = file.filter(|f| *f != "-").unwrap_or("").to_string();
 

@@ -1,6 +1,7 @@
 //! What a run needs before the runtime starts: the sites file and every
-//! kind's submit description validated (nothing is submitted when anything
-//! is wrong, exit 2), the state directory opened and locked, and the run
+//! kind's submit description validated, by cosched and then by
+//! `condor_submit -dry-run` (`condor::preflight`; nothing is submitted when
+//! anything is wrong, exit 2), the state directory opened and locked, and the run
 //! recorded with its kinds (`cosched submit`) or found (`--resume`, with the
 //! files as they are now but the run's sites and kinds).
 //!
@@ -37,6 +38,9 @@ impl Plan {
         let (mut sites, kinds) = load_inputs(sites_path, &kind_specs)?;
         let policy = sites.policy_named(args.policy.as_deref()).map_err(Failure::usage)?;
         warn_of_ignored_settings(&policy, &sites, sites_path);
+        if !args.simulate {
+            dry_run(&sites, &kinds)?;
+        }
         if !(args.speedup > 0.0 && args.speedup.is_finite()) {
             return Err(Failure::usage(format!("--speedup must be a positive number, got {}", args.speedup)));
         }
@@ -238,6 +242,14 @@ fn usage_problems(problems: &[Problem]) -> Option<Failure> {
             "{errors} error(s) in the inputs; nothing was submitted (fix them and try again)"
         ))
     })
+}
+
+/// HTCondor's own check of the run's submit files before any is submitted
+/// (`condor::preflight`): a refusal is an error of the inputs.
+fn dry_run(sites: &SitesFile, kinds: &JobKinds) -> Result<(), Failure> {
+    let found = crate::condor::preflight(&crate::condor::Condor::new(&sites.condor), sites, kinds)
+        .map_err(|why| Failure::usage(format!("{why}; nothing was submitted")))?;
+    usage_problems(&found.problems).map_or(Ok(()), Err)
 }
 
 fn check_root(simulated: bool) -> Result<(), Failure> {
