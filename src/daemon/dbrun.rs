@@ -135,6 +135,15 @@ impl Machinery for DbMachinery {
         }
         let job_kinds =
             crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
+        // HTCondor's own reading of the batches, as `cosched submit` has it
+        // before anything is submitted (`condor::preflight`).
+        let found = crate::condor::preflight(&crate::condor::Condor::new(&sites.condor), &sites, &job_kinds)
+            .map_err(|why| format!("{why}\nnothing was submitted"))?;
+        let refused: Vec<String> =
+            found.problems.iter().filter(|p| p.is_error()).map(|p| p.to_string()).collect();
+        if !refused.is_empty() {
+            return Err(format!("{}\nnothing was submitted", refused.join("\n")));
+        }
         let policy = match &request.policy {
             Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),

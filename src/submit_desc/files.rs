@@ -8,8 +8,10 @@
 //!   it is an error here. One without execute permission is a warning: a
 //!   job started from it in place is held ("Permission denied", HTCondor
 //!   25.0 on a local pool), while a site that transfers it sets the mode.
-//! - `input` and `transfer_input_files` must exist: where the files are
-//!   transferred, a missing one holds the job ("Transfer input files
+//! - `input` and `transfer_input_files` must exist unless
+//!   `should_transfer_files = NO` (then they are read on the execute
+//!   side's filesystem): where the files are transferred, a missing one
+//!   holds the job ("Transfer input files
 //!   failure", HTCondor 25.0 with `should_transfer_files = YES`). Names
 //!   with a macro (one job's file) and URLs are not checked: the first is
 //!   one job's, the second the execute side's to fetch.
@@ -25,7 +27,10 @@ use std::path::{Path, PathBuf};
 /// What is wrong with the files `desc` names (the module doc).
 pub(super) fn file_problems(desc: &SubmitDescription) -> Vec<Problem> {
     let mut problems = executable_problems(desc);
-    let Some(dir) = input_dir(desc) else { return problems };
+    // Without file transfer the inputs are read on the execute side's
+    // filesystem, which the submit host need not see.
+    let transfers = desc.get("should_transfer_files").is_none_or(|v| !v.trim().eq_ignore_ascii_case("no"));
+    let Some(dir) = input_dir(desc).filter(|_| transfers) else { return problems };
     for key in ["input", "transfer_input_files"] {
         let Some(c) = desc.get_command(key) else { continue };
         for name in c.value.split(',').map(str::trim) {
@@ -207,5 +212,7 @@ mod tests {
         let per_job =
             "executable = run.sh\ninitialdir = job$(CoschedJob)\ntransfer_input_files = in.txt\nqueue\n";
         assert_eq!(problems(per_job, &files), vec![]);
+        let shared = "executable = run.sh\nshould_transfer_files = NO\ninput = /cluster/in.txt\nqueue\n";
+        assert_eq!(problems(shared, &files), vec![], "read where the job runs");
     }
 }

@@ -312,7 +312,9 @@ fn held_jobs(pool: &Pool) {
 /// (exit 2) with a message naming the site and HTCondor's own words, and no
 /// site has a job of it, the good one included. (A refusal only the schedd
 /// makes, mid-run, is `tests/it`'s `submit_permanent_error` cases: exit 1,
-/// the other sites' jobs left alone, `--resume` to go on.)
+/// the other sites' jobs left alone, `--resume` to go on.) Then the good
+/// site alone runs it, and its running jobs are removed: evictions (004)
+/// for [`userlog_parity`].
 fn rejected_submit(pool: &Pool) {
     let case = Case::new(pool, "rejected");
     case.write_sites(
@@ -334,6 +336,28 @@ fn rejected_submit(pool: &Pool) {
     let job_dir = case.path("").display().to_string();
     let queued = pool.query(&format!("Iwd == \"{}\"", job_dir.trim_end_matches('/')), "ClusterId");
     assert!(queued.is_empty(), "nothing of the run is queued at any site: {queued:?}");
+    // The good site alone takes the run. Once a job runs, cosched is stopped
+    // and the run's jobs removed, which evicts the running ones: the parity
+    // case reads that event (004) from this case's logs.
+    case.write_sites("", &[("good", None, "slots = 2\n")]);
+    let mut child = case
+        .cosched(&["submit", "6", "sites.toml", "job.sub", "--state-dir", "st"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    eventually("a job of the good site runs", MINUTES(2), || (case.ledger().executions() > 0).then_some(()));
+    let _ = child.kill();
+    let _ = child.wait();
+    let run = std::fs::read_dir(case.path("st/runs")).unwrap().next().unwrap().unwrap().file_name();
+    let run = run.to_string_lossy().into_owned();
+    let rm = pool.condor("condor_rm", &["-constraint", &format!("CoschedRun == \"{run}\"")]);
+    assert!(rm.status.code().is_some(), "condor_rm ran");
+    eventually("the run's jobs leave the queue", MINUTES(2), || {
+        pool.query(&format!("CoschedRun == \"{run}\" && JobStatus != 4"), "ClusterId")
+            .is_empty()
+            .then_some(())
+    });
 }
 
 /// Issue 14 case 6 and issue 17's daemon check: a run handed to the daemon,
