@@ -1,20 +1,20 @@
 //! The files a description names on the submit host, checked before
 //! anything is submitted: what `condor_submit` would refuse, or what would
-//! have every job held or failed at every site, is said at its line with
-//! the fix, rather than found out from the first batch.
+//! have every job held, is said at its line with the fix, rather than found
+//! out from the first batch.
 //!
 //! - The executable must exist and be a file. A script with DOS line ends
 //!   is refused by `condor_submit` ("a script with CRLF line endings"), so
 //!   it is an error here. One without execute permission is a warning: a
 //!   job started from it in place is held ("Permission denied", HTCondor
-//!   25.0 on a local pool), while a site that transfers it sets the mode.
+//!   25.0 on a local pool); whether a site that transfers it sets the mode
+//!   was not measured, so it is not refused.
 //! - `input` and `transfer_input_files` must exist unless
-//!   `should_transfer_files = NO` (then they are read on the execute
-//!   side's filesystem): where the files are transferred, a missing one
-//!   holds the job ("Transfer input files
-//!   failure", HTCondor 25.0 with `should_transfer_files = YES`). Names
-//!   with a macro (one job's file) and URLs are not checked: the first is
-//!   one job's, the second the execute side's to fetch.
+//!   `should_transfer_files = NO` (then they are read on the execute side's
+//!   filesystem): where the files are transferred, a missing one holds the
+//!   job ("Transfer input files failure", HTCondor 25.0 with
+//!   `should_transfer_files = YES`). Names with a macro (one job's file)
+//!   and URLs (the execute side's to fetch) are not checked.
 //!
 //! Relative names are relative to `initialdir`, itself relative to the
 //! description's directory, as `condor_submit` takes them.
