@@ -22,23 +22,28 @@ use super::{Command, SubmitDescription};
 use crate::config::Problem;
 
 /// Macros whose value differs from job to job (or batch to batch): cosched's
-/// and `condor_submit`'s. A file named by none of them is every job's.
-pub(super) const PER_JOB_MACROS: [&str; 11] = [
-    "coschedjob",
-    "coschedtype",
-    "process",
-    "procid",
-    "cluster",
-    "clusterid",
-    "step",
-    "item",
-    "itemindex",
-    "row",
-    "node",
+/// and `condor_submit`'s, as HTCondor's manual writes them (macros compare
+/// case-insensitively). A file named by none of them is every job's.
+const PER_JOB_MACROS: [&str; 11] = [
+    "CoschedJob",
+    "CoschedType",
+    "Process",
+    "ProcId",
+    "Cluster",
+    "ClusterId",
+    "Step",
+    "Item",
+    "ItemIndex",
+    "Row",
+    "Node",
 ];
 
 /// The other macros `condor_submit` defines for every submission.
-const SUBMIT_MACROS: [&str; 6] = ["submit_file", "submit_time", "year", "month", "day", "dollardollar"];
+const SUBMIT_MACROS: [&str; 6] = ["SUBMIT_FILE", "SUBMIT_TIME", "YEAR", "MONTH", "DAY", "DOLLARDOLLAR"];
+
+fn is_per_job(name: &str) -> bool {
+    PER_JOB_MACROS.iter().any(|m| m.eq_ignore_ascii_case(name))
+}
 
 /// The commands that name a job's standard streams on the submit host.
 const STREAM_KEYS: [(&str, &str); 2] = [("output", "standard output"), ("error", "standard error")];
@@ -54,11 +59,10 @@ const MISSPELT_WITHIN: usize = 2;
 /// description does not define, are left as written.
 pub(super) fn expand_user_macros(desc: &SubmitDescription, value: &str) -> String {
     let lookup = |name: &str| {
-        let name = name.to_ascii_lowercase();
-        if PER_JOB_MACROS.contains(&name.as_str()) {
+        if is_per_job(name) {
             return None;
         }
-        defined_here(desc, &name).map(str::to_string)
+        defined_here(desc, name).map(str::to_string)
     };
     let mut text = value.to_string();
     for _ in 0..8 {
@@ -118,20 +122,21 @@ pub(super) fn macro_problems(desc: &SubmitDescription) -> Vec<Problem> {
 fn undefined_problem(desc: &SubmitDescription, c: &Command, name: &str) -> Problem {
     let at = Some((c.line, c.column));
     let lower = name.to_ascii_lowercase();
-    let known =
-        PER_JOB_MACROS.iter().chain(&SUBMIT_MACROS).map(|m| m.to_string()).chain(
-            desc.commands.iter().filter(|d| is_macro_definition(d)).map(|d| d.key.to_ascii_lowercase()),
-        );
-    let nearest = known
-        .filter(|m| lower.len() >= 4 && edit_distance(&lower, m) <= MISSPELT_WITHIN)
-        .min_by_key(|m| edit_distance(&lower, m));
+    // Known names as written: the description's own, then HTCondor's.
+    let own = desc.commands.iter().filter(|d| is_macro_definition(d)).map(|d| d.key.as_str());
+    let nearest = own
+        .chain(PER_JOB_MACROS)
+        .chain(SUBMIT_MACROS)
+        .map(|m| (edit_distance(&lower, &m.to_ascii_lowercase()), m))
+        .filter(|&(d, _)| lower.len() >= 4 && d <= MISSPELT_WITHIN)
+        .min_by_key(|&(d, _)| d);
     match nearest {
-        Some(m) => Problem::warning(
+        Some((_, m)) => Problem::warning(
             &desc.path,
             at,
             format!("`$({name})` is not defined: condor_submit expands it to nothing, in every job"),
         )
-        .with_hint(format!("did you mean `$({})`?", spelled(desc, &m))),
+        .with_hint(format!("did you mean `$({m})`?")),
         None => Problem::warning(
             &desc.path,
             at,
@@ -142,38 +147,6 @@ fn undefined_problem(desc: &SubmitDescription, c: &Command, name: &str) -> Probl
         )
         .with_hint(format!("define it (`{name} = …`) or give it a default: `$({name}:value)`")),
     }
-}
-
-/// How a known macro is written in messages: as the description defines it,
-/// else in HTCondor's documented case.
-fn spelled(desc: &SubmitDescription, lower: &str) -> String {
-    const WRITTEN: [&str; 17] = [
-        "CoschedJob",
-        "CoschedType",
-        "Process",
-        "ProcId",
-        "Cluster",
-        "ClusterId",
-        "Step",
-        "Item",
-        "ItemIndex",
-        "Row",
-        "Node",
-        "SUBMIT_FILE",
-        "SUBMIT_TIME",
-        "YEAR",
-        "MONTH",
-        "DAY",
-        "DOLLARDOLLAR",
-    ];
-    desc.commands
-        .iter()
-        .filter(|d| is_macro_definition(d))
-        .map(|d| d.key.as_str())
-        .chain(WRITTEN)
-        .find(|m| m.eq_ignore_ascii_case(lower))
-        .unwrap_or(lower)
-        .to_string()
 }
 
 /// The macros `value` uses that are defined nowhere cosched can see, as
@@ -194,9 +167,8 @@ fn undefined_macros(desc: &SubmitDescription, value: &str) -> Vec<String> {
         if inner.contains(':') || !is_identifier(inner) {
             continue;
         }
-        let lower = inner.to_ascii_lowercase();
-        let built_in = PER_JOB_MACROS.contains(&lower.as_str()) || SUBMIT_MACROS.contains(&lower.as_str());
-        if !built_in && defined_here(desc, &lower).is_none() {
+        let built_in = is_per_job(inner) || SUBMIT_MACROS.iter().any(|m| m.eq_ignore_ascii_case(inner));
+        if !built_in && defined_here(desc, inner).is_none() {
             names.push(inner.to_string());
         }
     }
@@ -207,13 +179,13 @@ fn undefined_macros(desc: &SubmitDescription, value: &str) -> Vec<String> {
 /// something that differs from job to job.
 fn names_per_job(desc: &SubmitDescription, value: &str) -> bool {
     let expanded = expand_user_macros(desc, value).to_ascii_lowercase();
-    PER_JOB_MACROS.iter().any(|m| expanded.contains(&format!("$({m})")))
+    PER_JOB_MACROS.iter().any(|m| expanded.contains(&format!("$({})", m.to_ascii_lowercase())))
 }
 
-/// The value of the description's own macro `lower`, if it defines one
+/// The value of the description's own macro `name`, if it defines one
 /// (`MY.x` names the attribute `+x` sets).
-fn defined_here<'d>(desc: &'d SubmitDescription, lower: &str) -> Option<&'d str> {
-    desc.get(lower)
+fn defined_here<'d>(desc: &'d SubmitDescription, name: &str) -> Option<&'d str> {
+    desc.get(name)
 }
 
 /// A plain `key = value` defines a macro; `+Attr` and `MY.Attr` set job
