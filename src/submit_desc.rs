@@ -782,12 +782,16 @@ pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
 const FILE_NAME_KEYS: [&str; 5] =
     ["output", "error", "transfer_output_files", "transfer_output_remaps", "initialdir"];
 
-/// The macros that number jobs within one cluster, or the cluster itself.
-const PROC_MACROS: [&str; 4] = ["$(process)", "$(procid)", "$(cluster)", "$(clusterid)"];
+/// The macros that number jobs within one cluster, or the cluster itself
+/// (`macros`: `$(ItemIndex)` and `$(Row)` number a batch's jobs too).
+const PROC_MACROS: [&str; 6] =
+    ["$(process)", "$(procid)", "$(itemindex)", "$(row)", "$(cluster)", "$(clusterid)"];
 
-fn names_by_proc(value: &str) -> bool {
+/// The first macro of `PROC_MACROS` in `value`, as written there.
+fn names_by_proc(value: &str) -> Option<&str> {
     let lower = value.to_ascii_lowercase();
-    PROC_MACROS.iter().any(|m| lower.contains(m))
+    let at = PROC_MACROS.iter().filter_map(|m| lower.find(m).map(|i| (i, m.len()))).min()?;
+    value.get(at.0..at.0 + at.1)
 }
 
 /// `out.$(Cluster).$(Process)` → `out.$(CoschedJob)`.
@@ -828,15 +832,17 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
                 at,
                 format!("`{key}` is replaced by cosched (it writes one user log per site)"),
             ));
-        } else if FILE_NAME_KEYS.contains(&normalized.as_str()) && names_by_proc(&c.value) {
+        } else if let Some(by) =
+            names_by_proc(&c.value).filter(|_| FILE_NAME_KEYS.contains(&normalized.as_str()))
+        {
             let fixed = replace_proc_macros(&c.value);
             problems.push(
                 Problem::warning(
                     path,
                     at,
                     format!(
-                        "`{key} = {}` names files by $(Process)/$(Cluster), which repeat across cosched's \
-                         batches and sites: jobs would overwrite each other's files",
+                        "`{key} = {}` names files by {by}, which is not unique over cosched's batches and sites: \
+                         jobs would overwrite each other's files",
                         c.value
                     ),
                 )
@@ -1307,6 +1313,24 @@ queue 10
             run: Default::default(),
             simulate: Default::default(),
             sites: vec![site],
+        }
+    }
+
+    #[test]
+    fn a_file_named_by_a_batchs_own_numbering_is_told_with_the_macro_it_uses() {
+        // HTCondor 25.0, `queue CoschedJob from (7 9)`: $(ItemIndex) and
+        // $(Row) are 0 and 1 in every batch, as $(Process) is.
+        for (value, by) in [
+            ("out.$(itemindex)", "$(itemindex)"),
+            ("o/$(Row).txt", "$(Row)"),
+            ("o.$(ClusterId)", "$(ClusterId)"),
+        ] {
+            let d = parse_str(&format!("output = {value}\nqueue\n")).unwrap();
+            let told: Vec<_> =
+                semantic_problems(&d).into_iter().filter(|p| p.message.contains("not unique")).collect();
+            assert_eq!(told.len(), 1, "{value}: {told:?}");
+            assert!(told[0].message.contains(&format!("names files by {by},")), "{}", told[0].message);
+            assert!(told[0].hint.as_deref().unwrap_or("").contains("$(CoschedJob)"), "{:?}", told[0].hint);
         }
     }
 

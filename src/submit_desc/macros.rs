@@ -21,28 +21,35 @@
 use super::{Command, SubmitDescription};
 use crate::config::Problem;
 
-/// Macros whose value differs from job to job (or batch to batch): cosched's
-/// and `condor_submit`'s, as HTCondor's manual writes them (macros compare
-/// case-insensitively). A file named by none of them is every job's.
-const PER_JOB_MACROS: [&str; 11] = [
-    "CoschedJob",
-    "CoschedType",
-    "Process",
-    "ProcId",
-    "Cluster",
-    "ClusterId",
-    "Step",
-    "Item",
-    "ItemIndex",
-    "Row",
-    "Node",
-];
+/// Macros whose value differs between the jobs of one batch, as HTCondor's
+/// manual writes them (macros compare case-insensitively). A file named by
+/// none of them is every job's. Only `CoschedJob` also differs between
+/// batches and sites: the others number a batch's jobs, or the batch, and
+/// repeat (HTCondor 25.0, `queue CoschedJob from (7 9)`: `$(ItemIndex)` and
+/// `$(Row)` are 0 and 1 in every batch, as `$(Process)` is), which
+/// `submit_desc` tells where they name files.
+const PER_JOB_MACROS: [&str; 7] =
+    ["CoschedJob", "Process", "ProcId", "ItemIndex", "Row", "Cluster", "ClusterId"];
 
-/// The other macros `condor_submit` defines for every submission.
-const SUBMIT_MACROS: [&str; 6] = ["SUBMIT_FILE", "SUBMIT_TIME", "YEAR", "MONTH", "DAY", "DOLLARDOLLAR"];
+/// The other macros defined for every job, with one value for all the jobs
+/// of a submission (or, for `CoschedType`, of a kind): `$(Step)` is 0 under
+/// cosched's queue statement.
+const SUBMIT_MACROS: [&str; 8] =
+    ["SUBMIT_FILE", "SUBMIT_TIME", "YEAR", "MONTH", "DAY", "DOLLARDOLLAR", "Step", "CoschedType"];
+
+/// Macros a user's own queue statement (or DAGMan) would define, and that
+/// are empty under cosched's: `$(Item)` is the variable of a `queue … from`
+/// that does not name one, and cosched's names `CoschedJob`; `$(Node)` is
+/// DAGMan's and the parallel universe's (HTCondor 25.0: both expand to
+/// nothing).
+const EMPTY_UNDER_COSCHED: [&str; 2] = ["Item", "Node"];
 
 fn is_per_job(name: &str) -> bool {
     PER_JOB_MACROS.iter().any(|m| m.eq_ignore_ascii_case(name))
+}
+
+fn is_condor_submits(name: &str) -> bool {
+    is_per_job(name) || SUBMIT_MACROS.iter().any(|m| m.eq_ignore_ascii_case(name))
 }
 
 /// The commands that name a job's standard streams on the submit host.
@@ -59,7 +66,7 @@ const MISSPELT_WITHIN: usize = 2;
 /// description does not define, are left as written.
 pub(super) fn expand_user_macros(desc: &SubmitDescription, value: &str) -> String {
     let lookup = |name: &str| {
-        if is_per_job(name) {
+        if is_condor_submits(name) {
             return None;
         }
         defined_here(desc, name).map(str::to_string)
@@ -124,6 +131,18 @@ fn undefined_problem(desc: &SubmitDescription, c: &Command, name: &str) -> Probl
     let lower = name.to_ascii_lowercase();
     // Known names as written: the description's own, then HTCondor's.
     let own = desc.commands.iter().filter(|d| is_macro_definition(d)).map(|d| d.key.as_str());
+    if let Some(m) = EMPTY_UNDER_COSCHED.iter().find(|m| m.eq_ignore_ascii_case(name)) {
+        let whose = if *m == "Item" { "a queue statement's" } else { "DAGMan's" };
+        return Problem::warning(
+            &desc.path,
+            at,
+            format!(
+                "`$({name})` is {whose}, and cosched writes the queue statement: condor_submit expands \
+                 it to nothing, in every job"
+            ),
+        )
+        .with_hint("number jobs by `$(CoschedJob)`, the job's index over the whole run");
+    }
     let nearest = own
         .chain(PER_JOB_MACROS)
         .chain(SUBMIT_MACROS)
@@ -167,8 +186,7 @@ fn undefined_macros(desc: &SubmitDescription, value: &str) -> Vec<String> {
         if inner.contains(':') || !is_identifier(inner) {
             continue;
         }
-        let built_in = is_per_job(inner) || SUBMIT_MACROS.iter().any(|m| m.eq_ignore_ascii_case(inner));
-        if !built_in && defined_here(desc, inner).is_none() {
+        if !is_condor_submits(inner) && defined_here(desc, inner).is_none() {
             names.push(inner.to_string());
         }
     }
@@ -272,6 +290,33 @@ mod tests {
         );
         let dir = "dir = jobs/$(CoschedJob)\ninitialdir = $(dir)\noutput = out.txt\nqueue\n";
         assert_eq!(problems(dir), Vec::<String>::new());
+    }
+
+    #[test]
+    fn a_queue_statements_item_and_dagmans_node_are_told_empty_under_coscheds_queue() {
+        let found = problems("arguments = $(Item) $(node)\nqueue\n");
+        assert_eq!(found.len(), 2, "{found:?}");
+        assert!(found[0].contains("`$(Item)` is a queue statement's") && found[0].contains("$(CoschedJob)"));
+        assert!(found[1].contains("`$(node)` is DAGMan's"), "{found:?}");
+        // A description that defines them itself is not told.
+        assert_eq!(
+            problems("Item = a\nNode = b\narguments = $(Item) $(Node)\nqueue\n"),
+            Vec::<String>::new()
+        );
+    }
+
+    #[test]
+    fn a_stream_named_by_step_or_by_the_kind_alone_is_every_jobs() {
+        for name in ["out.$(Step)", "out.$(CoschedType)"] {
+            let found = problems(&format!("output = {name}\nqueue\n"));
+            assert_eq!(found.len(), 1, "{name}: {found:?}");
+            assert!(found[0].contains("every job writes its standard output"), "{found:?}");
+        }
+        assert_eq!(
+            problems("output = out.$(ItemIndex)\nqueue\n"),
+            Vec::<String>::new(),
+            "told by submit_desc"
+        );
     }
 
     #[test]
