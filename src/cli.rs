@@ -33,7 +33,7 @@ and sends more work to the sites that turn jobs around fastest.",
 )]
 pub struct Cli {
     /// Log verbosity for diagnostics on stderr (error, warn, info, debug, trace).
-    #[arg(long, global = true, default_value = "warn", env = "COSCHED_LOG")]
+    #[arg(long, global = true, default_value = "warn", env = "COSCHED_LOG", value_parser = log_level)]
     pub log_level: String,
     #[command(subcommand)]
     pub command: Command,
@@ -130,17 +130,39 @@ pub fn main() -> ExitCode {
     }
 }
 
+const LOG_LEVELS: [&str; 6] = ["off", "error", "warn", "info", "debug", "trace"];
+
+/// A `--log-level`: a level, or filter directives `target=level` separated
+/// by commas (tracing's `EnvFilter`). A bare word that is no level would be
+/// read as a target and silence every line, so it is refused.
+fn log_level(value: &str) -> Result<String, String> {
+    let known = |level: &str| LOG_LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level.trim()));
+    for directive in value.split(',') {
+        let level = directive.rsplit_once('=').map_or(directive, |(_, level)| level);
+        if !known(level) {
+            return Err(format!(
+                "`{}` is not a log level; use one of {}",
+                level.trim(),
+                LOG_LEVELS.join(", ")
+            ));
+        }
+    }
+    tracing_subscriber::EnvFilter::try_new(value).map(|_| value.to_string()).map_err(|e| e.to_string())
+}
+
 fn init_tracing(level: &str) {
     let filter = tracing_subscriber::EnvFilter::try_new(level)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let builder =
         tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_target(false);
     // Under systemd stderr goes to journald, which stamps lines itself and
-    // shows escape codes raw: no timestamps, no colours there.
+    // shows escape codes raw: no timestamps, no colours there. Escape codes
+    // are for a terminal only, not for a file or a pipe.
     if std::env::var_os("JOURNAL_STREAM").is_some() {
         let _ = builder.without_time().with_ansi(false).try_init();
     } else {
-        let _ = builder.try_init();
+        use std::io::IsTerminal;
+        let _ = builder.with_ansi(std::io::stderr().is_terminal()).try_init();
     }
 }
 

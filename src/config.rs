@@ -538,14 +538,28 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
     fill_simulate_slots(root.get_mut());
     let raw: RawFile = match RawFile::deserialize(toml::de::Deserializer::from(root)) {
         Ok(raw) => raw,
-        Err(e) => return fail(vec![toml_problem(e)]),
+        Err(e) => {
+            // Deserializing stops at its first error; the unknown keys found
+            // before it are reported with it, not lost.
+            let mut problems = unknown;
+            problems.push(with_shape_hint(toml_problem(e), text));
+            problems.sort_by_key(|p| p.location);
+            return fail(problems);
+        }
     };
 
     let mut problems = unknown;
     let policy = match policy_table {
         None => PolicyConfig::default(),
         Some(table) => match read_policy(table) {
-            Ok(policy) => policy,
+            Ok((policy, out_of_range)) => {
+                for (message, span, hint) in out_of_range {
+                    let mut p = Problem::error(path, span.and_then(at), message);
+                    p.hint = hint;
+                    problems.push(p);
+                }
+                policy
+            }
             Err((message, span, hint)) => {
                 let mut p = Problem::error(path, span.and_then(at), message);
                 p.hint = hint;
@@ -582,7 +596,20 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
                 );
             } else {
                 let base = path.parent().unwrap_or(Path::new(""));
-                condor.bin_dir = Some(if dir_path.is_absolute() { dir_path } else { base.join(dir_path) });
+                let dir_path = if dir_path.is_absolute() { dir_path } else { base.join(dir_path) };
+                // Told, not refused: the file may be checked away from the
+                // submit host it is written for.
+                if !dir_path.is_dir() {
+                    problems.push(
+                        Problem::warning(
+                            path,
+                            at(dir.span()),
+                            format!("bin_dir {} is not a directory here", dir_path.display()),
+                        )
+                        .with_hint("the directory of condor_submit on the submit host (`dirname $(which condor_submit)`), or omit it to search PATH"),
+                    );
+                }
+                condor.bin_dir = Some(dir_path);
             }
         }
         condor.submit_timeout = c.submit_timeout.map_or(condor.submit_timeout, |v| v.into_inner());
@@ -801,6 +828,21 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
     Ok((SitesFile { path: path.to_path_buf(), policy, condor, run, simulate, sites }, problems))
 }
 
+/// A deserializer's error with what to write instead, where its words alone
+/// would leave the user guessing.
+fn with_shape_hint(problem: Problem, text: &str) -> Problem {
+    let line = problem.location.and_then(|(line, _)| text.lines().nth(line.saturating_sub(1))).unwrap_or("");
+    if problem.message.contains("expected a sequence") && line.trim_start().starts_with("[site") {
+        problem.with_hint("each site is a `[[site]]` table, with two brackets: one such table per site")
+    } else if problem.message.contains("missing field `slots`") {
+        problem.with_hint(
+            "a simulated site needs its slots: `slots = N` in the [[site]] table or in its [site.simulate] table",
+        )
+    } else {
+        problem
+    }
+}
+
 /// Why `name` cannot be a site name, if it cannot: it becomes part of file
 /// names and ClassAd strings, so it stays plain.
 pub fn site_name_error(name: &str) -> Option<String> {
@@ -810,8 +852,11 @@ pub fn site_name_error(name: &str) -> Option<String> {
     if let Some(bad) = unsafe_char(name) {
         return Some(format!("site name contains {bad}"));
     }
+    if name.len() > 64 {
+        return Some(format!("site name `{name}` is {} characters long, more than 64", name.len()));
+    }
     let plain = name.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
-    if name.len() > 64 || !plain || name.starts_with('.') {
+    if !plain || name.starts_with('.') {
         return Some(format!("site name `{name}` has characters cosched does not allow"));
     }
     None
@@ -928,7 +973,9 @@ fn fill_simulate_slots(root: &mut DeTable<'_>) {
 
 type PolicyError = (String, Option<Range<usize>>, Option<String>);
 
-fn read_policy(table: Spanned<DeValue<'_>>) -> Result<PolicyConfig, PolicyError> {
+/// The `[policy]` table's policy, and what is wrong with its values (each
+/// error located at its key); `Err` where the table cannot be read at all.
+fn read_policy(table: Spanned<DeValue<'_>>) -> Result<(PolicyConfig, Vec<PolicyError>), PolicyError> {
     let span = table.span();
     let DeValue::Table(mut table) = table.into_inner() else {
         return Err(("`policy` must be a table: [policy]".into(), Some(span), None));
@@ -940,16 +987,31 @@ fn read_policy(table: Spanned<DeValue<'_>>) -> Result<PolicyConfig, PolicyError>
             None => return Err(("policy name must be a string".into(), Some(name.span()), None)),
         },
     };
+    let key_spans: BTreeMap<String, Range<usize>> =
+        table.iter().map(|(k, v)| (k.get_ref().to_string(), k.span().start..v.span().end)).collect();
     let rest = Spanned::new(span.clone(), DeValue::Table(table));
-    match PolicyConfig::read(&name, toml::de::ValueDeserializer::from(rest)) {
-        Ok(Some(policy)) => Ok(policy),
-        Ok(None) => Err((
-            format!("unknown policy `{name}`"),
-            Some(name_span),
-            Some(format!("choose one of {}", policy::names())),
-        )),
-        Err(e) => Err((format!("[policy]: {}", e.message().trim()), e.span(), None)),
-    }
+    let policy = match PolicyConfig::read(&name, toml::de::ValueDeserializer::from(rest)) {
+        Ok(Some(policy)) => policy,
+        Ok(None) => {
+            return Err((
+                format!("unknown policy `{name}`"),
+                Some(name_span),
+                Some(format!("choose one of {}", policy::names())),
+            ))
+        }
+        Err(e) => return Err((format!("[policy]: {}", e.message().trim()), e.span(), None)),
+    };
+    let mut out_of_range: Vec<PolicyError> = policy
+        .out_of_range()
+        .into_iter()
+        .map(|(key, range)| {
+            // A default is always in range: the key is in the table.
+            let at = key_spans.get(key).cloned().or(Some(span.clone()));
+            (format!("[policy] {key} is out of range"), at, Some(format!("{key} is {range}")))
+        })
+        .collect();
+    out_of_range.sort_by_key(|(_, at, _)| at.as_ref().map(|r| r.start));
+    Ok((policy, out_of_range))
 }
 
 #[cfg(test)]
@@ -1094,6 +1156,29 @@ mod tests {
     }
 
     #[test]
+    fn a_value_of_the_wrong_type_is_reported_with_the_unknown_keys_found_before_it() {
+        let e = errors("[[site]]\nname = \"a\"\nslotz = 10\nmax_jobs = \"ten\"\n");
+        let lines: Vec<_> = e.iter().map(|p| (p.location.map(|l| l.0), p.message.clone())).collect();
+        assert_eq!(e.len(), 2, "{lines:?}");
+        assert!(
+            e[0].message.contains("unknown key `slotz`") && e[0].location.map(|l| l.0) == Some(3),
+            "{lines:?}"
+        );
+        assert!(e[1].message.contains("invalid type") && e[1].location.map(|l| l.0) == Some(4), "{lines:?}");
+    }
+
+    #[test]
+    fn a_single_bracket_site_table_and_a_simulated_site_without_slots_are_told_what_to_write() {
+        let e = errors("[site]\nname = \"a\"\n");
+        assert!(e[0].hint.as_deref().unwrap_or("").contains("`[[site]]`"), "{e:?}");
+        let e = errors("[[site]]\nname = \"a\"\n[site.simulate]\n");
+        assert!(e[0].hint.as_deref().unwrap_or("").contains("slots = N"), "{e:?}");
+        let long = "a".repeat(65);
+        let e = errors(&format!("[[site]]\nname = \"{long}\"\n"));
+        assert!(e[0].message.contains("65 characters long"), "{e:?}");
+    }
+
+    #[test]
     fn a_sites_poll_is_as_set_else_the_models_else_a_grid_sites_default() {
         let text = "[[site]]\nname = \"local\"\n\
                     [[site]]\nname = \"ce\"\ngrid_resource = \"condor ce.example.org ce.example.org:9619\"\n\
@@ -1202,6 +1287,23 @@ mod tests {
         let (file, _) = parse_str("[policy]\nname = \"thesis\"\nc2 = 1.5\n[[site]]\nname = \"a\"\n").unwrap();
         let params = file.policy.params::<policy::thesis::Params>().expect("thesis reads thesis parameters");
         assert_eq!((params.c2, params.c1), (1.5, 2.0), "c2 as written, c1 by default");
+    }
+
+    #[test]
+    fn policy_parameters_out_of_their_range_are_each_refused_at_their_line() {
+        let text = "[policy]\ninitial_window = 0\nfalse_alarm = 1.5\nmissed_alarm = nan\n\
+                    degradation_factor = 0.5\nprobe_gain = -1\nidle_timeout = 0\nprecision = inf\n[[site]]\nname = \"a\"\n";
+        let e = errors(text);
+        let lines: Vec<_> = e.iter().map(|p| p.location.map(|l| l.0)).collect();
+        assert_eq!(lines, (2..=8).map(Some).collect::<Vec<_>>(), "{e:?}");
+        assert!(e[1].message.contains("false_alarm is out of range"), "{}", e[1]);
+        assert!(e[1].hint.as_deref().unwrap_or("").contains("a probability"), "{:?}", e[1].hint);
+        // Each policy's own: a router that may route nothing would wait for ever.
+        let e = errors("[policy]\nname = \"jobrouter\"\nmax_jobs = 0\n[[site]]\nname = \"a\"\n");
+        assert_eq!((e.len(), e[0].location.map(|l| l.0)), (1, Some(3)), "{e:?}");
+        let e = errors("[policy]\nname = \"thesis\"\nc1 = 1\ninitial_k = 0\n[[site]]\nname = \"a\"\n");
+        assert_eq!(e.len(), 2, "{e:?}");
+        assert!(parse_str("[policy]\nprobe_gain = 1.5\nfalse_alarm = 0.01\n[[site]]\nname = \"a\"\n").is_ok());
     }
 
     #[test]

@@ -58,8 +58,9 @@ pub struct SubmitArgs {
     /// each kind; $(CoschedJob) numbers the jobs of all kinds 0..N-1.
     #[arg(long = "jobs", value_name = JOBS_FORM, value_parser = KindSpec::parse, allow_hyphen_values = true)]
     pub jobs: Vec<KindSpec>,
-    /// Scheduling policy; overrides `[policy] name` in sites.toml.
-    #[arg(long)]
+    /// Scheduling policy; overrides `[policy] name` in sites.toml (a resumed
+    /// run keeps its own).
+    #[arg(long, conflicts_with = "resume")]
     pub policy: Option<String>,
     /// Tell the policy every job is of one kind, while each job still runs as
     /// its own: what knowing kinds is worth (kept for --resume).
@@ -84,8 +85,9 @@ pub struct SubmitArgs {
     /// with cosched, driven by each site's [site.simulate] model.
     #[arg(long)]
     pub simulate: bool,
-    /// With --simulate: simulated seconds per real second.
-    #[arg(long, default_value_t = 100.0, requires = "simulate")]
+    /// With --simulate: simulated seconds per real second (a resumed run
+    /// keeps its own).
+    #[arg(long, default_value_t = 100.0, requires = "simulate", conflicts_with = "resume")]
     pub speedup: f64,
     /// Print the final summary as JSON.
     #[arg(long)]
@@ -110,8 +112,13 @@ impl SubmitArgs {
             let (Some(n), Some(sites), Some(job)) = (&self.n_jobs, &self.sites, &self.job) else {
                 return Err(Failure::usage(format!("give the jobs to run: {FORMS}")));
             };
-            let n: i64 = n.parse().map_err(|_| {
-                Failure::usage(format!("N, the number of jobs, must be a whole number, got `{n}`; {FORMS}"))
+            let n: i64 = n.parse().map_err(|e: std::num::ParseIntError| match e.kind() {
+                std::num::IntErrorKind::PosOverflow => {
+                    Failure::usage(crate::policy::more_jobs_than_a_run_holds(n))
+                }
+                _ => Failure::usage(format!(
+                    "N, the number of jobs, must be a whole number, got `{n}`; {FORMS}"
+                )),
             })?;
             return Ok((sites.clone(), vec![KindSpec::single(Some(n), job)]));
         }
@@ -231,9 +238,17 @@ pub fn command(args: SubmitArgs) -> CmdResult {
     runtime.block_on(execute(plan, args.json))
 }
 
-/// `condor_rm C1 C2 …` for the clusters the run submitted: its own jobs by
-/// their ids, never by an attribute that Condor-C's forwarded copies carry.
-fn removal_hint(db: &Arc<Mutex<Db>>, run: &str) -> String {
+/// How to remove the run's jobs: `condor_rm C1 C2 …` for the clusters it
+/// submitted, by their ids, never by an attribute that Condor-C's forwarded
+/// copies carry. Past a line's worth of ids, they are written to a file in
+/// the run's directory for `xargs`. A simulated run's jobs exist only in its
+/// own grid, where the submit host's `condor_rm` would remove other jobs.
+fn removal_hint(
+    db: &Arc<Mutex<Db>>,
+    run: &str,
+    run_dir: &std::path::Path,
+    pool: Option<&std::path::Path>,
+) -> String {
     let subs = db.locked().submissions(run).unwrap_or_default();
     let clusters: std::collections::BTreeSet<i64> = subs
         .iter()
@@ -245,9 +260,25 @@ fn removal_hint(db: &Arc<Mutex<Db>>, run: &str) -> String {
     if clusters.is_empty() {
         return "nothing was submitted".to_string();
     }
+    if let Some(pool) = pool {
+        return format!(
+            "its jobs exist only in its simulated grid ({}); the submit host's condor_rm is not for them",
+            pool.display()
+        );
+    }
     let list: Vec<String> = clusters.iter().map(i64::to_string).collect();
-    format!("condor_rm {}", list.join(" "))
+    if list.len() <= HINT_CLUSTERS {
+        return format!("condor_rm {}", list.join(" "));
+    }
+    let file = run_dir.join("clusters");
+    match std::fs::write(&file, list.join("\n") + "\n") {
+        Ok(()) => format!("xargs condor_rm < {} ({} clusters)", file.display(), list.len()),
+        Err(_) => format!("condor_rm {}", list.join(" ")),
+    }
 }
+
+/// Cluster ids a removal hint lists on its line.
+const HINT_CLUSTERS: usize = 12;
 
 async fn execute(plan: Plan, json: bool) -> CmdResult {
     let Plan { state, run, pool } = plan;
@@ -292,7 +323,7 @@ async fn execute(plan: Plan, json: bool) -> CmdResult {
     let how_to_continue = format!(
         "  continue: cosched submit --resume {}\n  or remove its jobs: {}",
         state.root().display(),
-        removal_hint(&db, &id)
+        removal_hint(&db, &id, &dir, pool.as_deref())
     );
     match driven.ending {
         Ending::Settled => {

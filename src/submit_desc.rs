@@ -589,11 +589,22 @@ impl KindSpec {
             Some((name, count)) => (Some(name.trim()), count.trim()),
             None => (None, head.trim()),
         };
-        let count: i64 = count.parse().map_err(|_| {
-            format!("the count `{count}` is not a whole number; expected {JOBS_FORM} ({example})")
-        })?;
+        let count: i64 = match count.parse::<i64>() {
+            Ok(count) => count,
+            Err(e) if matches!(e.kind(), std::num::IntErrorKind::PosOverflow) => {
+                return Err(crate::policy::more_jobs_than_a_run_holds(count))
+            }
+            Err(_) => {
+                return Err(format!(
+                    "the count `{count}` is not a whole number; expected {JOBS_FORM} ({example})"
+                ))
+            }
+        };
         if count < 1 {
             return Err(format!("the count must be at least 1, got {count}"));
+        }
+        if let Some(why) = crate::policy::too_many_jobs(count as u64) {
+            return Err(why);
         }
         if file.is_empty() {
             return Err(format!("no submit description after `:`; expected {JOBS_FORM} ({example})"));
@@ -782,16 +793,37 @@ pub fn description_problems(desc: &SubmitDescription) -> Vec<Problem> {
 const FILE_NAME_KEYS: [&str; 5] =
     ["output", "error", "transfer_output_files", "transfer_output_remaps", "initialdir"];
 
-/// The macros that number jobs within one cluster, or the cluster itself
-/// (`macros`: `$(ItemIndex)` and `$(Row)` number a batch's jobs too).
+/// The macros that number jobs within one cluster (`macros`: `$(ItemIndex)`
+/// and `$(Row)` number a batch's jobs too), then those of the cluster.
 const PROC_MACROS: [&str; 6] =
     ["$(process)", "$(procid)", "$(itemindex)", "$(row)", "$(cluster)", "$(clusterid)"];
+const CLUSTER_MACROS: [&str; 2] = ["$(cluster)", "$(clusterid)"];
 
-/// The first macro of `PROC_MACROS` in `value`, as written there.
-fn names_by_proc(value: &str) -> Option<&str> {
+/// What a file named by per-batch macros does across cosched's batches.
+fn by_batch_numbering(value: &str) -> Option<String> {
     let lower = value.to_ascii_lowercase();
-    let at = PROC_MACROS.iter().filter_map(|m| lower.find(m).map(|i| (i, m.len()))).min()?;
-    value.get(at.0..at.0 + at.1)
+    let first = |set: &[&str]| {
+        let at = set.iter().filter_map(|m| lower.find(m).map(|i| (i, m.len()))).min()?;
+        value.get(at.0..at.0 + at.1).map(str::to_string)
+    };
+    let in_batch = first(&PROC_MACROS[..4]);
+    let batch = first(&CLUSTER_MACROS);
+    match (in_batch, batch) {
+        (Some(job), Some(cluster)) => Some(format!(
+            "names files by {cluster} and {job}, which name an attempt, not a job: a job sent again (after a \
+             failure, or moved to another site) writes under another name, and which file is job k's is \
+             found only in the logs"
+        )),
+        (Some(job), None) => Some(format!(
+            "names files by {job}, which repeats across cosched's batches and sites: jobs would overwrite \
+             each other's files"
+        )),
+        (None, Some(cluster)) => Some(format!(
+            "names files by {cluster}, which every job of a batch shares: they would overwrite each other's \
+             files"
+        )),
+        (None, None) => None,
+    }
 }
 
 /// `out.$(Cluster).$(Process)` → `out.$(CoschedJob)`.
@@ -832,21 +864,13 @@ fn semantic_problems(desc: &SubmitDescription) -> Vec<Problem> {
                 at,
                 format!("`{key}` is replaced by cosched (it writes one user log per site)"),
             ));
-        } else if let Some(by) =
-            names_by_proc(&c.value).filter(|_| FILE_NAME_KEYS.contains(&normalized.as_str()))
+        } else if let Some(what) =
+            by_batch_numbering(&c.value).filter(|_| FILE_NAME_KEYS.contains(&normalized.as_str()))
         {
             let fixed = replace_proc_macros(&c.value);
             problems.push(
-                Problem::warning(
-                    path,
-                    at,
-                    format!(
-                        "`{key} = {}` names files by {by}, which is not unique over cosched's batches and sites: \
-                         jobs would overwrite each other's files",
-                        c.value
-                    ),
-                )
-                .with_hint(format!("use the job's stable index: `{key} = {fixed}`")),
+                Problem::warning(path, at, format!("`{key} = {}` {what}", c.value))
+                    .with_hint(format!("use the job's stable index: `{key} = {fixed}`")),
             );
         } else if normalized == "grid_resource" {
             problems.push(Problem::warning(
@@ -912,7 +936,11 @@ pub fn check(
 
 /// The error of a number of jobs below 1 (`N`, `--n-jobs`, a `--jobs` count).
 fn count_problem(n_jobs: Option<i64>) -> Option<Problem> {
-    let n = n_jobs.filter(|n| *n <= 0)?;
+    let n = n_jobs?;
+    if let Some(why) = u64::try_from(n).ok().and_then(crate::policy::too_many_jobs) {
+        return Some(Problem::error(Path::new("command line"), None, why));
+    }
+    (n <= 0).then_some(())?;
     Some(
         Problem::error(
             Path::new("command line"),
@@ -967,6 +995,13 @@ pub fn check_problems(sites_path: &Path, kinds: &[KindSpec]) -> (Vec<Problem>, S
             }
         }
     }
+    let total = kinds.iter().try_fold(0u64, |sum, k| sum.checked_add(k.count.unwrap_or(0).max(0) as u64));
+    let too_many = match total {
+        Some(total) if kinds.len() > 1 => crate::policy::too_many_jobs(total),
+        Some(_) => None,
+        None => Some(crate::policy::more_jobs_than_a_run_holds("over 2^64")),
+    };
+    problems.extend(too_many.map(|why| Problem::error(Path::new("command line"), None, why)));
     let problems = without_repeats(problems);
     let Some(sites) = sites.filter(|_| loaded.len() == kinds.len()) else {
         return (problems, String::new());
@@ -1320,18 +1355,22 @@ queue 10
     fn a_file_named_by_a_batchs_own_numbering_is_told_with_the_macro_it_uses() {
         // HTCondor 25.0, `queue CoschedJob from (7 9)`: $(ItemIndex) and
         // $(Row) are 0 and 1 in every batch, as $(Process) is.
-        for (value, by) in [
-            ("out.$(itemindex)", "$(itemindex)"),
-            ("o/$(Row).txt", "$(Row)"),
-            ("o.$(ClusterId)", "$(ClusterId)"),
-        ] {
+        let told = |value: &str| -> Vec<Problem> {
             let d = parse_str(&format!("output = {value}\nqueue\n")).unwrap();
-            let told: Vec<_> =
-                semantic_problems(&d).into_iter().filter(|p| p.message.contains("not unique")).collect();
-            assert_eq!(told.len(), 1, "{value}: {told:?}");
-            assert!(told[0].message.contains(&format!("names files by {by},")), "{}", told[0].message);
-            assert!(told[0].hint.as_deref().unwrap_or("").contains("$(CoschedJob)"), "{:?}", told[0].hint);
+            semantic_problems(&d).into_iter().filter(|p| p.message.contains("names files by")).collect()
+        };
+        for (value, says) in [
+            ("out.$(itemindex)", "by $(itemindex), which repeats across"),
+            ("o/$(Row).txt", "by $(Row), which repeats across"),
+            ("o.$(ClusterId)", "which every job of a batch shares"),
+            ("o.$(Cluster).$(Process)", "by $(Cluster) and $(Process), which name an attempt, not a job"),
+        ] {
+            let found = told(value);
+            assert_eq!(found.len(), 1, "{value}: {found:?}");
+            assert!(found[0].message.contains(says), "{value}: {}", found[0].message);
+            assert!(found[0].hint.as_deref().unwrap_or("").contains("$(CoschedJob)"), "{:?}", found[0].hint);
         }
+        assert!(told("out.$(CoschedJob)").is_empty());
     }
 
     #[test]

@@ -265,10 +265,16 @@ impl Condor {
         let child = spawned.map_err(|e| CondorError {
             command: command_line.clone(),
             status: None,
-            stderr: match e.kind() {
-                std::io::ErrorKind::NotFound => format!(
-                    "cannot run {}: not found (is HTCondor installed? set [condor] bin_dir in the sites file)",
+            stderr: match (e.kind(), &self.bin_dir) {
+                (std::io::ErrorKind::NotFound, None) => format!(
+                    "cannot run {}: not found on PATH (is HTCondor installed? set [condor] bin_dir in the sites file)",
                     program.display()
+                ),
+                (std::io::ErrorKind::NotFound, Some(dir)) => format!(
+                    "cannot run {}: not found (check [condor] bin_dir in the sites file: {} holds no {})",
+                    program.display(),
+                    dir.display(),
+                    program.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
                 ),
                 _ => format!("cannot run {}: {e}", program.display()),
             },

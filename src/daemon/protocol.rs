@@ -82,6 +82,9 @@ impl SubmitRequest {
     /// `job_path` (named [`crate::policy::jobtype::SINGLE_TYPE`], all
     /// `n_jobs` jobs). An error says what is inconsistent.
     pub fn run_kinds(&self) -> Result<Vec<KindRequest>, String> {
+        if let Some(why) = crate::policy::too_many_jobs(self.n_jobs) {
+            return Err(format!("{why}\nnothing was submitted"));
+        }
         if self.kinds.is_empty() {
             if self.job_sub.is_empty() && self.job_path.is_empty() {
                 return Err("the request names no submit description (job_path, job_sub) and no kinds".into());

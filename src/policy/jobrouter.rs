@@ -38,6 +38,16 @@ impl Default for Params {
     }
 }
 
+impl super::ParamRanges for Params {
+    fn out_of_range(&self) -> Vec<super::OutOfRange> {
+        // At 0 nothing is ever routed, and the run waits for ever.
+        super::failing(&[
+            ("max_idle", self.max_idle >= 1, "a number of jobs, at least 1"),
+            ("max_jobs", self.max_jobs >= 1, "a number of jobs, at least 1"),
+        ])
+    }
+}
+
 pub struct JobRouter {
     book: JobBook,
     /// Per site: (max idle, max jobs), a site's own limits over the defaults.

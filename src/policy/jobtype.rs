@@ -96,10 +96,18 @@ impl JobTypes {
     /// over the job indexes ([`interleave`]): the pool then offers the kinds
     /// in their proportions at any point of the run, and no kind waits for
     /// another to be used up. Fails as [`JobTypes::new`] does, or when the
-    /// two lists differ in length.
+    /// two lists differ in length, or they hold more than
+    /// [`super::MAX_JOBS`] jobs.
     pub fn interleaved(names: Vec<String>, counts: &[u64]) -> Result<Self, String> {
         if names.len() != counts.len() {
             return Err(format!("{} job type names for {} counts", names.len(), counts.len()));
+        }
+        let refused = match counts.iter().try_fold(0u64, |sum, &c| sum.checked_add(c)) {
+            Some(total) => super::too_many_jobs(total),
+            None => Some(super::more_jobs_than_a_run_holds("over 2^64")),
+        };
+        if let Some(why) = refused {
+            return Err(why);
         }
         JobTypes::new(names, interleave(counts))
     }

@@ -62,6 +62,22 @@ impl SiteId {
     }
 }
 
+/// The most jobs one run holds. The job book and the run's records keep a
+/// few dozen bytes per job (a simulated run of 10^7 jobs peaked at 586 MB);
+/// ten times the largest runs cosched is built for, and far below what
+/// would exhaust a submit host, whose daemon other users share.
+pub const MAX_JOBS: u64 = 10_000_000;
+
+/// Why a run of `n` jobs in all is refused, if it is: more than [`MAX_JOBS`].
+pub fn too_many_jobs(n: u64) -> Option<String> {
+    (n > MAX_JOBS).then(|| more_jobs_than_a_run_holds(&n.to_string()))
+}
+
+/// The refusal of a run of `n` jobs (as written: it may not fit a number).
+pub fn more_jobs_than_a_run_holds(n: &str) -> String {
+    format!("{n} jobs are more than one run holds ({MAX_JOBS}); split the work into several runs")
+}
+
 /// Global, stable index of one of the N jobs (0..N-1). A resubmitted job keeps
 /// its index, so `$(CoschedJob)` names its outputs the same wherever it runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -523,15 +539,30 @@ pub enum Build {
 pub struct ParamTable {
     default: fn() -> Box<dyn PolicyParams>,
     read: fn(toml::de::ValueDeserializer<'_>) -> Result<Box<dyn PolicyParams>, toml::de::Error>,
+    out_of_range: fn(&dyn PolicyParams) -> Vec<OutOfRange>,
+}
+
+/// A parameter outside the range its meaning allows: its key in the
+/// `[policy]` table, and the range, in words.
+pub type OutOfRange = (&'static str, &'static str);
+
+/// The ranges a policy's parameters must lie in. sites.toml is checked
+/// against them before anything runs, so a policy may rely on them.
+pub trait ParamRanges {
+    fn out_of_range(&self) -> Vec<OutOfRange>;
 }
 
 impl ParamTable {
     /// Parameters of type `P` (its `Default` are the defaults).
     pub const fn of<P>() -> ParamTable
     where
-        P: PolicyParams + Clone + Default + serde::de::DeserializeOwned,
+        P: PolicyParams + ParamRanges + Clone + Default + serde::de::DeserializeOwned,
     {
-        ParamTable { default: || Box::new(P::default()), read: |table| Ok(Box::new(P::deserialize(table)?)) }
+        ParamTable {
+            default: || Box::new(P::default()),
+            read: |table| Ok(Box::new(P::deserialize(table)?)),
+            out_of_range: |params| params.get::<P>().out_of_range(),
+        }
     }
 
     /// No parameters: a `[policy]` table holds only the name.
@@ -544,6 +575,18 @@ impl ParamTable {
 #[derive(Clone, Debug, Default, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct NoParams {}
+
+impl ParamRanges for NoParams {
+    fn out_of_range(&self) -> Vec<OutOfRange> {
+        Vec::new()
+    }
+}
+
+/// `(key, range)` for each check that fails: the shape every policy's
+/// [`ParamRanges`] takes.
+pub fn failing(checks: &[(&'static str, bool, &'static str)]) -> Vec<OutOfRange> {
+    checks.iter().filter(|(_, ok, _)| !ok).map(|&(key, _, range)| (key, range)).collect()
+}
 
 /// Any policy's parameters, behind one type so that [`PolicyConfig`] can
 /// carry them whatever the policy.
@@ -601,6 +644,11 @@ impl PolicyConfig {
     pub fn read(name: &str, table: toml::de::ValueDeserializer<'_>) -> Result<Option<Self>, toml::de::Error> {
         let Some(policy) = POLICIES.iter().find(|p| p.name == name) else { return Ok(None) };
         Ok(Some(PolicyConfig { policy, params: (policy.params.read)(table)? }))
+    }
+
+    /// The parameters outside the ranges their meaning allows.
+    pub fn out_of_range(&self) -> Vec<OutOfRange> {
+        (self.policy.params.out_of_range)(&*self.params)
     }
 
     /// Why this policy does not honour the `[[site]]` setting `key` of

@@ -97,6 +97,17 @@ impl Default for Params {
     }
 }
 
+impl super::ParamRanges for Params {
+    fn out_of_range(&self) -> Vec<super::OutOfRange> {
+        super::failing(&[
+            ("c1", self.c1.is_finite() && self.c1 > 1.0, "a growth factor, more than 1"),
+            ("c2", self.c2.is_finite() && self.c2 > 1.0, "a slowdown, more than 1 (1.25: 25% slower)"),
+            ("timeout", self.timeout.is_finite() && self.timeout > 0.0, "a positive number of seconds"),
+            ("initial_k", self.initial_k >= 1, "a number of jobs, at least 1"),
+        ])
+    }
+}
+
 /// Where a site is in Algorithms 1–2.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Phase {

@@ -58,10 +58,23 @@ impl Plan {
         } else {
             (crate::engine::wall_clock_unix(), 1.0, None)
         };
-        let state = StateDir::open(args.state_dir.as_deref().unwrap_or(Path::new("cosched-state")))
-            .map_err(state_failure)?;
-        let db = state.db().map_err(state_failure)?;
-        if let Some(open) = db.runs().map_err(state_failure)?.into_iter().rev().find(|r| r.status.resumable())
+        // Nothing is submitted before the run is recorded: a state directory
+        // that cannot hold it is the user's to fix (exit 2).
+        let state_dir = args.state_dir.as_deref().unwrap_or(Path::new("cosched-state"));
+        let unusable = |f: Failure| {
+            Failure::usage(format!(
+                "{}\n  nothing was submitted; give --state-dir a directory you can write",
+                f.message
+            ))
+        };
+        let state = StateDir::open(state_dir).map_err(|e| unusable(state_failure(e)))?;
+        let db = state.db().map_err(|e| unusable(state_failure(e)))?;
+        if let Some(open) = db
+            .runs()
+            .map_err(|e| unusable(state_failure(e)))?
+            .into_iter()
+            .rev()
+            .find(|r| r.status.resumable())
         {
             return Err(Failure::usage(format!(
                 "{} holds run {} that has not finished ({}); continue it with `cosched submit --resume {}`, \
@@ -74,7 +87,7 @@ impl Plan {
         }
         let run_dir = state.run_dir(&run_id);
         std::fs::create_dir_all(&run_dir)
-            .map_err(|e| Failure::failed(format!("cannot create {}: {e}", run_dir.display())))?;
+            .map_err(|e| unusable(Failure::failed(format!("cannot create {}: {e}", run_dir.display()))))?;
         let pool = match pool_config {
             Some(config) => {
                 let pool_dir = run_dir.join("pool");

@@ -339,6 +339,42 @@ mod check {
         }
     }
 
+    /// A run's job book holds every job in memory: a count past what one run
+    /// holds is refused before anything is recorded, never an allocation
+    /// that aborts the process (and, in the daemon, every restart).
+    #[test]
+    fn a_count_past_what_one_run_holds_is_refused_with_the_limit() {
+        let limit = cosched::policy::MAX_JOBS.to_string();
+        let past = (cosched::policy::MAX_JOBS + 1).to_string();
+        assert_bad(&check(GOOD_SITES, GOOD_JOB, &["--n-jobs", &past]), &["more than one run holds", &limit]);
+        let dir = util::tempdir();
+        std::fs::write(dir.path().join("sites.toml"), GOOD_SITES).unwrap();
+        for (name, text) in [("io.sub", GOOD_JOB), ("cpu.sub", GOOD_JOB)] {
+            std::fs::write(dir.path().join(name), text).unwrap();
+        }
+        write_script(&dir.path().join("run.sh"));
+        let half = (cosched::policy::MAX_JOBS / 2 + 1).to_string();
+        let (io, cpu) = (format!("{half}:io.sub"), format!("{half}:cpu.sub"));
+        let out = util::cosched(dir.path(), &["check", "sites.toml", "--jobs", &io, "--jobs", &cpu]);
+        assert_bad(&out, &["more than one run holds"]);
+        let huge = "9223372036854775807:io.sub";
+        let out = util::cosched(dir.path(), &["check", "sites.toml", "--jobs", huge, "--jobs", "1:cpu.sub"]);
+        assert_bad(&out, &["more than one run holds"]);
+        let out = util::cosched(dir.path(), &["submit", "99999999999999999999", "sites.toml", "io.sub"]);
+        assert_bad(&out, &["99999999999999999999 jobs are more than one run holds"]);
+        assert!(!dir.path().join("cosched-state").exists(), "nothing recorded");
+    }
+
+    /// A level that is no level would be read as a target and silence every
+    /// line, warnings included.
+    #[test]
+    fn a_misspelt_log_level_is_refused_naming_the_levels() {
+        let out = check(GOOD_SITES, GOOD_JOB, &["--log-level", "inof"]);
+        assert_bad(&out, &["`inof` is not a log level", "warn"]);
+        let out = check(GOOD_SITES, GOOD_JOB, &["--log-level", "cosched=debug,warn"]);
+        assert_eq!(out.status.code(), Some(0), "directives are tracing's: {}", stderr(&out));
+    }
+
     #[test]
     fn every_problem_is_reported_at_once() {
         let sites = "[[site]]\nname = \"a\"\ngrid_resource = \"gt2 x\"\n[[site]]\nname = \"a\"\n";
@@ -901,6 +937,10 @@ mod e2e {
         let err = text(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{err}");
         assert!(err.contains("other kinds of job") && err.contains("--jobs cpu=18:"), "{err}");
+        // A resumed run keeps its policy: another is refused, not ignored.
+        let out = s.run(&["submit", "--resume", "state", "--policy", "bulk"]);
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+        assert!(text(&out.stderr).contains("--policy"), "{}", text(&out.stderr));
         schedd_answers_again(&s);
         let mut again = vec!["submit", "--resume", "state", "--json"];
         again.extend(TWO_KINDS);
@@ -1055,11 +1095,15 @@ mod e2e {
         std::fs::write(s.path("bad-sites.toml"), "[[site]]\nname = \"a\"\ngrid_resourse = \"condor x y\"\n")
             .unwrap();
         std::fs::write(s.path("bad-job.sub"), "executable = missing.sh\nqueue\n").unwrap();
-        let cases: [&[&str]; 4] = [
+        // A state directory that is a file cannot record the run: nothing is
+        // submitted, so it is the user's to fix, as the others are.
+        std::fs::write(s.path("a-file"), "").unwrap();
+        let cases: [&[&str]; 5] = [
             &["submit", "5", "bad-sites.toml", "job.sub", "--state-dir", "state"],
             &["submit", "5", "sites.toml", "bad-job.sub", "--state-dir", "state"],
             &["submit", "0", "sites.toml", "job.sub", "--state-dir", "state"],
             &["submit", "5", "sites.toml", "job.sub", "--state-dir", "state", "--policy", "nonesuch"],
+            &["submit", "5", "sites.toml", "job.sub", "--state-dir", "a-file"],
         ];
         for args in cases {
             let out = s.run(args);

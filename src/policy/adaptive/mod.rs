@@ -162,17 +162,39 @@ impl Default for Params {
     }
 }
 
+impl super::ParamRanges for Params {
+    fn out_of_range(&self) -> Vec<super::OutOfRange> {
+        let probability = |p: f64| p > 0.0 && p < 0.5;
+        let positive = |x: f64| x.is_finite() && x > 0.0;
+        super::failing(&[
+            ("initial_window", self.initial_window >= 1, "a number of jobs, at least 1"),
+            (
+                "degradation_factor",
+                self.degradation_factor.is_finite() && self.degradation_factor > 1.0,
+                "a slowdown, more than 1 (1.25: 25% slower)",
+            ),
+            ("false_alarm", probability(self.false_alarm), "a probability, more than 0 and less than 0.5"),
+            ("missed_alarm", probability(self.missed_alarm), "a probability, more than 0 and less than 0.5"),
+            ("probe_gain", self.probe_gain.is_finite() && self.probe_gain > 1.0, "a factor, more than 1"),
+            ("precision", positive(self.precision), "a fraction, more than 0 (0.1: within 10%)"),
+            ("reprobe_after", positive(self.reprobe_after), "a number of mean run times, more than 0"),
+            ("idle_timeout", positive(self.idle_timeout), "a positive number of seconds"),
+        ])
+    }
+}
+
 impl Params {
+    /// The rules, from parameters within their ranges (sites.toml is
+    /// checked against [`super::ParamRanges`] before anything runs).
     fn rules(&self) -> Rules {
-        let alpha = self.false_alarm.clamp(1e-9, 0.5);
-        let beta = self.missed_alarm.clamp(1e-9, 0.5);
+        let (alpha, beta) = (self.false_alarm, self.missed_alarm);
         Rules {
-            kappa: self.degradation_factor.max(1.01),
+            kappa: self.degradation_factor,
             upper: ((1.0 - beta) / alpha).ln(),
             lower: (beta / (1.0 - alpha)).ln(),
-            gain: self.probe_gain.max(1.1),
-            precision: self.precision.max(0.01),
-            reprobe_after: self.reprobe_after.max(1.0),
+            gain: self.probe_gain,
+            precision: self.precision,
+            reprobe_after: self.reprobe_after,
             scale_z: site::normal_upper_quantile(alpha),
         }
     }
