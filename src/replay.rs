@@ -20,6 +20,12 @@
 //! The output is one line per decision (the policy's own `why`) and one per
 //! change of a site's window, capacity or class. Same input, same output:
 //! virtual time, one thread, and the engine's `biased` selects.
+//!
+//! Bounded: the engine's time per virtual day is small but not nothing, so
+//! a replay's virtual time is bounded. A recorded job that took longer than
+//! [`MAX_JOB_SECONDS`] (a mis-dated stamp, a typo'd year: the log's own
+//! span) is left out, with a note; the horizon a replay that cannot finish
+//! stops at is at most [`MAX_HORIZON_SECONDS`].
 
 use crate::config::SitesFile;
 use crate::engine::{
@@ -54,6 +60,14 @@ pub struct ReplayArgs {
     pub json: bool,
 }
 
+/// Longest recorded job (submission to end or hold) a replay takes as a
+/// sample: longer ones are taken for mis-dated stamps and left out.
+pub const MAX_JOB_SECONDS: f64 = 30.0 * 86400.0;
+
+/// Longest virtual time a replay runs (about half a minute of the engine's
+/// time): one that has not settled by then stops as a hang.
+pub const MAX_HORIZON_SECONDS: f64 = 180.0 * 86400.0;
+
 /// What happened to one recorded job, as delays from its submission.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Sample {
@@ -76,19 +90,27 @@ pub enum SampleEnd {
 }
 
 impl Sample {
-    /// The sample of a recorded job; `None` for jobs the log does not finish.
+    /// The sample of a recorded job; `None` for jobs the log does not
+    /// finish, and for jobs whose times go backwards (which the reader
+    /// reports): a negative delay is no delay.
     pub fn of(job: &JobRecord) -> Option<Sample> {
-        let start_after = job.queue_wait().map(|w| w.max(0.0));
-        let after = |t: f64| (t - job.submitted).max(start_after.unwrap_or(0.0));
+        if !job.times.backwards().is_empty() {
+            return None;
+        }
+        let start_after = job.queue_wait();
+        let after = |t: f64| {
+            let delay = t - job.submitted;
+            (delay >= 0.0).then(|| delay.max(start_after.unwrap_or(0.0)))
+        };
         let (end_after, end) = match &job.end {
-            JobEnd::Success => (after(job.ended?), SampleEnd::Ended(Outcome::Success)),
+            JobEnd::Success => (after(job.ended?)?, SampleEnd::Ended(Outcome::Success)),
             JobEnd::Failed { detail } => {
-                (after(job.ended?), SampleEnd::Ended(Outcome::Failed { detail: detail.clone() }))
+                (after(job.ended?)?, SampleEnd::Ended(Outcome::Failed { detail: detail.clone() }))
             }
             JobEnd::Held { reason } | JobEnd::HeldRemoved { reason } => {
-                (after(job.held_at?), SampleEnd::Held { reason: reason.clone() })
+                (after(job.held_at?)?, SampleEnd::Held { reason: reason.clone() })
             }
-            JobEnd::Removed => (after(job.ended?), SampleEnd::Removed),
+            JobEnd::Removed => (after(job.ended?)?, SampleEnd::Removed),
             JobEnd::Unfinished => return None,
         };
         Some(Sample { start_after, end_after, end })
@@ -353,6 +375,29 @@ pub struct ReplayOutput {
     /// The closing `#` line: how the replay ended.
     pub footer: String,
     pub ending: Ending,
+    /// What of the input was not used, for `--json` (the text has it in
+    /// `header`) and the exit code.
+    pub input: InputNotes,
+}
+
+/// What of the recorded input a replay did not use; the last line of
+/// `--json` (`"kind": "input"`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct InputNotes {
+    /// Problems the log reader reported (malformed blocks, jobs whose times
+    /// go backwards), each a warning on stderr.
+    pub log_problems: usize,
+    /// Jobs left out as longer than [`MAX_JOB_SECONDS`]: `LOG: CLUSTER.PROC`.
+    pub too_long: Vec<String>,
+    /// The horizon was cut to [`MAX_HORIZON_SECONDS`].
+    pub horizon_capped: bool,
+}
+
+impl InputNotes {
+    /// Something of the input was not used or the replay was cut short.
+    pub fn any(&self) -> bool {
+        self.log_problems > 0 || !self.too_long.is_empty() || self.horizon_capped
+    }
 }
 
 impl ReplayOutput {
@@ -395,17 +440,26 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
     let n_sites = sites.sites.len();
     let mut samples: Vec<Vec<Sample>> = vec![Vec::new(); n_sites];
     let mut recorded: Vec<BTreeSet<String>> = vec![BTreeSet::new(); n_sites];
+    let mut input = InputNotes { log_problems: diagnostics, ..InputNotes::default() };
     for (job, &site) in jobs.iter().zip(&site_of) {
         recorded[site].insert(job.site.to_string());
-        if let Some(s) = Sample::of(job) {
-            samples[site].push(s);
+        match Sample::of(job) {
+            Some(s) if s.end_after > MAX_JOB_SECONDS => input.too_long.push(format!(
+                "{}: {}",
+                names.get(job.file).map_or("?", String::as_str),
+                job.id()
+            )),
+            Some(s) => samples[site].push(s),
+            None => {}
         }
     }
     // Replays that cannot finish (a site with only held jobs, no timeout)
     // stop at a horizon well past anything the recording shows: twenty times
-    // the recorded jobs' time in the queue one after another.
-    let recorded_seconds: f64 = jobs.iter().filter_map(|j| Some(j.ended.or(j.held_at)? - j.submitted)).sum();
-    let horizon = (recorded_seconds.max(0.0) * 20.0).max(86400.0);
+    // the samples' time in the queue one after another, within the cap.
+    let recorded_seconds: f64 = samples.iter().flatten().map(|s| s.end_after).sum();
+    let wanted = (recorded_seconds * 20.0).max(86400.0);
+    let horizon = wanted.min(MAX_HORIZON_SECONDS);
+    input.horizon_capped = wanted > horizon;
 
     let mut header = vec![format!(
         "# replay of {} job(s) from {} log(s) ({}) with policy {}{}",
@@ -413,8 +467,20 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
         logs.len(),
         names.join(", "),
         config.name(),
-        if diagnostics > 0 { format!("; {diagnostics} malformed block(s) skipped") } else { String::new() }
+        if diagnostics > 0 {
+            format!("; {diagnostics} problem(s) in the logs (malformed blocks, times out of order; warnings on stderr)")
+        } else {
+            String::new()
+        }
     )];
+    if !input.too_long.is_empty() {
+        header.push(format!(
+            "# {} job(s) left out: each took more than {} days from submission to its end, a mis-dated stamp? check their events: {}",
+            input.too_long.len(),
+            MAX_JOB_SECONDS / 86400.0,
+            input.too_long.join(", ")
+        ));
+    }
     for (i, site) in sites.sites.iter().enumerate() {
         let from: Vec<&str> = recorded[i].iter().map(String::as_str).collect();
         header.push(format!(
@@ -446,16 +512,22 @@ pub fn replay(logs: &[PathBuf], sites: &SitesFile, policy_name: &str) -> Result<
     let footer = format!(
         "# {} at t={:.0}s: {} done, {} given up, {} not finished",
         match report.ending {
-            Ending::Settled => "settled",
-            Ending::Hang => "hang (stopped at the horizon)",
-            Ending::Interrupted => "interrupted",
+            Ending::Settled => "settled".to_string(),
+            Ending::Hang if input.horizon_capped => format!(
+                "hang (stopped at the horizon, capped at {} days of virtual time)",
+                MAX_HORIZON_SECONDS / 86400.0
+            ),
+            Ending::Hang => "hang (stopped at the horizon)".to_string(),
+            Ending::Interrupted => "interrupted".to_string(),
         },
         report.stopped_at,
         book.done(),
         book.given_up(),
         book.n_jobs() - book.done() - book.given_up()
     );
-    Ok(ReplayOutput { header, lines: observer.lines, footer, ending: report.ending })
+    // A cap that was not reached cut nothing short.
+    input.horizon_capped &= report.ending == Ending::Hang;
+    Ok(ReplayOutput { header, lines: observer.lines, footer, ending: report.ending, input })
 }
 
 /// `cosched replay LOG… --sites sites.toml [--policy NAME] [--json]`.
@@ -467,12 +539,17 @@ pub fn command(args: ReplayArgs) -> CmdResult {
         for line in &out.lines {
             println!("{}", serde_json::to_string(line).unwrap_or_default());
         }
+        let mut input = serde_json::to_value(&out.input).unwrap_or_default();
+        input["kind"] = "input".into();
+        println!("{input}");
     } else {
         print!("{}", out.text());
     }
+    // As `log stats` and `log report`: a log that was not all used is a
+    // partial result.
     Ok(match out.ending {
-        Ending::Settled => Exit::Ok,
-        Ending::Hang | Ending::Interrupted => Exit::Partial,
+        Ending::Settled if !out.input.any() => Exit::Ok,
+        _ => Exit::Partial,
     })
 }
 

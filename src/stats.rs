@@ -24,7 +24,11 @@
 //! - turnaround = its (last) terminate − its first submit.
 //!
 //! A job without a submit event (a log started late) has no queue wait and no
-//! turnaround. How a job ended ([`Outcome`]): completed if it terminated, else
+//! turnaround. A time that comes out negative (an event stamped before the
+//! one it follows: events written out of order, local time going back at
+//! the end of daylight saving) is no time at all: it is left out of every
+//! figure, and [`JobTimes::backwards`] says which events, for the reader to
+//! report. How a job ended ([`Outcome`]): completed if it terminated, else
 //! removed if aborted (009), else held if held (012) and not released (013)
 //! since, else other.
 
@@ -138,19 +142,77 @@ pub enum Outcome {
     Other,
 }
 
+/// A time of a job that came out negative: its `end` event is stamped
+/// `seconds` before its `start` event.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Backwards {
+    /// `queue wait`, `run time` or `turnaround`.
+    pub quantity: &'static str,
+    /// The events, as `execute (001)`.
+    pub start: &'static str,
+    pub end: &'static str,
+    pub seconds: f64,
+}
+
+impl std::fmt::Display for Backwards {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "its {} is stamped {} s before its {}, so it has no {}",
+            self.end,
+            (self.seconds * 1000.0).round() / 1000.0,
+            self.start,
+            self.quantity
+        )
+    }
+}
+
 impl JobTimes {
     /// Execute − submit; for a grid job that never logged 001, the 027
     /// (a lower bound).
     pub fn queue_wait(&self) -> Option<f64> {
-        Some(self.first_execute.or(self.grid_submit)? - self.submit?)
+        self.raw_queue_wait().filter(|t| *t >= 0.0)
     }
     /// Terminate − the execute it ended.
     pub fn run_time(&self) -> Option<f64> {
-        Some(self.terminate? - self.last_execute?)
+        self.raw_run_time().filter(|t| *t >= 0.0)
     }
     /// Terminate − submit.
     pub fn turnaround(&self) -> Option<f64> {
+        self.raw_turnaround().filter(|t| *t >= 0.0)
+    }
+
+    fn raw_queue_wait(&self) -> Option<f64> {
+        Some(self.first_execute.or(self.grid_submit)? - self.submit?)
+    }
+    fn raw_run_time(&self) -> Option<f64> {
+        Some(self.terminate? - self.last_execute?)
+    }
+    fn raw_turnaround(&self) -> Option<f64> {
         Some(self.terminate? - self.submit?)
+    }
+
+    /// The job's times that came out negative (and are left out), and the
+    /// events that make them.
+    pub fn backwards(&self) -> Vec<Backwards> {
+        let started = if self.first_execute.is_some() { "first execute (001)" } else { "grid submit (027)" };
+        [
+            ("queue wait", "submit (000)", started, self.raw_queue_wait()),
+            ("run time", "execute (001)", "terminate (005)", self.raw_run_time()),
+            ("turnaround", "submit (000)", "terminate (005)", self.raw_turnaround()),
+        ]
+        .into_iter()
+        .filter_map(|(quantity, start, end, t)| {
+            let t = t.filter(|t| *t < 0.0)?;
+            Some(Backwards { quantity, start, end, seconds: -t })
+        })
+        .collect()
+    }
+
+    /// [`JobTimes::backwards`] as one line, `None` when there are none.
+    pub fn describe_backwards(&self) -> Option<String> {
+        let all = self.backwards();
+        (!all.is_empty()).then(|| all.iter().map(Backwards::to_string).collect::<Vec<_>>().join("; "))
     }
 
     pub fn outcome(&self) -> Outcome {
@@ -287,5 +349,33 @@ mod tests {
         assert_eq!((grid.queue_wait(), grid.outcome()), (Some(3.0), Outcome::Held));
         grid.apply(Effect::Release, 10.0);
         assert_eq!(grid.outcome(), Outcome::Other);
+    }
+
+    /// Report #2: events out of order (a DST fall-back) gave negative times
+    /// that were averaged in.
+    #[test]
+    fn a_negative_time_is_left_out_and_told() {
+        let mut j = JobTimes::default();
+        for (effect, t) in [(Effect::Submit, 100.0), (Effect::Execute, 400.0), (Effect::Terminate, 130.0)] {
+            j.apply(effect, t);
+        }
+        assert_eq!((j.queue_wait(), j.run_time(), j.turnaround()), (Some(300.0), None, Some(30.0)));
+        assert_eq!(
+            j.backwards(),
+            [Backwards {
+                quantity: "run time",
+                start: "execute (001)",
+                end: "terminate (005)",
+                seconds: 270.0
+            }]
+        );
+        let ok = JobTimes { submit: Some(1.0), terminate: Some(1.0), ..JobTimes::default() };
+        assert!(ok.backwards().is_empty() && ok.turnaround() == Some(0.0));
+        let figures = JobFigures::of(|f| {
+            f(&j);
+            f(&ok);
+        });
+        assert_eq!(figures.run_time, None);
+        assert_eq!(figures.turnaround.map(|s| (s.n, s.min)), Some((2, 0.0)));
     }
 }

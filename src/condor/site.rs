@@ -28,7 +28,7 @@ use crate::engine::{RunClock, SiteBackend, SiteCursor};
 use crate::policy::{HoldCause, JobId, JobTypeId, Outcome, SiteEvent, SiteId, Time};
 use crate::submit_desc::JobKinds;
 use crate::sync::Locked;
-use crate::userlog::{Event, EventBody, Follower};
+use crate::userlog::{Event, EventBody, Follower, LegacyDates};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -253,7 +253,11 @@ impl CondorSite {
             journal,
             procs,
             out,
-            follower: Follower::new(log, log_offset),
+            // Legacy `MM/DD` stamps are dated from the run's start (in the
+            // submit host's local time, as HTCondor writes them), not from
+            // the parser's fixed default year: the policy's times would be
+            // decades off.
+            follower: Follower::with_legacy_dates(log, log_offset, LegacyDates::from_run_start(epoch_unix)),
             next_batch,
             now: Now::Wall,
             backoff_scale: 1.0,
@@ -1716,6 +1720,36 @@ mod tests {
             assert_eq!(collect(&mut site, expected.len()).await, expected, "{name}");
             assert!(site.out.is_empty(), "{name}: every job ended or was removed: {:?}", site.out);
         }
+    }
+
+    /// Report #2: a submit host writing legacy `MM/DD` stamps. The policy's
+    /// times are the run's, also for a log that crosses New Year.
+    #[tokio::test]
+    async fn legacy_stamps_are_dated_from_the_runs_start() {
+        let s = setup();
+        std::fs::create_dir_all(&s.state).unwrap();
+        let epoch = local_unix("2026-11-21T05:00:00");
+        let log = crate::condor::testing::fixtures().join("../userlogs/legacy-dates.log");
+        std::fs::copy(&log, CondorSite::log_path(&s.state, "ce")).unwrap();
+        let known = vec![(47, jobs(0..5))];
+        let expected = expected_from_reference("legacy-dates", &known, epoch);
+        assert!(!expected.is_empty());
+        let mut site = backend(&s, 30.0, epoch, known);
+        assert_eq!(collect(&mut site, expected.len()).await, expected);
+
+        let epoch = local_unix("2026-12-31T23:50:00");
+        let text = "000 (050.000.000) 12/31 23:58:00 Job submitted from host: <h>\n...\n\
+                    001 (050.000.000) 12/31 23:59:00 Job executing on host: <h>\n...\n\
+                    005 (050.000.000) 01/01 00:01:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n";
+        std::fs::write(CondorSite::log_path(&s.state, "ce"), text).unwrap();
+        let mut site = backend(&s, 30.0, epoch, vec![(50, jobs(0..1))]);
+        assert_eq!(
+            collect(&mut site, 2).await,
+            [
+                SiteEvent::Started { job: JobId(0), at: 540.0 },
+                SiteEvent::Ended { job: JobId(0), at: 660.0, outcome: Outcome::Success }
+            ]
+        );
     }
 
     /// A script `name` that fails twice as if the schedd were unreachable,

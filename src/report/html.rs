@@ -161,7 +161,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
     }
     h.push('.');
     if diagnostics > 0 {
-        let _ = write!(h, " {diagnostics} malformed block(s) were skipped.");
+        let _ = write!(h, " {diagnostics} problem(s) in the logs: malformed blocks skipped, or jobs with times out of order left out.");
     }
     h.push_str(" Numbers: <a href=\"report.json\">report.json</a>, <a href=\"jobs.csv\">jobs.csv</a>, <a href=\"sites.csv\">sites.csv</a>.</p>\n");
 

@@ -309,7 +309,9 @@ pub fn summarize(jobs: &dyn Jobs) -> Summary {
     let origin = if origin.is_finite() { origin } else { 0.0 };
     let horizon = origin.max(latest);
     let figures = JobFigures::of(|f| jobs.visit(Part::All, &mut |j| f(&j.times)));
-    let makespan_s = last_end.is_finite().then_some(last_end - origin);
+    // Negative only if a job ended before it was submitted (events out of
+    // order, which the reader reports): no makespan then.
+    let makespan_s = last_end.is_finite().then_some(last_end - origin).filter(|m| *m >= 0.0);
 
     let axis = OccupancyAxis::for_jobs(jobs, origin, horizon);
     let occupancy: Vec<Occupancy> =

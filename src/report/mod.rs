@@ -49,7 +49,8 @@ pub struct ReportSummary {
     pub jobs_csv: PathBuf,
     pub sites_csv: PathBuf,
     pub summary: Summary,
-    /// Malformed blocks skipped in the logs.
+    /// Problems in the logs: malformed blocks skipped, jobs whose times go
+    /// backwards left out of the figures (each was a warning).
     pub diagnostics: usize,
 }
 
@@ -85,7 +86,10 @@ impl ReportSummary {
             );
         }
         if self.diagnostics > 0 {
-            out += &format!("{} malformed block(s) skipped\n", self.diagnostics);
+            out += &format!(
+                "{} problem(s) in the logs (malformed blocks skipped, or jobs with times out of order left out; each is a warning above)\n",
+                self.diagnostics
+            );
         }
         out += &format!("report: {}\n", self.html.display());
         out
@@ -100,7 +104,8 @@ pub fn current_year() -> i32 {
 }
 
 /// Reads the logs into job records. Returns the records, the log names (file
-/// names) and the number of diagnostics. Legacy `MM/DD` stamps get `legacy_year`.
+/// names) and the number of diagnostics (see [`read_logs`]). Legacy `MM/DD`
+/// stamps get `legacy_year`.
 pub fn read_jobs(
     logs: &[PathBuf],
     legacy_year: i32,
@@ -115,7 +120,9 @@ pub fn read_jobs(
 
 /// Reads the logs one after the other and hands `take` each log's job
 /// records. Returns the log names (file names) and the number of
-/// diagnostics.
+/// diagnostics: malformed blocks, and jobs with a time that came out
+/// negative (left out of the figures, [`crate::stats::JobTimes::backwards`]),
+/// each also a warning naming the file and the job.
 ///
 /// Each log is read once, a chunk at a time, and folded into one record per
 /// job as it is read: memory is one log's records, never O(file) or
@@ -153,7 +160,14 @@ pub fn read_logs(
         if !log.out_of_order().is_empty() {
             reread_out_of_order(path, legacy_year, reader.bytes_read(), &mut log)?;
         }
-        take(log.finish())?;
+        let records = log.finish();
+        for job in &records {
+            if let Some(why) = job.times.describe_backwards() {
+                tracing::warn!("{}: job {}: {why}; left out of the figures", path.display(), job.id());
+                diagnostics += 1;
+            }
+        }
+        take(records)?;
         names.push(name);
     }
     Ok((names, diagnostics))

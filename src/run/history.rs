@@ -8,7 +8,7 @@ use crate::engine::SiteCursor;
 use crate::policy::{JobId, SiteEvent, SiteId, Time};
 use crate::state::{Db, Submission, SubmissionState};
 use crate::sync::Locked;
-use crate::userlog::{Event, Parser};
+use crate::userlog::{Event, LegacyDates, Parser};
 use crate::Failure;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -94,6 +94,7 @@ pub async fn rebuild(
             .enumerate()
             .map(|(i, name)| (CondorSite::log_path(run_dir, name), cursor(i).map_or(0, |c| c.log_offset)))
             .collect(),
+        base.epoch_unix,
     );
     for (site, subs) in subs_by_site.into_iter().enumerate() {
         let cursor = cursor(site);
@@ -120,7 +121,7 @@ pub async fn rebuild(
         let whole;
         let seen_events = match cursor {
             Some(c) if !unknown.is_empty() && c.log_offset > 0 => {
-                whole = read_log(&log_path, 0)?.0;
+                whole = read_log(&log_path, 0, base.epoch_unix)?.0;
                 &whole
             }
             _ => &events,
@@ -176,7 +177,7 @@ pub async fn rebuild(
         if from_queue {
             // A batch found through condor_q may have had its submit events
             // written since the log was read.
-            let (more, end) = read_log(&log_path, consumed)?;
+            let (more, end) = read_log(&log_path, consumed, base.epoch_unix)?;
             events.extend(more);
             consumed = end;
         }
@@ -240,7 +241,8 @@ pub fn succeeded_jobs(
                 }
             }
         }
-        let (events, _) = read_log(&CondorSite::log_path(run_dir, name), 0)?;
+        // Outcomes only: the year of a legacy stamp does not matter here.
+        let (events, _) = read_log(&CondorSite::log_path(run_dir, name), 0, 0.0)?;
         for event in &events {
             let Some(&job) = procs.get(&(event.cluster, event.proc)) else { continue };
             if let Some(SiteEvent::Ended { outcome: crate::policy::Outcome::Success, .. }) =
@@ -314,7 +316,7 @@ const READERS: usize = 4;
 
 impl ReadAhead {
     /// Reads each log from its offset.
-    fn start(paths: Vec<(PathBuf, u64)>) -> ReadAhead {
+    fn start(paths: Vec<(PathBuf, u64)>, epoch_unix: f64) -> ReadAhead {
         let n = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, READERS);
         let readers = (0..n)
             .map(|reader| {
@@ -322,7 +324,7 @@ impl ReadAhead {
                 let mine: Vec<(PathBuf, u64)> = paths.iter().skip(reader).step_by(n).cloned().collect();
                 tokio::task::spawn_blocking(move || {
                     for (path, from) in mine {
-                        let read = read_log(&path, from);
+                        let read = read_log(&path, from, epoch_unix);
                         if tx.blocking_send((path, read)).is_err() {
                             return;
                         }
@@ -344,8 +346,10 @@ impl ReadAhead {
 }
 
 /// Reads a user log from byte `from` (the end of a complete event, or 0):
-/// its complete events and the offset just past them.
-fn read_log(path: &Path, from: u64) -> LogRead {
+/// its complete events and the offset just past them. Legacy `MM/DD`
+/// stamps are dated from the run's start at `epoch_unix`, as the live
+/// follower dates them.
+fn read_log(path: &Path, from: u64, epoch_unix: f64) -> LogRead {
     let read = || -> std::io::Result<Vec<u8>> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(path)?;
@@ -358,7 +362,7 @@ fn read_log(path: &Path, from: u64) -> LogRead {
         Ok(bytes) => {
             // Outlines: a policy is told the same of an outline as of the
             // whole event (what `site_event` reads), at several times the speed.
-            let mut parser = Parser::new().outline();
+            let mut parser = Parser::with_legacy_dates(LegacyDates::from_run_start(epoch_unix)).outline();
             let events = parser.feed(&bytes);
             for d in parser.take_diagnostics() {
                 tracing::warn!("{} at byte {}: {}", path.display(), from + d.offset, d.message);

@@ -129,7 +129,12 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
     let StatsReport {
         events: counts,
         figures: JobFigures { jobs, completed, removed, held, queue_wait: wait, run_time: run, turnaround },
+        backwards,
     } = fold.finish();
+    for (log, (cluster, proc), why) in &backwards {
+        eprintln!("{}: job {cluster}.{proc}: {why}; left out of the statistics", files[*log].display());
+    }
+    any_diag |= !backwards.is_empty();
 
     let mut out = String::new();
     if as_json {
@@ -149,6 +154,9 @@ pub fn stats(files: &[PathBuf], as_json: bool) -> CmdResult {
             "queue_wait_s": summary_json(&wait),
             "run_time_s": summary_json(&run),
             "turnaround_s": summary_json(&turnaround),
+            "left_out": backwards.iter().map(|(log, (cluster, proc), why)| {
+                json!({"file": files[*log].display().to_string(), "job": format!("{cluster}.{proc}"), "why": why})
+            }).collect::<Vec<_>>(),
         });
         out.push_str(&doc.to_string());
         out.push('\n');

@@ -17,7 +17,7 @@
 //! dropped while waiting loses nothing. Reads are plain blocking `pread`s of
 //! what is already in the file; they never wait for data.
 
-use super::{Diagnostic, Event, Parser, DEFAULT_LEGACY_YEAR};
+use super::{Diagnostic, Event, LegacyDates, Parser, DEFAULT_LEGACY_YEAR};
 use crate::sync::Locked;
 use std::collections::HashMap;
 use std::ffi::{OsStr, OsString};
@@ -48,7 +48,6 @@ pub struct Follower {
     file: Option<OpenLog>,
     /// Offset to start the first file at (a saved checkpoint).
     start_offset: Option<u64>,
-    legacy_year: i32,
     /// The follower's own diagnostics (rotation, truncation) and the parser's.
     diagnostics: Vec<Diagnostic>,
     /// inotify wake-ups; `None` until set up (or if unavailable).
@@ -158,12 +157,18 @@ impl Follower {
 
     /// [`Follower::new`] with the year for legacy `MM/DD` stamps.
     pub fn with_legacy_year(path: PathBuf, start_offset: u64, legacy_year: i32) -> Self {
+        Follower::with_legacy_dates(path, start_offset, LegacyDates::in_year(legacy_year))
+    }
+
+    /// [`Follower::new`] dating legacy `MM/DD` stamps from `legacy` on (a
+    /// run's log: [`LegacyDates::after`] the run's start). The years go on
+    /// across rotations and truncations: the log's time does.
+    pub fn with_legacy_dates(path: PathBuf, start_offset: u64, legacy: LegacyDates) -> Self {
         Follower {
             path,
-            parser: Parser::starting_at(start_offset, legacy_year),
+            parser: Parser::resuming(start_offset, legacy),
             file: None,
             start_offset: Some(start_offset),
-            legacy_year,
             diagnostics: Vec::new(),
             wake: None,
             polling_only: false,
@@ -220,7 +225,7 @@ impl Follower {
                     open.fingerprint.clear();
                 }
                 self.collect_parser_diagnostics();
-                self.parser = Parser::starting_at(0, self.legacy_year);
+                self.parser = Parser::resuming(0, self.parser.legacy_dates());
             }
         }
         if self.file.is_none() && at_path.is_some() {
@@ -273,7 +278,7 @@ impl Follower {
         let mut fingerprint = vec![0; (start as usize).min(FINGERPRINT)];
         let n = file.read_at(&mut fingerprint, 0)?;
         fingerprint.truncate(n);
-        self.parser = Parser::starting_at(start, self.legacy_year);
+        self.parser = Parser::resuming(start, self.parser.legacy_dates());
         self.file = Some(OpenLog { file, dev: meta.dev(), ino: meta.ino(), read_to: start, fingerprint });
         Ok(())
     }
@@ -288,7 +293,7 @@ impl Follower {
             });
         }
         self.file = None;
-        self.parser = Parser::starting_at(0, self.legacy_year);
+        self.parser = Parser::resuming(0, self.parser.legacy_dates());
     }
 
     /// Has the open file been truncated or rewritten in place?

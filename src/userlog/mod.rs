@@ -18,7 +18,9 @@
 //!   bytes arrive (the writer may be mid-write).
 //! - No clock: legacy `MM/DD` stamps carry no year; HTCondor assumes the
 //!   current year, so the year is a parameter ([`Parser::with_legacy_year`])
-//!   and only the command line reads the clock to supply it.
+//!   and only the command line reads the clock to supply it (the live engine
+//!   gives its run's start, [`LegacyDates::after`]). Within a log the year
+//!   moves on at New Year ([`LegacyDates`]).
 //! - Attribute names in [`Event::to_json`] are HTCondor's own, as its reader
 //!   reports them (`SubmitHost`, `HoldReasonCode`, …).
 
@@ -36,10 +38,87 @@ pub use reader::{LogReader, READ_CHUNK};
 use std::path::{Path, PathBuf};
 
 /// The year given to legacy `MM/DD` stamps when the caller does not say.
-/// A leap year, so `02/29` stays a valid date; differences between events of
-/// one log do not depend on it. The CLI passes the current year instead, as
-/// HTCondor's own reader does.
+/// A leap year, so `02/29` stays a valid date. Differences between events of
+/// one log depend on it only across the end of February (a leap day exists
+/// in leap years only): the year changes at New Year within a log anyway
+/// ([`LegacyDates`]). The CLI passes the current year instead, as HTCondor's
+/// own reader does, and the live engine the year its run began.
 pub const DEFAULT_LEGACY_YEAR: i32 = 2000;
+
+/// Half a year, in seconds: how far a legacy stamp may seem to go back
+/// before it is taken for the next year's (or forward, the last year's).
+const HALF_YEAR: i64 = 183 * 86_400;
+
+/// The years of legacy `MM/DD` stamps, which carry none: each log starts in a
+/// given year, and since HTCondor writes stamps in time order, a stamp that
+/// seems more than half a year earlier than the one before it is in the next
+/// year (the log crossed New Year), and one more than half a year later is
+/// a late write from the year before. Without this, a job that ran over New
+/// Year would last minus a year.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct LegacyDates {
+    /// The year the next stamp is read in.
+    pub year: i32,
+    /// Naive seconds of the last legacy stamp read, or of the time the log is
+    /// known to start after (the run's start): what the next one is compared to.
+    pub previous: Option<i64>,
+}
+
+impl LegacyDates {
+    /// Stamps start in `year`; the first one is taken as written.
+    pub fn in_year(year: i32) -> Self {
+        LegacyDates { year, previous: None }
+    }
+
+    /// Stamps are no earlier than about `naive_unix` (a run's start, in the
+    /// submit host's local time read as UTC): the first one is placed in its
+    /// year, or the next if it would be more than half a year before it.
+    pub fn after(naive_unix: i64) -> Self {
+        let (year, _, _) = civil_from_days(naive_unix.div_euclid(86_400));
+        let year = i32::try_from(year).unwrap_or(DEFAULT_LEGACY_YEAR);
+        LegacyDates { year, previous: Some(naive_unix) }
+    }
+
+    /// Stamps of a log that a run began at `epoch_unix` (UTC seconds)
+    /// writes: legacy stamps are the submit host's local time.
+    pub fn from_run_start(epoch_unix: f64) -> Self {
+        use chrono::{Offset, TimeZone};
+        let utc = epoch_unix as i64;
+        let offset = chrono::Local
+            .timestamp_opt(utc, 0)
+            .earliest()
+            .map_or(0, |d| i64::from(d.offset().fix().local_minus_utc()));
+        LegacyDates::after(utc + offset)
+    }
+
+    /// Moves a stamp read in `read_in` to its year, and remembers it.
+    fn place(&mut self, t: &mut Timestamp, read_in: i32) {
+        if read_in != self.year {
+            t.naive_unix = shift_year(t.naive_unix, i64::from(self.year) - i64::from(read_in));
+        }
+        let Some(previous) = self.previous else {
+            self.previous = Some(t.naive_unix);
+            return;
+        };
+        if t.naive_unix < previous.saturating_sub(HALF_YEAR) {
+            self.year = self.year.saturating_add(1);
+            t.naive_unix = shift_year(t.naive_unix, 1);
+        } else if t.naive_unix > previous.saturating_add(HALF_YEAR) {
+            // One late stamp from before New Year: the year stays.
+            t.naive_unix = shift_year(t.naive_unix, -1);
+            return;
+        }
+        self.previous = Some(t.naive_unix);
+    }
+}
+
+/// The same date and time `years` later (02/29 of a leap year becomes 03/01,
+/// as `mktime` would read it).
+fn shift_year(naive_unix: i64, years: i64) -> i64 {
+    let (days, secs) = (naive_unix.div_euclid(86_400), naive_unix.rem_euclid(86_400));
+    let (y, m, d) = civil_from_days(days);
+    days_from_civil(y + years, m, d) * 86_400 + secs
+}
 
 /// A user-log time stamp as written: a naive date-time plus how it was written.
 ///
@@ -495,8 +574,11 @@ pub struct Parser {
     /// Where in `buf` the search for a text terminator can resume, so that
     /// feeding one byte at a time stays linear.
     scan_hint: usize,
-    /// The year for legacy `MM/DD` stamps; whether to read outlines only.
+    /// The year for legacy `MM/DD` stamps (`legacy.year`, copied); whether
+    /// to read outlines only.
     depth: text::Depth,
+    /// The years of legacy stamps as the log goes on.
+    legacy: LegacyDates,
     diagnostics: Vec<Diagnostic>,
 }
 
@@ -515,13 +597,26 @@ impl Parser {
     /// A parser that gives legacy `MM/DD` stamps this year (HTCondor's reader
     /// uses the current year).
     pub fn with_legacy_year(legacy_year: i32) -> Self {
+        Parser::with_legacy_dates(LegacyDates::in_year(legacy_year))
+    }
+
+    /// A parser that dates legacy `MM/DD` stamps from `legacy` on (a run's
+    /// follower: [`LegacyDates::after`] its start).
+    pub fn with_legacy_dates(legacy: LegacyDates) -> Self {
         Parser {
             buf: Vec::new(),
             consumed: 0,
             scan_hint: 0,
-            depth: text::Depth { legacy_year, outline: false },
+            depth: text::Depth { legacy_year: legacy.year, outline: false },
+            legacy,
             diagnostics: Vec::new(),
         }
+    }
+
+    /// Where legacy stamps stand now: a parser for the next file of the
+    /// same log (rotation) goes on from here.
+    pub fn legacy_dates(&self) -> LegacyDates {
+        self.legacy
     }
 
     /// Reads each event's outline only: the header, the body's variant and
@@ -540,7 +635,12 @@ impl Parser {
 
     /// A parser for a stream whose first byte is at `offset` (resuming).
     pub fn starting_at(offset: u64, legacy_year: i32) -> Self {
-        Parser { consumed: offset, ..Parser::with_legacy_year(legacy_year) }
+        Parser::resuming(offset, LegacyDates::in_year(legacy_year))
+    }
+
+    /// [`Parser::starting_at`] with legacy stamps dated from `legacy` on.
+    pub fn resuming(offset: u64, legacy: LegacyDates) -> Self {
+        Parser { consumed: offset, ..Parser::with_legacy_dates(legacy) }
     }
 
     /// Takes the next bytes of the log; returns the events completed by them.
@@ -606,12 +706,28 @@ impl Parser {
         let rest = &rest[used..];
         if rest.iter().any(|b| !b.is_ascii_whitespace()) {
             let skip = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
+            let mut last = &rest[skip..];
+            let mut offset = self.consumed + skip as u64;
+            let end_marker = if xml::start_kind(last).is_some() {
+                "`</c>`"
+            } else {
+                // Whole events that lost their `...` before the last one are
+                // read, as they are when a terminated block follows them.
+                if let Some(at) = text::last_header_start(last).filter(|&at| at > 0) {
+                    let before = events.len();
+                    text::parse_unterminated(&last[..at], offset, self.depth, events, &mut self.diagnostics);
+                    self.date_legacy(&mut events[before..]);
+                    last = &last[at..];
+                    offset += at as u64;
+                }
+                "`...` line"
+            };
             self.diagnostics.push(Diagnostic {
-                offset: self.consumed + skip as u64,
+                offset,
                 message: format!(
-                    "unfinished event at end of input ({} bytes without a closing `...` line): {}",
-                    rest.len() - skip,
-                    text::snippet(&rest[skip..])
+                    "unfinished event at end of input ({} bytes without a closing {end_marker}): {}",
+                    last.len(),
+                    text::snippet(last)
                 ),
             });
         }
@@ -655,9 +771,24 @@ impl Parser {
                 match xml::frame(rest, kind) {
                     xml::Frame::Incomplete => break,
                     xml::Frame::Skip(n) => pos += n,
+                    xml::Frame::Torn(n) => {
+                        self.diagnostics.push(Diagnostic {
+                            offset,
+                            message: format!(
+                                "XML event has no closing `</c>` (the next event's `<c>` follows); skipped: {}",
+                                text::snippet(&rest[..n])
+                            ),
+                        });
+                        pos += n;
+                    }
                     xml::Frame::Event(n) => {
                         match xml::parse_event(&rest[..n], offset) {
-                            Ok(ev) => events.push(ev),
+                            Ok((ev, problem)) => {
+                                if let Some(message) = problem {
+                                    self.diagnostics.push(Diagnostic { offset, message });
+                                }
+                                events.push(ev);
+                            }
                             Err(message) => self.diagnostics.push(Diagnostic { offset, message }),
                         }
                         pos += n;
@@ -672,7 +803,9 @@ impl Parser {
                     break;
                 }
                 text::Frame::Block { body_end, next } => {
+                    let before = events.len();
                     text::parse_block(&rest[..body_end], offset, self.depth, events, &mut self.diagnostics);
+                    self.date_legacy(&mut events[before..]);
                     pos += next;
                     hint = 0;
                 }
@@ -681,6 +814,15 @@ impl Parser {
         self.scan_hint = hint.saturating_sub(pos);
         self.consumed = base + pos as u64;
         pos
+    }
+
+    /// Gives the legacy stamps of events just read their year.
+    fn date_legacy(&mut self, events: &mut [Event]) {
+        let read_in = self.depth.legacy_year;
+        for ev in events.iter_mut().filter(|ev| ev.time.year_inferred) {
+            self.legacy.place(&mut ev.time, read_in);
+        }
+        self.depth.legacy_year = self.legacy.year;
     }
 }
 

@@ -64,6 +64,8 @@ const EMPTY: Slot = Slot { ms: [NONE; 4], flags: 0 };
 /// The jobs of one cluster, indexed by proc.
 #[derive(Debug)]
 struct Cluster {
+    /// The cluster's id (to name a job whose times went backwards).
+    id: i64,
     /// Naive Unix seconds of the cluster's first stamp.
     base: i64,
     slots: Vec<Slot>,
@@ -177,7 +179,7 @@ impl LogJobs {
                 let next = self.clusters.len();
                 let at = *self.index.entry(c).or_insert(next);
                 if at == next {
-                    self.clusters.push(Cluster { base: ev.time.naive_unix, slots: Vec::new() });
+                    self.clusters.push(Cluster { id: c, base: ev.time.naive_unix, slots: Vec::new() });
                 }
                 self.last = Some((c, at));
                 at
@@ -224,12 +226,17 @@ impl LogJobs {
 
     /// Every job's times: the packed ones, then the side map's.
     fn for_each(&self, mut f: impl FnMut(&JobTimes)) {
+        self.for_each_job(|_, times| f(times));
+    }
+
+    /// [`LogJobs::for_each`] with each job's (cluster, proc).
+    fn for_each_job(&self, mut f: impl FnMut((i64, i64), &JobTimes)) {
         for cluster in &self.clusters {
-            for slot in cluster.slots.iter().filter(|s| s.flags & PRESENT != 0) {
-                f(&cluster.unpack_slot(slot));
+            for (proc, slot) in cluster.slots.iter().enumerate().filter(|(_, s)| s.flags & PRESENT != 0) {
+                f((cluster.id, proc as i64), &cluster.unpack_slot(slot));
             }
         }
-        self.wide.values().for_each(f);
+        self.wide.iter().for_each(|(&job, times)| f(job, times));
     }
 }
 
@@ -249,6 +256,10 @@ pub struct StatsReport {
     /// (code, count), by code.
     pub events: Vec<(u16, u64)>,
     pub figures: JobFigures,
+    /// Jobs with a time that came out negative, left out of the figures:
+    /// (log number, from 0 in [`LogStats::start_log`] order; (cluster,
+    /// proc); which events, [`JobTimes::describe_backwards`]).
+    pub backwards: Vec<(usize, (i64, i64), String)>,
 }
 
 impl Default for LogStats {
@@ -295,7 +306,15 @@ impl LogStats {
             }
         }
         let figures = JobFigures::of(|f| self.for_each_job(f));
-        StatsReport { events: self.counts.into_iter().collect(), figures }
+        let mut backwards = Vec::new();
+        for (i, log) in self.logs.iter().enumerate() {
+            log.for_each_job(|job, times| {
+                if let Some(why) = times.describe_backwards() {
+                    backwards.push((i, job, why));
+                }
+            });
+        }
+        StatsReport { events: self.counts.into_iter().collect(), figures, backwards }
     }
 
     fn for_each_job(&self, mut f: impl FnMut(&JobTimes)) {

@@ -90,6 +90,17 @@ fn looks_like_header(line: &[u8]) -> bool {
     (3..=5).contains(&digits) && line.get(digits) == Some(&b' ') && line.get(digits + 1) == Some(&b'(')
 }
 
+/// Where the last line that looks like an event header starts in `data`.
+pub(super) fn last_header_start(data: &[u8]) -> Option<usize> {
+    let mut last = looks_like_header(data).then_some(0);
+    for nl in memchr::memchr_iter(b'\n', data) {
+        if looks_like_header(&data[nl + 1..]) {
+            last = Some(nl + 1);
+        }
+    }
+    last
+}
+
 /// Parses one block (everything before its `...` line). Garbage before the
 /// header and events that lost their own `...` are reported, and whatever
 /// parses is still delivered.
@@ -97,6 +108,29 @@ pub(super) fn parse_block(
     block: &[u8],
     offset: u64,
     depth: Depth,
+    events: &mut Vec<Event>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    split_block(block, offset, depth, false, events, diags)
+}
+
+/// [`parse_block`] for events that end where the next header starts, the
+/// last one too (at the end of the input, before an unfinished event).
+pub(super) fn parse_unterminated(
+    block: &[u8],
+    offset: u64,
+    depth: Depth,
+    events: &mut Vec<Event>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    split_block(block, offset, depth, true, events, diags)
+}
+
+fn split_block(
+    block: &[u8],
+    offset: u64,
+    depth: Depth,
+    last_cut: bool,
     events: &mut Vec<Event>,
     diags: &mut Vec<Diagnostic>,
 ) {
@@ -119,7 +153,7 @@ pub(super) fn parse_block(
         }
     }
     if first_only {
-        parse_one(block, 0, offset, false, depth, events, diags);
+        parse_one(block, 0, offset, last_cut, depth, events, diags);
         return;
     }
     let Some(&first) = starts.first() else {
@@ -140,7 +174,7 @@ pub(super) fn parse_block(
     }
     for (i, &start) in starts.iter().enumerate() {
         let end = starts.get(i + 1).copied().unwrap_or(block.len());
-        parse_one(&block[..end], start, offset, i + 1 < starts.len(), depth, events, diags);
+        parse_one(&block[..end], start, offset, last_cut || i + 1 < starts.len(), depth, events, diags);
     }
 }
 
@@ -186,9 +220,9 @@ fn parse_event(bytes: &[u8], offset: u64, depth: Depth) -> Result<(Event, Option
         Ok((_, h)) => h,
         Err(_) => return Err(format!("malformed event header: {}", snippet(header_line.as_bytes()))),
     };
-    let mut lines = Lines { rest: body };
+    let mut lines = Lines { rest: body, problem: None };
     let (body, problem) = match read_body(h.code, h.rest, &mut lines, depth.outline) {
-        Ok(b) => (b, None),
+        Ok(b) => (b, lines.problem.map(|why| format!("event {:03}: {why}; read as 0", h.code))),
         Err(why) => (
             EventBody::Other { text: h.rest.to_string(), body: body.to_string() },
             Some(format!("event {:03} body not understood ({why}); kept raw", h.code)),
@@ -362,9 +396,40 @@ pub(super) fn iso_time(s: &str) -> Option<Timestamp> {
 /// Body lines with `\n` and a trailing `\r` removed.
 struct Lines<'a> {
     rest: &'a str,
+    /// A value of the body that did not read (out of range) and was taken
+    /// as 0: reported with the event, which is kept.
+    problem: Option<String>,
+}
+
+/// A byte count HTCondor could have written (`nan` and `inf` read as numbers).
+fn finite(n: f64) -> f64 {
+    if n.is_finite() {
+        n
+    } else {
+        0.0
+    }
 }
 
 impl<'a> Lines<'a> {
+    /// The CPU usage on the next line (0 if there is none or it does not read).
+    fn usage(&mut self) -> CpuUsage {
+        match self.next_line().and_then(cpu_usage) {
+            Some(u) => self.keep(u).unwrap_or_default(),
+            None => CpuUsage::default(),
+        }
+    }
+
+    /// The value, or `None` with its problem kept.
+    fn keep<T>(&mut self, value: Result<T, String>) -> Option<T> {
+        match value {
+            Ok(v) => Some(v),
+            Err(why) => {
+                self.problem.get_or_insert(why);
+                None
+            }
+        }
+    }
+
     fn next_line(&mut self) -> Option<&'a str> {
         if self.rest.is_empty() {
             return None;
@@ -417,8 +482,10 @@ fn code_subcode(s: &str) -> Option<(i64, i64)> {
     Some((code, sub))
 }
 
-/// `Usr D HH:MM:SS, Sys D HH:MM:SS  -  …`
-fn cpu_usage(line: &str) -> Option<CpuUsage> {
+/// `Usr D HH:MM:SS, Sys D HH:MM:SS  -  …`: `None` if the line is not one,
+/// `Some(Err)` if it starts like one but does not read, or a number is out
+/// of range (HTCondor writes none that is: the line is damaged).
+fn cpu_usage(line: &str) -> Option<Result<CpuUsage, String>> {
     fn part<'a>(s: &'a str, label: &str) -> Option<(&'a str, i64)> {
         let s = s.trim_start().strip_prefix(label)?;
         let (s, d) = signed(s).ok()?;
@@ -428,12 +495,19 @@ fn cpu_usage(line: &str) -> Option<CpuUsage> {
         let (s, m) = signed(s).ok()?;
         let s = s.strip_prefix(':')?;
         let (s, sec) = signed(s).ok()?;
-        Some((s, d * 86_400 + h * 3600 + m * 60 + sec))
+        let secs = d.checked_mul(86_400)?.checked_add(h.checked_mul(3600)?)?;
+        Some((s, secs.checked_add(m.checked_mul(60)?)?.checked_add(sec)?))
     }
-    let (s, user_secs) = part(line, "Usr ")?;
-    let s = s.strip_prefix(',')?;
-    let (_, sys_secs) = part(s, "Sys ")?;
-    Some(CpuUsage { user_secs, sys_secs })
+    if !line.trim_start().starts_with("Usr ") {
+        return None;
+    }
+    let usage = || {
+        let (s, user_secs) = part(line, "Usr ")?;
+        let s = s.strip_prefix(',')?;
+        let (_, sys_secs) = part(s, "Sys ")?;
+        Some(CpuUsage { user_secs, sys_secs })
+    };
+    Some(usage().ok_or_else(|| format!("CPU usage not understood or out of range: {:?}", line.trim())))
 }
 
 /// `\tN  -  {Run|Total} Bytes {Sent|Received} By WHO` → (total?, sent?, N).
@@ -568,21 +642,26 @@ fn termination_status(lines: &mut Lines) -> Result<Status, String> {
     }
 }
 
-/// CPU-usage lines, byte counts and the resource table of 005/015.
-fn termination_usage(lines: &mut Lines, who: &str) -> Termination {
+/// CPU-usage lines, byte counts and the resource table of 005/015. With
+/// `outline`, only the checks that can report a problem (the numbers out of
+/// range), so that the diagnostics are those of a full read.
+fn termination_usage(lines: &mut Lines, who: &str, outline: bool) -> Termination {
     let mut t = Termination::default();
     let mut usages = 0;
     let mut table: Option<UsageColumns> = None;
-    for line in lines {
+    while let Some(line) = lines.next_line() {
         if let Some(cols) = &table {
             if line.contains(':') {
-                cols.row(line, &mut t.resources);
+                if !outline {
+                    cols.row(line, &mut t.resources);
+                }
                 continue;
             }
             table = None;
         }
         if usages < 4 {
             if let Some(u) = cpu_usage(line) {
+                let u = lines.keep(u).unwrap_or_default();
                 match usages {
                     0 => t.run_remote = u,
                     1 => t.run_local = u,
@@ -594,7 +673,9 @@ fn termination_usage(lines: &mut Lines, who: &str) -> Termination {
             }
         }
         if let Some((total, sent, n, by)) = bytes_line(line) {
-            if by == who {
+            if !n.is_finite() {
+                lines.problem.get_or_insert_with(|| format!("byte count not a number: {:?}", line.trim()));
+            } else if by == who {
                 match (total, sent) {
                     (false, true) => t.sent_bytes = n,
                     (false, false) => t.received_bytes = n,
@@ -608,6 +689,9 @@ fn termination_usage(lines: &mut Lines, who: &str) -> Termination {
             t.resources.clear();
             table = Some(UsageColumns::new(line));
         }
+    }
+    if outline {
+        return Termination::default();
     }
     t
 }
@@ -717,17 +801,16 @@ fn read_body<'a>(
         2 => EventBody::ExecutableError { error_type: paren_int(first).map(|(n, _)| n) },
         3 => {
             expect(first, "Job was checkpointed.")?;
-            let run_remote = lines.next_line().and_then(cpu_usage).unwrap_or_default();
-            let run_local = lines.next_line().and_then(cpu_usage).unwrap_or_default();
-            let sent_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| b.2);
+            let run_remote = lines.usage();
+            let run_local = lines.usage();
+            let sent_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| finite(b.2));
             EventBody::Checkpointed { run_remote, run_local, sent_bytes }
         }
         4 => read_evicted(first, lines)?,
         5 => {
             expect(first, "Job terminated.")?;
             let (normal, return_value, signal, core_file) = termination_status(lines)?;
-            let usage =
-                Box::new(if outline { Termination::default() } else { termination_usage(lines, "Job") });
+            let usage = Box::new(termination_usage(lines, "Job", outline));
             EventBody::Terminated { normal, return_value, signal, core_file, usage }
         }
         6 => {
@@ -754,8 +837,8 @@ fn read_body<'a>(
         7 => {
             expect(first, "Shadow exception!")?;
             let message = lines.next_line().map(|l| l.trim().to_string()).unwrap_or_default();
-            let sent_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| b.2);
-            let received_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| b.2);
+            let sent_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| finite(b.2));
+            let received_bytes = lines.next_line().and_then(bytes_line).map_or(0.0, |b| finite(b.2));
             EventBody::ShadowException { message, sent_bytes, received_bytes }
         }
         8 => EventBody::Generic { info: first.to_string() },
@@ -782,8 +865,15 @@ fn read_body<'a>(
                 if line != "Reason unspecified" {
                     reason = line.to_string();
                 }
-                if let Some((c, s)) = lines.next_line().and_then(code_subcode) {
-                    (code, subcode) = (c, s);
+                if let Some(l) = lines.next_line() {
+                    match code_subcode(l) {
+                        Some((c, s)) => (code, subcode) = (c, s),
+                        None if l.trim_start().starts_with("Code ") => {
+                            lines.problem =
+                                Some(format!("hold code not understood or out of range: {:?}", l.trim()));
+                        }
+                        None => {}
+                    }
                 }
             }
             EventBody::Held { reason, code, subcode }
@@ -804,8 +894,7 @@ fn read_body<'a>(
             let (rest, node) = signed(rest).map_err(|_| "no node number")?;
             expect(rest, " terminated.")?;
             let (normal, return_value, signal, core_file) = termination_status(lines)?;
-            let usage =
-                Box::new(if outline { Termination::default() } else { termination_usage(lines, "Node") });
+            let usage = Box::new(termination_usage(lines, "Node", outline));
             EventBody::NodeTerminated { node, normal, return_value, signal, core_file, usage }
         }
         16 => {
@@ -1092,15 +1181,15 @@ fn read_evicted(first: &str, lines: &mut Lines) -> Result<EventBody, String> {
     let mut d = Eviction {
         checkpointed: ckpt != 0,
         requeued,
-        run_remote: lines.next_line().and_then(cpu_usage).unwrap_or_default(),
-        run_local: lines.next_line().and_then(cpu_usage).unwrap_or_default(),
+        run_remote: lines.usage(),
+        run_local: lines.usage(),
         ..Eviction::default()
     };
     let mut reason = None;
     if let (Some(sent), Some(recvd)) =
         (lines.next_line().and_then(bytes_line), lines.next_line().and_then(bytes_line))
     {
-        (d.sent_bytes, d.received_bytes) = (sent.2, recvd.2);
+        (d.sent_bytes, d.received_bytes) = (finite(sent.2), finite(recvd.2));
         if requeued {
             (d.normal, d.return_value, d.signal, d.core_file) = termination_status(lines)?;
         }

@@ -20,6 +20,10 @@ pub(super) enum Frame {
     Incomplete,
     Skip(usize),
     Event(usize),
+    /// The event lost its closing `</c>`: the next event's `<c>` starts a
+    /// line at this offset (HTCondor starts every top-level `<c>` on a line
+    /// of its own; a nested one follows its `<a n="…">` on the same line).
+    Torn(usize),
 }
 
 /// Is `data` (starting at a non-blank byte) the start of XML rather than text?
@@ -48,6 +52,10 @@ pub(super) fn frame(data: &[u8], kind: Start) -> Frame {
             let mut depth = 0usize;
             for lt in memchr::memchr_iter(b'<', data) {
                 let tag = &data[lt..];
+                let opens = tag.starts_with(b"<c>") || tag.starts_with(b"<c ");
+                if opens && depth > 0 && data[lt - 1] == b'\n' {
+                    return Frame::Torn(lt);
+                }
                 if tag.starts_with(b"<c>") {
                     depth += 1;
                 } else if tag.starts_with(b"<c ") {
@@ -69,8 +77,9 @@ pub(super) fn frame(data: &[u8], kind: Start) -> Frame {
     }
 }
 
-/// Parses one `<c>…</c>` event.
-pub(super) fn parse_event(bytes: &[u8], offset: u64) -> Result<Event, String> {
+/// Parses one `<c>…</c>` event; with a value that was out of range and
+/// read as 0, what it was.
+pub(super) fn parse_event(bytes: &[u8], offset: u64) -> Result<(Event, Option<String>), String> {
     let text = super::text::utf8(bytes);
     let mut p = Cursor { s: &text, pos: 0, depth: 0 };
     let attrs = p.classad().map_err(|e| format!("malformed XML event: {e}"))?;
@@ -88,7 +97,10 @@ pub(super) fn parse_event(bytes: &[u8], offset: u64) -> Result<Event, String> {
     let (cluster, proc, subproc) =
         (int("Cluster").unwrap_or(-1), int("Proc").unwrap_or(-1), int("Subproc").unwrap_or(0));
     let body = body_from_attrs(code, &attrs, &text);
-    Ok(Event { offset, code, cluster, proc, subproc, time, body })
+    let problem = USAGES.iter().find(|n| checked_usage(find(n)).is_none()).map(|n| {
+        format!("event {code:03}: {n} out of range: {:?}; read as 0", find(n).map(super::json::attr_json))
+    });
+    Ok((Event { offset, code, cluster, proc, subproc, time, body }, problem))
 }
 
 /// A tiny reader for the ClassAd XML that HTCondor writes.
@@ -262,20 +274,32 @@ fn unescape(s: &str) -> String {
     out
 }
 
-/// Parses HTCondor's `Usr D HH:MM:SS, Sys D HH:MM:SS` (as in `RunLocalUsage`).
-fn usage_of(s: Option<&AttrValue>) -> CpuUsage {
-    let Some(AttrValue::Str(s)) = s else { return CpuUsage::default() };
-    let nums: Vec<i64> = s
-        .split(|c: char| !c.is_ascii_digit())
-        .filter(|p| !p.is_empty())
-        .filter_map(|p| p.parse().ok())
-        .collect();
+/// Parses HTCondor's `Usr D HH:MM:SS, Sys D HH:MM:SS` (as in `RunLocalUsage`):
+/// 0 when absent or of another form, `None` when a number is out of range.
+fn checked_usage(s: Option<&AttrValue>) -> Option<CpuUsage> {
+    let Some(AttrValue::Str(s)) = s else { return Some(CpuUsage::default()) };
+    let nums: Option<Vec<i64>> =
+        s.split(|c: char| !c.is_ascii_digit()).filter(|p| !p.is_empty()).map(|p| p.parse().ok()).collect();
+    let nums = nums?;
     if nums.len() != 8 {
-        return CpuUsage::default();
+        return Some(CpuUsage::default());
     }
-    let secs = |n: &[i64]| n[0] * 86_400 + n[1] * 3600 + n[2] * 60 + n[3];
-    CpuUsage { user_secs: secs(&nums[..4]), sys_secs: secs(&nums[4..]) }
+    let secs = |n: &[i64]| {
+        n[0].checked_mul(86_400)?
+            .checked_add(n[1].checked_mul(3600)?)?
+            .checked_add(n[2].checked_mul(60)?)?
+            .checked_add(n[3])
+    };
+    Some(CpuUsage { user_secs: secs(&nums[..4])?, sys_secs: secs(&nums[4..])? })
 }
+
+/// [`checked_usage`], 0 when out of range ([`parse_event`] reports it).
+fn usage_of(s: Option<&AttrValue>) -> CpuUsage {
+    checked_usage(s).unwrap_or_default()
+}
+
+/// CPU usages of an event that are out of range (read as 0).
+const USAGES: [&str; 4] = ["RunLocalUsage", "RunRemoteUsage", "TotalLocalUsage", "TotalRemoteUsage"];
 
 /// Attribute names that the event header or our typed fields account for.
 const HEADER: [&str; 6] = ["MyType", "EventTypeNumber", "EventTime", "Cluster", "Proc", "Subproc"];

@@ -172,3 +172,73 @@ fn replay_command_prints_json_lines() {
     );
     assert_eq!(o.status.code(), Some(2), "unknown policy is a usage error");
 }
+
+fn one_site() -> cosched::config::SitesFile {
+    let tmp = crate::util::tempdir();
+    let path = tmp.path().join("sites.toml");
+    std::fs::write(&path, "[[site]]\nname = \"a\"\ngrid_resource = \"condor a a:9619\"\n").unwrap();
+    cosched::config::load(&path).unwrap_or_else(|e| panic!("{e}"))
+}
+
+/// Report #4: a log with a malformed block gave exit 0 (`log stats` and
+/// `log report` give 1), and `--json` had no trace of it.
+#[test]
+fn replay_of_a_log_with_a_malformed_block_exits_1_and_says_so_in_json() {
+    let tmp = crate::util::tempdir();
+    let log = tmp.path().join("garbage.log");
+    let mut text = std::fs::read(shared().join("fixtures/userlogs/vanilla-mixed.log")).unwrap();
+    text.extend_from_slice(b"garbage here\n...\n");
+    std::fs::write(&log, text).unwrap();
+    let sites = root().join("tests/golden/sites.toml");
+    let args = ["replay", log.to_str().unwrap(), "--sites", sites.to_str().unwrap(), "--policy", "thesis"];
+    let o = cosched(tmp.path(), &args);
+    assert_eq!(o.status.code(), Some(1), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = cosched(tmp.path(), &[&args[..], &["--json"]].concat());
+    assert_eq!(o.status.code(), Some(1));
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let last: serde_json::Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!((last["kind"].as_str(), last["log_problems"].as_u64()), (Some("input"), Some(1)), "{stdout}");
+
+    let clean = shared().join("fixtures/userlogs/vanilla-mixed.log");
+    let o = cosched(tmp.path(), &["replay", clean.to_str().unwrap(), "--sites", sites.to_str().unwrap()]);
+    assert_eq!(o.status.code(), Some(0), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+/// Report #1: a replay ran for a time proportional to the log's span, so a
+/// typo'd year made it endless. The job is left out, and said so.
+#[test]
+fn a_job_of_implausible_length_is_left_out_of_a_replay() {
+    let tmp = crate::util::tempdir();
+    let log = tmp.path().join("typo_year.log");
+    std::fs::write(
+        &log,
+        "000 (050.000.000) 2026-11-21 05:00:00 Job submitted from host: <h>\n...\n\
+         001 (050.000.000) 2126-11-21 05:01:00 Job executing on host: x\n...\n\
+         005 (050.000.000) 2126-11-21 05:02:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n",
+    )
+    .unwrap();
+    let out = cosched::replay::replay(&[log], &one_site(), "thesis").unwrap();
+    assert_eq!(out.input.too_long, ["typo_year.log: 50.0"]);
+    assert!(out.header.iter().any(|h| h.contains("1 job(s) left out")), "{:?}", out.header);
+}
+
+/// Report #1: a replay that cannot finish stops at a horizon of at most
+/// `MAX_HORIZON_SECONDS`, however long the recorded jobs were.
+#[test]
+fn the_horizon_of_a_replay_that_cannot_finish_is_capped() {
+    let tmp = crate::util::tempdir();
+    let log = tmp.path().join("held.log");
+    let text: String = (0..8)
+        .map(|c| {
+            format!(
+                "000 (05{c}.000.000) 2026-10-01 05:00:00 Job submitted from host: <h>\n...\n\
+                 012 (05{c}.000.000) 2026-10-29 05:00:00 Job was held.\n\tboom\n\tCode 1 Subcode 0\n...\n"
+            )
+        })
+        .collect();
+    std::fs::write(&log, text).unwrap();
+    let out = cosched::replay::replay(&[log], &one_site(), "thesis").unwrap();
+    assert_eq!(out.ending, cosched::engine::Ending::Hang);
+    assert!(out.input.horizon_capped);
+    assert!(out.footer.contains("capped at 180 days"), "{}", out.footer);
+}

@@ -475,3 +475,29 @@ fn the_median_queue_wait_of_many_jobs_is_the_nearest_rank_one() {
         assert_eq!(s["p95"].as_f64(), Some(waits[284]), "{what}: {s}");
     }
 }
+
+/// Report #2: a job whose events go backwards gave negative times in
+/// jobs.csv and the figures; it is left out of them and counted as a
+/// problem of the log.
+#[test]
+fn a_job_whose_times_go_backwards_is_left_out_of_the_report() {
+    let tmp = crate::util::tempdir();
+    let log = tmp.path().join("out_of_order.log");
+    std::fs::write(
+        &log,
+        "005 (019.000.000) 2026-11-21 04:00:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n\
+         001 (019.000.000) 2026-11-21 05:00:00 Job executing on host: x\n...\n\
+         000 (019.000.000) 2026-11-21 06:00:00 Job submitted from host: <h>\n...\n",
+    )
+    .unwrap();
+    let (jobs, _, problems) = cosched::report::read_jobs(std::slice::from_ref(&log), 2026).unwrap();
+    assert_eq!(problems, 1);
+    assert_eq!((jobs[0].queue_wait(), jobs[0].turnaround()), (None, None));
+    let out = tmp.path().join("rep");
+    let summary = cosched::report::write_report(&[log], &out).unwrap();
+    assert_eq!(summary.diagnostics, 1);
+    assert_eq!(summary.summary.makespan_s, None);
+    let csv = std::fs::read_to_string(out.join("jobs.csv")).unwrap();
+    let row = csv.lines().nth(1).unwrap();
+    assert!(row.ends_with(",,,"), "no queue wait, run time or turnaround: {csv}");
+}

@@ -295,8 +295,9 @@ fn reference_stats(logs: &[PathBuf]) -> Value {
         }
         jobs.extend(by_job.into_values());
     }
+    // A time that comes out negative (events out of order) is left out.
     let summary = |f: &dyn Fn(&Job) -> Option<f64>| -> Value {
-        let mut v: Vec<f64> = jobs.iter().filter_map(f).collect();
+        let mut v: Vec<f64> = jobs.iter().filter_map(f).filter(|t| *t >= 0.0).collect();
         if v.is_empty() {
             return Value::Null;
         }

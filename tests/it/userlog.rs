@@ -644,3 +644,134 @@ fn log_follow_prints_events_as_they_are_written_until_interrupted() {
     assert_eq!(status.code(), Some(0), "Ctrl-C ends follow normally");
     reader.join().unwrap();
 }
+
+/// Report #3: a torn XML event hid every event after it, and the message
+/// named the text form's terminator.
+#[test]
+fn a_torn_xml_event_is_skipped_at_the_next_top_level_c() {
+    let xml = crafted("xml.log");
+    let second = xml.windows(4).skip(1).position(|w| w == b"\n<c>").unwrap() + 2;
+    let mut torn = xml[..second + 200].to_vec();
+    torn.push(b'\n');
+    torn.extend_from_slice(&xml[second..]);
+    let (events, diags) = parse_bytes(&torn);
+    assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [0, 1, 5, 12, 27, 9]);
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert_eq!(diags[0].offset, second as u64);
+    assert!(diags[0].message.contains("`</c>`"), "{diags:?}");
+    // Held back while it may still be written; the next event releases it.
+    let mut parser = Parser::new();
+    assert_eq!(parser.feed(&torn[..second + 201]).len(), 1);
+    assert_eq!(parser.feed(&torn[second + 201..]).len(), 5);
+
+    let (events, diags) = parse_bytes(&xml[..second + 200]);
+    assert_eq!(events.len(), 1);
+    assert!(diags[0].message.contains("without a closing `</c>`"), "{diags:?}");
+}
+
+/// Report #6: complete events before an unfinished last one were dropped at
+/// the end of the input (kept mid-file).
+#[test]
+fn events_before_an_unfinished_last_one_are_read() {
+    let log = "000 (019.000.000) 2026-11-21 04:59:06 Job submitted from host: <h>\n...\n\
+               001 (019.000.000) 2026-11-21 04:59:10 Job executing on host: x\n\
+               005 (019.000.000) 2026-11-21 04:59:20 Job terminated.\n\t(1) Normal termination (return value 0)\n";
+    let (events, diags) = parse_bytes(log.as_bytes());
+    assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [0, 1]);
+    let offsets: Vec<u64> = diags.iter().map(|d| d.offset).collect();
+    let at = |s: &str| log.find(s).unwrap() as u64;
+    assert_eq!(offsets, [at("001 ("), at("005 (")], "{diags:?}");
+    assert!(diags[1].message.starts_with("unfinished event"), "{diags:?}");
+}
+
+/// Report #2: legacy stamps carry no year; a log that crosses New Year
+/// goes on in the next one.
+#[test]
+fn legacy_stamps_cross_new_year() {
+    let log = "000 (047.000.000) 12/31 23:58:00 Job submitted from host: <h>\n...\n\
+               001 (047.000.000) 12/31 23:59:00 Job executing on host: x\n...\n\
+               005 (047.000.000) 01/01 00:01:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n\
+               006 (047.000.000) 12/31 23:59:30 Image size of job updated: 1\n...\n\
+               009 (047.000.000) 01/02 00:00:00 Job was aborted.\n...\n";
+    let (events, diags) = cosched::userlog::parse_bytes_with_year(log.as_bytes(), 2026);
+    assert!(diags.is_empty(), "{diags:?}");
+    let times: Vec<String> = events.iter().map(|e| e.time.iso()).collect();
+    assert_eq!(
+        times,
+        [
+            "2026-12-31T23:58:00",
+            "2026-12-31T23:59:00",
+            "2027-01-01T00:01:00",
+            "2026-12-31T23:59:30",
+            "2027-01-02T00:00:00"
+        ]
+    );
+    // Fed a byte at a time, the year moves on the same way.
+    let mut parser = Parser::with_legacy_year(2026);
+    let mut fed = Vec::new();
+    for b in log.as_bytes() {
+        fed.extend(parser.feed(std::slice::from_ref(b)));
+    }
+    assert_eq!(fed.iter().map(|e| e.time.iso()).collect::<Vec<_>>(), times);
+    // A follower of a run's log is dated from the run's start: a resumed
+    // one, reading only the stamps after New Year, too.
+    let start = cosched::userlog::Timestamp::from_parts(2026, 12, 31, 23, 50, 0).unwrap().naive_unix;
+    let mut parser = Parser::with_legacy_dates(cosched::userlog::LegacyDates::after(start));
+    let tail = &log[log.find("005 (").unwrap()..];
+    let events = parser.feed(tail.as_bytes());
+    assert_eq!(events[0].time.iso(), "2027-01-01T00:01:00");
+}
+
+/// Report #8: numbers out of range in a body are reported and read as 0;
+/// with overflow checks (debug builds) the CPU time used to panic.
+#[test]
+fn numbers_out_of_range_in_bodies_are_reported_not_wrapped() {
+    let log = "005 (019.000.000) 2026-11-21 04:59:20 Job terminated.\n\
+               \t(1) Normal termination (return value 0)\n\
+               \t\tUsr 9223372036854775807 23:59:59, Sys 0 00:00:00  -  Run Remote Usage\n\
+               \t\tUsr 0 00:00:00, Sys 0 00:00:02  -  Run Local Usage\n...\n\
+               012 (019.000.000) 2026-11-21 04:59:21 Job was held.\n\tboom\n\tCode 99999999999999999999 Subcode -1\n...\n";
+    let (events, diags) = parse_bytes(log.as_bytes());
+    let EventBody::Terminated { usage, .. } = &events[0].body else { panic!("{:?}", events[0]) };
+    assert_eq!((usage.run_remote.user_secs, usage.run_local.sys_secs), (0, 2));
+    assert!(matches!(events[1].body, EventBody::Held { code: 0, .. }), "{:?}", events[1]);
+    assert_eq!(diags.len(), 2, "{diags:?}");
+    assert!(diags[0].message.contains("out of range") && diags[1].message.contains("Code 9999"), "{diags:?}");
+
+    let xml = "<c>\n<a n=\"MyType\"><s>JobTerminatedEvent</s></a>\n<a n=\"EventTypeNumber\"><i>5</i></a>\n\
+               <a n=\"EventTime\"><s>2026-11-21T06:30:09</s></a>\n<a n=\"TerminatedNormally\"><b v=\"t\"/></a>\n\
+               <a n=\"RunRemoteUsage\"><s>Usr 9223372036854775807 00:00:03, Sys 0 00:00:01</s></a>\n</c>\n";
+    let (events, diags) = parse_bytes(xml.as_bytes());
+    assert_eq!(events.len(), 1);
+    assert!(diags.len() == 1 && diags[0].message.contains("RunRemoteUsage"), "{diags:?}");
+}
+
+/// Report #2: an event stamped before the one it follows gave negative
+/// times that `log stats` averaged in, silently.
+#[test]
+fn log_stats_leaves_out_and_names_a_job_whose_times_go_backwards() {
+    let tmp = util::tempdir();
+    let path = tmp.path().join("dst.log");
+    std::fs::write(
+        &path,
+        "000 (050.000.000) 2026-11-01 01:50:00 Job submitted from host: <h>\n...\n\
+         001 (050.000.000) 2026-11-01 01:55:00 Job executing on host: x\n...\n\
+         005 (050.000.000) 2026-11-01 01:10:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n\
+         000 (050.001.000) 2026-11-01 01:50:00 Job submitted from host: <h>\n...\n\
+         001 (050.001.000) 2026-11-01 01:51:00 Job executing on host: x\n...\n\
+         005 (050.001.000) 2026-11-01 01:53:00 Job terminated.\n\t(1) Normal termination (return value 0)\n...\n",
+    )
+    .unwrap();
+    let out = util::cosched(tmp.path(), &["log", "stats", path.to_str().unwrap(), "--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let stats: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(stats["run_time_s"]["n"], 1);
+    assert_eq!(stats["run_time_s"]["max"], 120.0);
+    assert_eq!(stats["turnaround_s"]["max"], 180.0);
+    assert_eq!(stats["left_out"][0]["job"], "50.0");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("dst.log: job 50.0: its terminate (005) is stamped 2700 s before its execute (001)"),
+        "{stderr}"
+    );
+}
