@@ -512,6 +512,11 @@ pub fn load_with_warnings(path: &Path) -> Result<(SitesFile, Vec<Problem>), Conf
 }
 
 /// Parses sites-file text (`path` is for messages and relative paths).
+/// The longest `[condor]` timeout or interval, seconds: a month is no limit
+/// for one HTCondor command or an unreachable schedd, and far above it the
+/// number no longer makes a `Duration` (1e300 panicked).
+pub const MAX_CONDOR_SECONDS: f64 = 30.0 * 86400.0;
+
 pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), ConfigError> {
     let at = |span: Range<usize>| Some(line_col(text, span.start));
     let toml_problem = |e: toml::de::Error| {
@@ -584,9 +589,20 @@ pub fn parse(path: &Path, text: &str) -> Result<(SitesFile, Vec<Problem>), Confi
 
     let mut condor = CondorSettings::default();
     if let Some(c) = raw.condor {
-        positive(&mut problems, &c.submit_timeout, "submit_timeout");
-        positive(&mut problems, &c.poll_interval, "poll_interval");
-        positive(&mut problems, &c.unreachable_timeout, "unreachable_timeout");
+        for (value, key) in [
+            (&c.submit_timeout, "submit_timeout"),
+            (&c.poll_interval, "poll_interval"),
+            (&c.unreachable_timeout, "unreachable_timeout"),
+        ] {
+            positive(&mut problems, value, key);
+            if let Some(v) = value.as_ref().filter(|v| *v.get_ref() > MAX_CONDOR_SECONDS) {
+                problems.push(Problem::error(
+                    path,
+                    at(v.span()),
+                    format!("{key} must be at most {MAX_CONDOR_SECONDS} s (30 days)"),
+                ));
+            }
+        }
         if let Some(dir) = c.bin_dir {
             let dir_path = PathBuf::from(dir.get_ref());
             if dir.get_ref().trim().is_empty() {
@@ -1176,6 +1192,14 @@ mod tests {
         let long = "a".repeat(65);
         let e = errors(&format!("[[site]]\nname = \"{long}\"\n"));
         assert!(e[0].message.contains("65 characters long"), "{e:?}");
+    }
+
+    #[test]
+    fn a_condor_timeout_past_a_month_is_refused_at_its_line() {
+        let e = errors("[condor]\nsubmit_timeout = 1e300\npoll_interval = 2\n[[site]]\nname = \"a\"\n");
+        assert_eq!(e.len(), 1, "{e:?}");
+        assert_eq!(e[0].location.map(|l| l.0), Some(2));
+        assert!(e[0].message.contains("at most 2592000 s"), "{}", e[0]);
     }
 
     #[test]

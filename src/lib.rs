@@ -151,6 +151,10 @@
 //!   each kind for each shape of site (a run is not left half-submitted by
 //!   a refusal HTCondor makes of every batch alike).
 //! - Parsers never panic and never abort a tail: bad bytes become diagnostics.
+//! - The daemon runs only the HTCondor commands of its own configuration
+//!   (`condor_bin_dir`): a client's sites file chooses no program the
+//!   service account runs (`daemon::dbrun::condor_settings`), and a socket
+//!   path is replaced only where a stale socket lies.
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`,
 //!   and every HTCondor command dies with cosched, so none commits after a

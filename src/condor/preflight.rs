@@ -33,7 +33,7 @@ pub struct Preflight {
 /// `Err` when `condor_submit` cannot be run at all (not installed, not on
 /// `PATH` nor in `[condor] bin_dir`), with the reason.
 pub fn preflight(condor: &Condor, sites: &SitesFile, kinds: &JobKinds) -> Result<Preflight, String> {
-    let dir = scratch_dir().map_err(|e| format!("cannot make a scratch directory for the dry run: {e}"))?;
+    let dir = scratch_dir(&std::env::temp_dir())?;
     let outcome = dry_run_all(condor, sites, kinds, &dir);
     let _ = std::fs::remove_dir_all(&dir);
     outcome
@@ -117,17 +117,43 @@ fn shapes(sites: &SitesFile) -> Vec<&SiteConfig> {
     out
 }
 
-/// A fresh directory of this process's: a name left by an earlier process
-/// with the same id is passed over.
-fn scratch_dir() -> std::io::Result<PathBuf> {
-    let mut attempt = 0;
-    loop {
-        let dir = std::env::temp_dir().join(format!("cosched-preflight-{}-{attempt}", std::process::id()));
-        match std::fs::create_dir(&dir) {
-            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && attempt < 100 => attempt += 1,
-            made => return made.map(|()| dir),
+/// A fresh directory in `base` that only we can use. Its name is random, so
+/// that no other local user can make it first (a predictable name in /tmp
+/// let anyone block every dry run, hence every submit); `create_dir` fails
+/// on anything already there (a directory or link planted by someone else
+/// is never used), and the mode keeps others out.
+fn scratch_dir(base: &Path) -> Result<PathBuf, String> {
+    use std::os::unix::fs::DirBuilderExt;
+    // Sixteen random bytes collide with nothing; a few attempts only guard
+    // against a broken random source.
+    const ATTEMPTS: usize = 8;
+    let failed = |e: &dyn std::fmt::Display| {
+        format!(
+            "cannot make a scratch directory for the dry run in {}: {e}; check that it exists and is \
+             writable (or set TMPDIR to a directory that is)",
+            base.display()
+        )
+    };
+    for _ in 0..ATTEMPTS {
+        let dir = base.join(format!("cosched-preflight-{}", random_hex().map_err(|e| failed(&e))?));
+        match std::fs::DirBuilder::new().mode(0o700).create(&dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            made => return made.map(|()| dir).map_err(|e| failed(&e)),
         }
     }
+    Err(failed(&format!("{ATTEMPTS} random names were all taken")))
+}
+
+/// 16 bytes from the kernel's random source, in hex.
+fn random_hex() -> std::io::Result<String> {
+    let mut bytes = [0u8; 16];
+    // SAFETY: getrandom writes at most `bytes.len()` bytes into `bytes`,
+    // which we own.
+    let got = unsafe { libc::getrandom(bytes.as_mut_ptr().cast(), bytes.len(), 0) };
+    if got != bytes.len() as isize {
+        return Err(std::io::Error::last_os_error());
+    }
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -178,6 +204,32 @@ mod tests {
         assert!(said[1].contains("kind `cpu` at site `ce1`"), "{said:?}");
         assert!(found.problems.iter().all(Problem::is_error));
         assert_eq!(args(dir.path(), "condor_submit").iter().filter(|a| *a == "-dry-run").count(), 6);
+    }
+
+    /// B3 of the daemon's exploratory test: the names the scratch directory
+    /// used to take (`cosched-preflight-PID-0` to `-100`), made beforehand by
+    /// another user, stopped every dry run with "File exists".
+    #[test]
+    fn the_scratch_directory_cannot_be_taken_beforehand() {
+        use std::os::unix::fs::PermissionsExt;
+        let base = tempfile::tempdir().unwrap();
+        for attempt in 0..=100 {
+            std::fs::create_dir(
+                base.path().join(format!("cosched-preflight-{}-{attempt}", std::process::id())),
+            )
+            .unwrap();
+        }
+        let dir = scratch_dir(base.path()).expect("a scratch directory despite the planted ones");
+        let again = scratch_dir(base.path()).unwrap();
+        assert_ne!(dir, again);
+        let meta = std::fs::symlink_metadata(&dir).unwrap();
+        assert!(meta.is_dir());
+        assert_eq!(meta.permissions().mode() & 0o777, 0o700, "only the daemon's account may use it");
+        assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 0, "a fresh directory");
+
+        let nowhere = base.path().join("missing");
+        let why = scratch_dir(&nowhere).unwrap_err();
+        assert!(why.contains(&nowhere.display().to_string()) && why.contains("No such file"), "{why}");
     }
 
     #[test]

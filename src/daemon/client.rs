@@ -66,8 +66,15 @@ impl Connection {
             .map_err(|e| Failure::failed(format!("{}: sending to the daemon: {e}", self.socket.display())))
     }
 
-    /// Reads one response line; a daemon error becomes a [`Failure`].
+    /// Reads one response line; a daemon error becomes a [`Failure`] (exit
+    /// 1: the daemon could not do what it was asked).
     pub fn receive(&mut self) -> Result<Response, Failure> {
+        self.receive_or(Failure::failed)
+    }
+
+    /// Reads one response line; a daemon error becomes `refused(its
+    /// message)`. Failing to talk to the daemon at all is always exit 1.
+    fn receive_or(&mut self, refused: fn(String) -> Failure) -> Result<Response, Failure> {
         let mut line = String::new();
         let n = self.reader.read_line(&mut line).map_err(|e| {
             Failure::failed(format!("{}: reading from the daemon: {e}", self.socket.display()))
@@ -79,7 +86,7 @@ impl Connection {
             Failure::failed(format!("the daemon answered something unreadable ({e}): {line}"))
         })?;
         if !response.ok {
-            return Err(Failure::failed(response.error.unwrap_or_else(|| "the daemon refused".into())));
+            return Err(refused(response.error.unwrap_or_else(|| "the daemon refused".into())));
         }
         Ok(response)
     }
@@ -350,7 +357,10 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
         }
     }
     let mut conn = Connection::open(&super::default_socket(args.socket.as_deref()))?;
-    let response = conn.request(Request::Submit(request))?;
+    conn.send(Request::Submit(request))?;
+    // A refused submit left nothing submitted: an input error (exit 2), as
+    // when the client itself finds one, not a run whose jobs failed.
+    let response = conn.receive_or(Failure::usage)?;
     let id = response.run.ok_or_else(|| Failure::failed("the daemon accepted the run but gave no id"))?;
     if args.json {
         println!("{{\"run\":{id}}}");

@@ -22,6 +22,11 @@ pub struct DaemonConfig {
     pub socket_group: Option<u32>,
     /// Holds the state database and each run's files.
     pub state_dir: PathBuf,
+    /// Where the HTCondor tools this daemon runs are (`condor_submit`,
+    /// `condor_q`, `condor_rm`, `condor_config_val`); `None`: its own
+    /// `PATH`. The only place they come from: a run's sites file may not
+    /// name another (see the daemon's invariants).
+    pub condor_bin_dir: Option<PathBuf>,
     /// Sites files naming the sites this daemon shares between users: their
     /// `max_jobs` (else `slots`) is the capacity split by the fair share.
     pub sites: Vec<PathBuf>,
@@ -55,6 +60,8 @@ struct Raw {
     #[serde(default)]
     socket_group: Option<String>,
     state_dir: PathBuf,
+    #[serde(default)]
+    condor_bin_dir: Option<PathBuf>,
     #[serde(default)]
     sites: Vec<PathBuf>,
     #[serde(default)]
@@ -115,6 +122,7 @@ pub fn parse(path: &Path, text: &str) -> Result<DaemonConfig, String> {
     };
     let socket = resolve(&raw.socket);
     let state_dir = resolve(&raw.state_dir);
+    let condor_bin_dir = raw.condor_bin_dir.as_deref().map(&mut resolve);
     let sites: Vec<PathBuf> = raw.sites.iter().map(|p| resolve(p)).collect();
     let socket_mode = match raw.socket_mode.as_deref() {
         None => 0o660,
@@ -171,6 +179,7 @@ pub fn parse(path: &Path, text: &str) -> Result<DaemonConfig, String> {
         socket_mode,
         socket_group,
         state_dir,
+        condor_bin_dir,
         sites,
         admin_gids,
         weights,
@@ -284,6 +293,7 @@ mod tests {
 socket = "cosched.sock"
 socket_mode = "0600"
 state_dir = "/var/lib/cosched"
+condor_bin_dir = "condor/bin"
 sites = ["sites.toml"]
 admin_gids = [4242]
 default_weight = 1.5
@@ -299,6 +309,7 @@ root = 2
         assert_eq!(c.socket_mode, 0o600);
         assert_eq!(c.state_dir, Path::new("/var/lib/cosched"));
         assert_eq!(c.sites, vec![PathBuf::from("/etc/cosched/sites.toml")]);
+        assert_eq!(c.condor_bin_dir.as_deref(), Some(Path::new("/etc/cosched/condor/bin")));
         assert_eq!(c.admin_gids, vec![4242]);
         assert_eq!(c.weight(1001), 3.0);
         assert_eq!(c.weight(0), 2.0, "root resolves to uid 0");

@@ -37,7 +37,12 @@ pub struct DbMachinery {
     /// The run machinery's handle on the database.
     db: Arc<Mutex<Db>>,
     /// Our own connection for `daemon_runs` (same file; WAL lets both in).
+    /// Held across a run's creation, which makes its number and name one
+    /// step: two submits at the same moment get two runs.
     conn: Mutex<Connection>,
+    /// The daemon config's `condor_bin_dir`: the only HTCondor tools its
+    /// runs run, whatever their sites files say ([`condor_settings`]).
+    condor_bin_dir: Option<PathBuf>,
 }
 
 fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> String + '_ {
@@ -46,8 +51,9 @@ fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> String + '_ {
 
 impl DbMachinery {
     /// Opens (creating or migrating) the state directory's database; refuses
-    /// a database written by a newer cosched.
-    pub fn open(state_dir: &Path) -> Result<DbMachinery, String> {
+    /// a database written by a newer cosched. Its runs run the HTCondor
+    /// tools of `condor_bin_dir` (`None`: the daemon's `PATH`).
+    pub fn open(state_dir: &Path, condor_bin_dir: Option<PathBuf>) -> Result<DbMachinery, String> {
         let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
         let db = state.db().map_err(|e| e.to_string())?;
         let path = state.db_path();
@@ -55,7 +61,7 @@ impl DbMachinery {
         conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql_error(&path))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql_error(&path))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql_error(&path))?;
-        Ok(DbMachinery { state, db: Arc::new(Mutex::new(db)), conn: Mutex::new(conn) })
+        Ok(DbMachinery { state, db: Arc::new(Mutex::new(db)), conn: Mutex::new(conn), condor_bin_dir })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -100,6 +106,79 @@ fn site_names(record: &RunRecord) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A client's `[condor]` timeouts above this are refused (sites files are
+/// checked against it as they are read; settings built otherwise are too).
+use crate::config::MAX_CONDOR_SECONDS;
+/// A client's `[condor] poll_interval` below this is refused: reading a user
+/// log more often than ten times a second is a busy loop in a daemon that
+/// every user shares.
+const MIN_POLL_INTERVAL: f64 = 0.1;
+/// A client's `[condor] retries` above this is refused: each is a
+/// `condor_rm` the daemon's account sends to a shared schedd.
+const MAX_RETRIES: u32 = 20;
+
+/// The `[condor]` settings a run of the daemon gets from its sites file
+/// (`sites_path`, the client's): its own numbers within bounds, and the
+/// daemon's `bin_dir`. A `bin_dir` other than the daemon's is refused, not
+/// ignored: it would choose the programs the daemon's account runs, and a
+/// user who set it should learn that the daemon does not run those. `Err`
+/// lists every setting refused, with what to do.
+pub fn condor_settings(
+    sites_path: &Path,
+    asked: &crate::config::CondorSettings,
+    daemon_bin_dir: Option<&Path>,
+) -> Result<crate::config::CondorSettings, String> {
+    let at = sites_path.display();
+    let mut refused = Vec::new();
+    if let Some(dir) = asked.bin_dir.as_deref().filter(|d| Some(*d) != daemon_bin_dir) {
+        let own = daemon_bin_dir.map_or("the daemon's PATH".to_string(), |d| {
+            format!("its own `condor_bin_dir` = {}", d.display())
+        });
+        refused.push(format!(
+            "{at}: [condor] bin_dir = {}: the daemon runs only the HTCondor tools of its own configuration \
+             ({own}); remove bin_dir from the sites file you hand the daemon",
+            dir.display()
+        ));
+    }
+    let mut bounded = |key: &str, value: String, ok: bool, limit: String| {
+        if !ok {
+            refused.push(format!(
+                "{at}: [condor] {key} = {value}: the daemon accepts {limit}; change or remove it"
+            ));
+        }
+    };
+    // `{:?}`: 1e300 as written, not three hundred digits.
+    let (submit, unreachable, poll) = (asked.submit_timeout, asked.unreachable_timeout, asked.poll_interval);
+    bounded(
+        "submit_timeout",
+        format!("{submit:?}"),
+        submit <= MAX_CONDOR_SECONDS,
+        format!("at most {MAX_CONDOR_SECONDS} s"),
+    );
+    bounded(
+        "unreachable_timeout",
+        format!("{unreachable:?}"),
+        unreachable <= MAX_CONDOR_SECONDS,
+        format!("at most {MAX_CONDOR_SECONDS} s"),
+    );
+    bounded(
+        "poll_interval",
+        format!("{poll:?}"),
+        poll >= MIN_POLL_INTERVAL,
+        format!("at least {MIN_POLL_INTERVAL} s"),
+    );
+    bounded(
+        "retries",
+        asked.retries.to_string(),
+        asked.retries <= MAX_RETRIES,
+        format!("at most {MAX_RETRIES}"),
+    );
+    if !refused.is_empty() {
+        return Err(refused.join("\n"));
+    }
+    Ok(crate::config::CondorSettings { bin_dir: daemon_bin_dir.map(Path::to_path_buf), ..asked.clone() })
+}
+
 impl Machinery for DbMachinery {
     fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
         let sites_path = PathBuf::from(&request.sites_path);
@@ -135,9 +214,11 @@ impl Machinery for DbMachinery {
         }
         let job_kinds =
             crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
+        let condor = condor_settings(&sites_path, &sites.condor, self.condor_bin_dir.as_deref())
+            .map_err(|why| format!("{why}\nnothing was submitted"))?;
         // HTCondor's own reading of the batches, as `cosched submit` has it
         // before anything is submitted (`condor::preflight`).
-        let found = crate::condor::preflight(&crate::condor::Condor::new(&sites.condor), &sites, &job_kinds)
+        let found = crate::condor::preflight(&crate::condor::Condor::new(&condor), &sites, &job_kinds)
             .map_err(|why| format!("{why}\nnothing was submitted"))?;
         let refused: Vec<String> =
             found.problems.iter().filter(|p| p.is_error()).map(|p| p.to_string()).collect();
@@ -156,8 +237,11 @@ impl Machinery for DbMachinery {
         }
         let (epoch, rate) = time_base()?;
         let path = self.state.db_path();
-        let next: i64 = self
-            .conn()
+        // Held until the run is in `daemon_runs`: creates run in parallel
+        // (one blocking task per submit), and two that read the same next
+        // number made the same run name, one refused by `runs`' key.
+        let conn = self.conn();
+        let next: i64 = conn
             .query_row("SELECT COALESCE(MAX(id), 0) + 1 FROM daemon_runs", [], |r| r.get(0))
             .map_err(sql_error(&path))?;
         let (run_id, created) = new_run_id(next as u64);
@@ -186,14 +270,13 @@ impl Machinery for DbMachinery {
             status: RunStatus::Running,
         };
         self.db.locked().create_run(&record).map_err(|e| e.to_string())?;
-        let conn = self.conn();
+        // The number read above, so that run N is named `…-dN`.
         conn.execute(
-            "INSERT INTO daemon_runs (run, owner, state) VALUES (?1, ?2, 'queued')",
-            params![run_id, i64::from(owner)],
+            "INSERT INTO daemon_runs (id, run, owner, state) VALUES (?1, ?2, ?3, 'queued')",
+            params![next, run_id, i64::from(owner)],
         )
         .map_err(sql_error(&path))?;
-        let id = conn.last_insert_rowid() as u64;
-        Ok(StoredRun::queued(id, owner, job_kinds.types().clone(), &policy, &sites))
+        Ok(StoredRun::queued(next as u64, owner, job_kinds.types().clone(), &policy, &sites))
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {
@@ -258,10 +341,21 @@ impl Machinery for DbMachinery {
         });
         let memory = self.state.memory_path();
         let db = self.db.clone();
+        let bin_dir = self.condor_bin_dir.clone();
         Box::pin(async move {
             let (record, run_dir) = prepared?;
             let id = record.id.clone();
-            let run = drive::Run::recorded(db, run_dir, record, Some(memory)).map_err(|f| f.message)?;
+            let mut run = drive::Run::recorded(db, run_dir, record, Some(memory)).map_err(|f| f.message)?;
+            // Whatever its record says (a run recorded before bin_dir was
+            // checked, or under another config): the daemon's own tools.
+            if run.sites.condor.bin_dir != bin_dir {
+                tracing::warn!(
+                    "run {id}: its sites file names [condor] bin_dir {:?}; running the daemon's ({:?})",
+                    run.sites.condor.bin_dir,
+                    bin_dir
+                );
+                run.sites.condor.bin_dir = bin_dir;
+            }
             let driven = drive::run(run, wrap, observer.as_mut(), stop).await.map_err(|f| f.message)?;
             match driven.report {
                 Some(Ok(path)) => tracing::info!("run {id}: report: {}", path.display()),
@@ -285,5 +379,98 @@ impl Machinery for DbMachinery {
             return Err(format!("no run {id} recorded"));
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::CondorSettings;
+
+    /// A1 of the daemon's exploratory test: a sites file naming its own
+    /// `bin_dir` made the daemon's account run the client's programs.
+    #[test]
+    fn a_client_may_not_choose_the_htcondor_tools_nor_make_the_daemon_spin() {
+        let sites = Path::new("/home/a/sites.toml");
+        let daemon = Path::new("/opt/condor/bin");
+        let evil = CondorSettings {
+            bin_dir: Some("/home/a/evil".into()),
+            poll_interval: 0.001,
+            submit_timeout: 1e300,
+            ..CondorSettings::default()
+        };
+        let why = condor_settings(sites, &evil, Some(daemon)).unwrap_err();
+        assert!(why.contains("/home/a/sites.toml: [condor] bin_dir = /home/a/evil"), "{why}");
+        assert!(why.contains("/opt/condor/bin") && why.contains("remove bin_dir"), "{why}");
+        assert!(why.contains("poll_interval = 0.001") && why.contains("submit_timeout = 1e300"), "{why}");
+        let why = condor_settings(
+            sites,
+            &CondorSettings { bin_dir: Some("/usr/bin".into()), ..evil.clone() },
+            None,
+        )
+        .unwrap_err();
+        assert!(why.contains("bin_dir = /usr/bin") && why.contains("the daemon's PATH"), "{why}");
+        let many = CondorSettings { retries: 1000, ..CondorSettings::default() };
+        assert!(condor_settings(sites, &many, None).unwrap_err().contains("retries = 1000"));
+
+        // The run's own patience is its own; the tools are the daemon's.
+        let own =
+            CondorSettings { bin_dir: None, submit_timeout: 20.0, retries: 6, poll_interval: 0.2, ..evil };
+        let got = condor_settings(sites, &own, Some(daemon)).unwrap();
+        assert_eq!(got, CondorSettings { bin_dir: Some(daemon.to_path_buf()), ..own.clone() });
+        let same = CondorSettings { bin_dir: Some("/opt/condor/bin/".into()), ..own.clone() };
+        assert_eq!(condor_settings(sites, &same, Some(daemon)).unwrap().bin_dir.as_deref(), Some(daemon));
+        assert_eq!(condor_settings(sites, &own, None).unwrap().bin_dir, None);
+    }
+
+    /// A4 of the daemon's exploratory test: two creates in the same second
+    /// read the same next number and made the same run name; one was
+    /// refused with "UNIQUE constraint failed: runs.id".
+    #[test]
+    fn submits_at_the_same_moment_each_get_a_run_of_their_own() {
+        use std::os::unix::fs::PermissionsExt;
+        const SUBMITS: usize = 8;
+        const ROUNDS: usize = 3;
+        let dir = tempfile::tempdir().unwrap();
+        let bin = dir.path().join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        crate::condor::testing::script(&bin, "condor_submit", "exit 0");
+        let job = dir.path().join("job.sh");
+        std::fs::write(&job, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let request = SubmitRequest {
+            n_jobs: 3,
+            sites_path: dir.path().join("sites.toml").display().to_string(),
+            sites_toml: "[[site]]\nname = \"pool\"\n".into(),
+            job_path: dir.path().join("job.sub").display().to_string(),
+            job_sub: format!("executable = {}\nqueue\n", job.display()),
+            kinds: Vec::new(),
+            cwd: dir.path().display().to_string(),
+            policy: Some("bulk".into()),
+        };
+        let machinery = Arc::new(DbMachinery::open(&dir.path().join("state"), Some(bin)).unwrap());
+        let mut ids = Vec::new();
+        for _ in 0..ROUNDS {
+            let start = Arc::new(std::sync::Barrier::new(SUBMITS));
+            let creates: Vec<_> = (0..SUBMITS)
+                .map(|i| {
+                    let (machinery, request, start) = (machinery.clone(), request.clone(), start.clone());
+                    std::thread::spawn(move || {
+                        start.wait();
+                        machinery.create(&request, 1000 + i as u32)
+                    })
+                })
+                .collect();
+            for create in creates {
+                let stored = create.join().unwrap().unwrap_or_else(|e| panic!("a submit was refused: {e}"));
+                ids.push(stored.id);
+            }
+        }
+        ids.sort_unstable();
+        assert_eq!(ids, (1..=(SUBMITS * ROUNDS) as u64).collect::<Vec<_>>());
+        for id in ids {
+            let name = machinery.text_id(id).unwrap();
+            assert!(name.ends_with(&format!("-d{id}")), "run {id} is named {name}");
+        }
     }
 }

@@ -30,7 +30,7 @@
 //! its report, exit (jobs keep running on the grid; a restart resumes them,
 //! from their last checkpoints). SIGHUP: read the config and its sites
 //! files again (capacities, weights, admins take effect at once; the socket
-//! path and state directory only at the next start); a config that does not
+//! path, state directory and `condor_bin_dir` only at the next start); a config that does not
 //! parse is reported and the running one kept. When `JOURNAL_STREAM` is set
 //! (stderr goes to journald) log lines carry no timestamps or colours.
 //!
@@ -44,6 +44,29 @@
 //! true` makes the daemon honour an `as_uid` field instead: it exists only so
 //! that tests, which cannot switch uid, can act as several users; never set
 //! it on a shared host.
+//!
+//! # Invariants
+//! - The daemon runs only the HTCondor tools of its own configuration
+//!   (`condor_bin_dir`, else its own `PATH`). A run's sites file comes from
+//!   the client, and its `[condor] bin_dir` would choose the programs the
+//!   daemon's account runs (which owns every user's jobs and the state
+//!   database): a submit whose `bin_dir` is not the daemon's is refused,
+//!   saying so, rather than ignored, since its author meant other tools;
+//!   and a recorded run is driven with the daemon's tools whatever its
+//!   record says ([`dbrun::condor_settings`]). The other `[condor]` settings
+//!   choose no program and no file and act only on the caller's own run
+//!   (how long one HTCondor command may take, how often a removal is
+//!   retried, how long a schedd may stay silent, how often a user log is
+//!   read), so a run keeps its own; only values that would make the
+//!   shared daemon spin (a user log read more than ten times a second, a
+//!   removal retried more than 20 times at once) or that no `Duration`
+//!   holds (past a month) are refused.
+//! - The daemon deletes nothing at its socket path but a socket nobody
+//!   answers on ([`bind`]): a config that names a file or a directory
+//!   there is an error, not a loss.
+//! - Stopping never waits on a client: a connection that does not read
+//!   what it is sent is dropped at shutdown, and only runs get the stop's
+//!   grace.
 //!
 //! # Fair share
 //! Every [`server::SHARE_EVERY`] the daemon gathers, per site name, each
@@ -142,18 +165,30 @@ fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, St
     if config.simulate {
         return Ok(Arc::new(memsim::MemorySim::new(config)?));
     }
-    Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir)?))
+    Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir, config.condor_bin_dir.clone())?))
 }
 
 /// Binds the socket: removes a stale one (nobody answering on it), refuses
-/// to start beside a live daemon, then sets the mode and group.
+/// to start beside a live daemon or where something other than a socket
+/// is, then sets the mode and group.
 pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
+    use std::os::unix::fs::FileTypeExt;
     let path = &config.socket;
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir)
             .map_err(|e| format!("{}: creating the socket directory: {e}", dir.display()))?;
     }
-    if path.exists() {
+    // symlink_metadata: a symbolic link there is not ours to follow either.
+    if let Ok(found) = std::fs::symlink_metadata(path) {
+        if !found.file_type().is_socket() {
+            return Err(format!(
+                "{}: `socket` of {} names something that is not a socket (a {}); not touching it: \
+                 point `socket` at a path of its own (e.g. /run/cosched/cosched.sock)",
+                path.display(),
+                config.path.display(),
+                kind_of(&found.file_type())
+            ));
+        }
         if live_daemon_at(path)? {
             return Err(format!("{}: another daemon is listening there; stop it first", path.display()));
         }
@@ -168,6 +203,22 @@ pub fn bind(config: &DaemonConfig) -> Result<UnixListener, String> {
             .map_err(|e| format!("{}: giving the socket to group {gid}: {e}", path.display()))?;
     }
     Ok(listener)
+}
+
+/// What a file that is not a socket is, for a message.
+fn kind_of(file_type: &std::fs::FileType) -> &'static str {
+    use std::os::unix::fs::FileTypeExt;
+    if file_type.is_dir() {
+        "directory"
+    } else if file_type.is_symlink() {
+        "symbolic link"
+    } else if file_type.is_fifo() {
+        "FIFO"
+    } else if file_type.is_file() {
+        "regular file"
+    } else {
+        "device"
+    }
 }
 
 /// Whether a daemon answers on `path`. A connection alone does not say so:
@@ -284,4 +335,52 @@ pub fn default_socket(explicit: Option<&Path>) -> std::path::PathBuf {
         }
     }
     std::path::PathBuf::from("/run/cosched/cosched.sock")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config_in(dir: &Path, socket: &str) -> DaemonConfig {
+        let text = format!("socket = \"{socket}\"\nstate_dir = \"state\"\n");
+        config::parse(&dir.join("daemon.toml"), &text).unwrap()
+    }
+
+    /// A3 of the daemon's exploratory test: `bind` removed whatever was at
+    /// the socket path and did not answer a ping: a file (the config, the
+    /// state database), a directory it could not remove.
+    #[test]
+    fn a_socket_path_that_is_not_a_socket_is_refused_and_left_alone() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("important.txt"), "precious").unwrap();
+        std::fs::create_dir(dir.path().join("a_dir")).unwrap();
+        std::os::unix::fs::symlink(dir.path().join("important.txt"), dir.path().join("a_link")).unwrap();
+        for (name, kind) in
+            [("important.txt", "regular file"), ("a_dir", "directory"), ("a_link", "symbolic link")]
+        {
+            let config = config_in(dir.path(), name);
+            let why = bind(&config).err().unwrap_or_else(|| panic!("{name}: bound over a {kind}"));
+            let path = dir.path().join(name);
+            assert!(why.starts_with(&path.display().to_string()), "names the path: {why}");
+            assert!(why.contains(&format!("not a socket (a {kind})")), "{why}");
+            assert!(
+                why.contains("daemon.toml") && why.contains("point `socket` at"),
+                "says what to do: {why}"
+            );
+            assert!(std::fs::symlink_metadata(&path).is_ok(), "{name} is still there");
+        }
+        assert_eq!(std::fs::read_to_string(dir.path().join("important.txt")).unwrap(), "precious");
+    }
+
+    /// What `bind` may still remove: a socket nobody listens on (a daemon
+    /// killed before it could remove its own).
+    #[tokio::test]
+    async fn a_stale_socket_is_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        drop(std::os::unix::net::UnixListener::bind(dir.path().join("d.sock")).unwrap());
+        let listener = bind(&config_in(dir.path(), "d.sock")).expect("the stale socket is replaced");
+        let client = tokio::net::UnixStream::connect(dir.path().join("d.sock"));
+        let (accepted, connected) = tokio::join!(listener.accept(), client);
+        assert!(accepted.is_ok() && connected.is_ok(), "the new socket listens");
+    }
 }

@@ -148,7 +148,12 @@ struct Shared {
     capacity: RwLock<BTreeMap<String, u64>>,
     runs: Mutex<BTreeMap<u64, Arc<RunEntry>>>,
     machinery: Arc<dyn Machinery>,
+    /// The runs' tasks: a stop gives them [`STOP_GRACE`] to record how far
+    /// they got.
     tasks: TaskTracker,
+    /// The client connections' tasks, apart from the runs': a stop that
+    /// waits on them says so, and does not blame a run.
+    clients: TaskTracker,
     shutdown: CancellationToken,
     /// This process's effective uid: its own account counts as an admin.
     euid: u32,
@@ -221,6 +226,7 @@ pub async fn serve(
         runs: Mutex::new(BTreeMap::new()),
         machinery,
         tasks: TaskTracker::new(),
+        clients: TaskTracker::new(),
         shutdown: control.shutdown.clone(),
         euid,
     });
@@ -268,7 +274,7 @@ pub async fn serve(
             Wake::Accepted(Ok(stream)) => {
                 accept_backoff = Duration::from_millis(10);
                 let shared = shared.clone();
-                shared.tasks.clone().spawn(async move {
+                shared.clients.clone().spawn(async move {
                     if let Err(e) = connection(&shared, stream).await {
                         tracing::debug!("client connection ended: {e}");
                     }
@@ -304,15 +310,29 @@ pub async fn serve(
         }
     }
     notifier.stopping("stopping: checkpointing runs; their jobs keep running on the grid");
-    tracing::info!("stopping: {} task(s) to finish", shared.tasks.len());
+    tracing::info!(
+        "stopping: {} run(s) and {} client connection(s) to finish",
+        shared.tasks.len(),
+        shared.clients.len()
+    );
     shared.tasks.close();
+    shared.clients.close();
     // Engines stop at once; a run still reconciling its past (condor_q can
     // be slow) is abandoned after a while: everything it did is recorded, and
-    // the unit's stop timeout must not be reached.
-    if tokio::time::timeout(STOP_GRACE, shared.tasks.wait()).await.is_err() {
+    // the unit's stop timeout must not be reached. Connections end at once
+    // (`send` and reads give way to the stop); only a submit's dry run in
+    // progress can keep one.
+    let deadline = tokio::time::Instant::now() + STOP_GRACE;
+    if tokio::time::timeout_at(deadline, shared.tasks.wait()).await.is_err() {
         tracing::warn!(
-            "{} task(s) still busy after {STOP_GRACE:?}; exiting anyway (resume will redo them)",
+            "{} run(s) still busy after {STOP_GRACE:?}; exiting anyway (resume will redo them)",
             shared.tasks.len()
+        );
+    }
+    if tokio::time::timeout_at(deadline, shared.clients.wait()).await.is_err() {
+        tracing::warn!(
+            "{} client request(s) still being answered after {STOP_GRACE:?}; exiting anyway",
+            shared.clients.len()
         );
     }
     tracing::info!("stopped");
@@ -325,14 +345,20 @@ fn reload(shared: &Shared) {
     match loaded {
         Ok((mut new, capacity)) => {
             let old = shared.config();
-            if new.socket != old.socket || new.state_dir != old.state_dir {
+            if new.socket != old.socket
+                || new.state_dir != old.state_dir
+                || new.condor_bin_dir != old.condor_bin_dir
+            {
                 tracing::warn!(
-                    "reload: socket and state_dir changes take effect at the next restart; keeping {} and {}",
+                    "reload: socket, state_dir and condor_bin_dir changes take effect at the next restart; \
+                     keeping {}, {} and {:?}",
                     old.socket.display(),
-                    old.state_dir.display()
+                    old.state_dir.display(),
+                    old.condor_bin_dir
                 );
                 new.socket = old.socket.clone();
                 new.state_dir = old.state_dir.clone();
+                new.condor_bin_dir = old.condor_bin_dir.clone();
             }
             *shared.capacity.writing() = capacity;
             *shared.config.writing() = Arc::new(new);
@@ -622,43 +648,58 @@ fn share_step(shared: &Shared) {
 
 async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result<()> {
     let cred = stream.peer_cred()?;
-    let (read, mut write) = stream.into_split();
+    let (read, write) = stream.into_split();
     let mut reader = BufReader::new(read);
-    let mut line = String::new();
+    let mut client = Client { write, shutdown: shared.shutdown.clone() };
+    // Bytes, not a String: a line that is not UTF-8 is a bad request to
+    // answer, not a read error that ends the connection.
+    let mut line = Vec::new();
     loop {
         line.clear();
         let mut limited = (&mut reader).take(MAX_REQUEST);
         let n = tokio::select! {
             biased;
             _ = shared.shutdown.cancelled() => return Ok(()),
-            n = limited.read_line(&mut line) => n?,
+            n = limited.read_until(b'\n', &mut line) => n?,
         };
         if n == 0 {
             return Ok(());
         }
-        if !line.ends_with('\n') && n as u64 >= MAX_REQUEST {
-            send(&mut write, &Response::error(format!("request longer than {MAX_REQUEST} bytes"))).await?;
+        if !line.ends_with(b"\n") && n as u64 >= MAX_REQUEST {
+            client.send(&Response::error(format!("request longer than {MAX_REQUEST} bytes"))).await?;
             return Ok(());
         }
-        let envelope: Envelope = match serde_json::from_str(line.trim()) {
+        let text = match std::str::from_utf8(&line) {
+            Ok(text) => text,
+            Err(e) => {
+                let at = e.valid_up_to() + 1;
+                client
+                    .send(&Response::error(format!(
+                        "bad request: not UTF-8 (byte {at} of the line); send JSON in UTF-8"
+                    )))
+                    .await?;
+                continue;
+            }
+        };
+        let envelope: Envelope = match serde_json::from_str(text.trim()) {
             Ok(e) => e,
             Err(e) => {
-                send(&mut write, &Response::error(format!("bad request: {e}"))).await?;
+                client.send(&Response::error(format!("bad request: {e}"))).await?;
                 continue;
             }
         };
         let caller = match identify(shared, cred.uid(), cred.gid(), envelope.as_uid) {
             Ok(c) => c,
             Err(e) => {
-                send(&mut write, &Response::error(e)).await?;
+                client.send(&Response::error(e)).await?;
                 continue;
             }
         };
         match envelope.request {
-            Request::Watch { run } => watch_run(shared, caller, run, &mut write).await?,
+            Request::Watch { run } => watch_run(shared, caller, run, &mut client).await?,
             request => {
                 let response = answer(shared, caller, request).await;
-                send(&mut write, &response).await?;
+                client.send(&response).await?;
             }
         }
     }
@@ -692,10 +733,25 @@ fn primary_gid(user: &str) -> Option<u32> {
     (rc == 0 && !out.is_null()).then_some(pw.pw_gid)
 }
 
-async fn send(write: &mut tokio::net::unix::OwnedWriteHalf, response: &Response) -> std::io::Result<()> {
-    let mut line = serde_json::to_string(response).map_err(std::io::Error::other)?;
-    line.push('\n');
-    write.write_all(line.as_bytes()).await
+/// Where a connection's answers go.
+struct Client {
+    write: tokio::net::unix::OwnedWriteHalf,
+    /// The daemon's: a client that does not read what it is sent must not
+    /// hold up a stop (a write to it waits until it reads).
+    shutdown: CancellationToken,
+}
+
+impl Client {
+    /// Writes one response line; gives up (an error) when the daemon stops.
+    async fn send(&mut self, response: &Response) -> std::io::Result<()> {
+        let mut line = serde_json::to_string(response).map_err(std::io::Error::other)?;
+        line.push('\n');
+        tokio::select! {
+            biased;
+            _ = self.shutdown.cancelled() => Err(std::io::Error::other("the daemon is stopping")),
+            written = self.write.write_all(line.as_bytes()) => written,
+        }
+    }
 }
 
 fn no_such_run(id: u64) -> Response {
@@ -775,17 +831,17 @@ async fn watch_run(
     shared: &Arc<Shared>,
     caller: Caller,
     id: u64,
-    write: &mut tokio::net::unix::OwnedWriteHalf,
+    client: &mut Client,
 ) -> std::io::Result<()> {
     let Some(run) = shared.run(id).filter(|r| caller.sees(r)) else {
-        return send(write, &no_such_run(id)).await;
+        return client.send(&no_such_run(id)).await;
     };
     let mut changes = run.changed.subscribe();
     loop {
         changes.mark_unchanged();
         let status = run.snapshot();
         let finished = RunState::parse(&status.state).is_some_and(|s| s.finished());
-        send(write, &Response { runs: Some(vec![status]), ..Response::ok() }).await?;
+        client.send(&Response { runs: Some(vec![status]), ..Response::ok() }).await?;
         if finished {
             return Ok(());
         }
@@ -795,6 +851,10 @@ async fn watch_run(
             changed = changes.changed() => if changed.is_err() { return Ok(()) },
         }
         // Rate limit: a busy run changes many times a second.
-        tokio::time::sleep(WATCH_EVERY).await;
+        tokio::select! {
+            biased;
+            _ = shared.shutdown.cancelled() => return Ok(()),
+            _ = tokio::time::sleep(WATCH_EVERY) => {}
+        }
     }
 }

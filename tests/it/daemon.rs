@@ -43,6 +43,9 @@ fn wait_for<T>(what: &str, patience: Duration, mut probe: impl FnMut() -> Option
 struct Setup {
     dir: tempfile::TempDir,
     pool: PathBuf,
+    /// The fake pool's HTCondor tools: the daemon's `condor_bin_dir`, and
+    /// the `bin_dir` of the sites files the tests hand it.
+    bin: PathBuf,
 }
 
 impl Setup {
@@ -73,7 +76,7 @@ impl Setup {
         let slow = "[[site]]\nname = \"slow\"\ngrid_resource = \"condor slow.example slow.example:9619\"\nslots = 16\n";
         std::fs::write(dir.path().join("good.toml"), format!("{condor}{good}")).unwrap();
         std::fs::write(dir.path().join("both.toml"), format!("{condor}{good}{slow}")).unwrap();
-        let s = Setup { dir, pool };
+        let s = Setup { dir, pool, bin };
         s.write_config(config_extra);
         s
     }
@@ -84,7 +87,9 @@ impl Setup {
 
     fn write_config(&self, extra: &str) {
         let text = format!(
-            "socket = \"d.sock\"\nstate_dir = \"state\"\nsocket_mode = \"0600\"\ntrust_client_uid = true\n{extra}\n"
+            "socket = \"d.sock\"\nstate_dir = \"state\"\nsocket_mode = \"0600\"\ntrust_client_uid = true\n\
+             condor_bin_dir = \"{}\"\n{extra}\n",
+            self.bin.display()
         );
         std::fs::write(self.path("daemon.toml"), text).unwrap();
     }
@@ -1006,4 +1011,120 @@ fn tells_systemd_it_is_ready_and_pings_the_watchdog() {
     let log = std::fs::read_to_string(s.path("daemon.log")).unwrap();
     assert!(log.contains("INFO"), "{log}");
     assert!(!log.contains('\x1b') && !log.contains("Z "), "no colours or timestamps for journald:\n{log}");
+}
+
+/// A1 of the daemon's exploratory test: the `[condor] bin_dir` of the sites
+/// file a client sends chose the programs the daemon's account ran (its
+/// `condor_submit -dry-run` at once). Now the submit is refused, saying
+/// why, and none of them runs; the daemon's own tools still serve a run.
+#[test]
+fn a_submit_naming_other_htcondor_tools_is_refused_and_runs_none_of_them() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = Setup::new(|_| {}, 60.0, "");
+    let d = s.start();
+    let evil = s.path("evil");
+    std::fs::create_dir(&evil).unwrap();
+    let ran = s.path("ran.txt");
+    for tool in ["condor_submit", "condor_q", "condor_rm", "condor_config_val"] {
+        let script = evil.join(tool);
+        std::fs::write(&script, format!("#!/bin/sh\necho \"{tool} $*\" >> '{}'\nexit 0\n", ran.display()))
+            .unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    let both = std::fs::read_to_string(s.path("both.toml")).unwrap();
+    let own = format!("bin_dir = \"{}\"", s.bin.display());
+    assert!(both.contains(&own), "the sites file names the pool's tools: {both}");
+    std::fs::write(s.path("evil.toml"), both.replace(&own, &format!("bin_dir = \"{}\"", evil.display())))
+        .unwrap();
+    let r = d.request(&json!({
+        "op": "submit", "n_jobs": 5,
+        "sites_path": s.path("evil.toml").display().to_string(),
+        "sites_toml": std::fs::read_to_string(s.path("evil.toml")).unwrap(),
+        "job_path": s.path("job.sub").display().to_string(),
+        "job_sub": std::fs::read_to_string(s.path("job.sub")).unwrap(),
+        "cwd": s.dir.path().display().to_string(), "as_uid": USER_A,
+    }));
+    let error = r["error"].as_str().unwrap_or_default();
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(error.contains(&format!("bin_dir = {}", evil.display())), "{error}");
+    assert!(
+        error.contains(&s.bin.display().to_string()) && error.ends_with("nothing was submitted"),
+        "{error}"
+    );
+    assert!(
+        !ran.exists(),
+        "the client's programs ran: {}",
+        std::fs::read_to_string(&ran).unwrap_or_default()
+    );
+    let id = s.submit(&d, USER_A, 4, "both.toml", Some("bulk"));
+    d.wait_finished(&[id], &s.pool);
+    assert!(!ran.exists());
+}
+
+/// B4 of the daemon's exploratory test: a request line that is not UTF-8
+/// closed the connection without an answer, and the requests after it on
+/// that connection were lost.
+#[test]
+fn a_request_that_is_not_utf8_is_answered_and_the_connection_goes_on() {
+    let s = simulated("");
+    let d = s.start();
+    let mut stream = UnixStream::connect(&d.socket).unwrap();
+    stream.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    stream.write_all(b"{\"op\":\"ping\",\"x\":\"\xff\"}\n{\"op\":\"ping\"}\n").unwrap();
+    let mut lines = BufReader::new(stream).lines();
+    let mut answer = || -> Value {
+        let line = lines.next().expect("an answer").expect("a readable answer");
+        serde_json::from_str(&line).unwrap()
+    };
+    let bad = answer();
+    assert_eq!(bad["ok"], false, "{bad}");
+    assert!(bad["error"].as_str().unwrap().contains("not UTF-8 (byte 19 of the line)"), "{bad}");
+    let next = answer();
+    assert_eq!(next["ok"], true, "the next request on the connection is served: {next}");
+}
+
+/// B2 of the daemon's exploratory test: a client that asks and never reads
+/// the answers held the daemon's stop for the 30 s given to runs, and the
+/// log then blamed a run.
+#[test]
+#[allow(clippy::disallowed_methods)] // how long the stop takes is the point
+fn a_client_that_never_reads_does_not_hold_up_the_stop() {
+    let s = simulated("");
+    let mut d = s.start();
+    let mut stuck = UnixStream::connect(&d.socket).unwrap();
+    stuck.set_write_timeout(Some(Duration::from_secs(2))).unwrap();
+    // Pings until the daemon stops reading them: its answers to us fill the
+    // socket, so its write waits on us.
+    let pings = "{\"op\":\"ping\"}\n".repeat(100_000);
+    let stopped_reading = stuck.write_all(pings.as_bytes()).expect_err("the daemon read 1.4 MB of pings");
+    assert!(
+        matches!(stopped_reading.kind(), std::io::ErrorKind::WouldBlock | std::io::ErrorKind::TimedOut),
+        "{stopped_reading}"
+    );
+    let asked = Instant::now();
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "{}", d.log_text());
+    let took = asked.elapsed();
+    assert!(took < Duration::from_secs(10), "the stop took {took:?}:\n{}", d.log_text());
+    assert!(!d.log_text().contains("still busy"), "{}", d.log_text());
+    drop(stuck);
+}
+
+/// The client's exit status when the daemon refuses a submit: nothing was
+/// submitted, so it is the input error's (2), as when the client finds
+/// the error itself, not 1 (a run whose jobs failed).
+#[test]
+fn a_submit_the_daemon_refuses_exits_2() {
+    let s = simulated("");
+    let d = s.start();
+    std::fs::write(s.path("other.toml"), "[[site]]\nname = \"elsewhere\"\nslots = 5\n").unwrap();
+    let out = s
+        .command(&["submit", "5", "other.toml", "job.sub", "--daemon"])
+        .env("COSCHED_SOCKET", &d.socket)
+        .output()
+        .expect("the client runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
+    assert!(stderr.contains("elsewhere"), "the daemon's reason is shown:\n{stderr}");
+    assert_eq!(d.request(&json!({"op": "runs"}))["runs"], json!([]), "nothing was recorded");
 }
