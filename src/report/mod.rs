@@ -236,9 +236,18 @@ pub fn write_run_report(
     // Started with the first log's records: read_logs has opened every log
     // by then, so a log that is not there leaves no directory behind.
     let mut jobs = None;
-    let (names, diagnostics) = read_logs(logs, current_year(), |records| {
+    // A run writes one log per site: its jobs are that site's, named as the
+    // run names it, whatever their grid_resource (two sites may share one CE).
+    let site_of_log: std::collections::BTreeMap<usize, std::sync::Arc<str>> =
+        decisions.sites.iter().map(|s| (s.log, std::sync::Arc::from(s.site.as_str()))).collect();
+    let (names, diagnostics) = read_logs(logs, current_year(), |mut records| {
         if jobs.is_none() {
             jobs = Some(start()?);
+        }
+        for job in &mut records {
+            if let Some(site) = site_of_log.get(&job.file) {
+                job.site = site.clone();
+            }
         }
         if let Some(spill) = &mut jobs {
             records.iter().try_for_each(|j| spill.push(j)).map_err(spilled)?;

@@ -1039,6 +1039,13 @@ mod e2e {
         assert!(figure.matches(r#"class="verdict degraded""#).count() >= 1, "a degraded verdict: {figure}");
         assert!(figure.contains(r#"class="running""#), "drawn over the running jobs: {figure}");
 
+        // The site tables name sites as the run does, not by their CE.
+        let names: Vec<&str> =
+            json["summary"]["sites"].as_array().unwrap().iter().filter_map(|s| s["name"].as_str()).collect();
+        assert!(
+            names.contains(&"knee") && names.iter().all(|n| !n.contains(' ') && !n.ends_with(".log")),
+            "{names:?}"
+        );
         let series = json["summary"]["decisions"].as_array().expect("report.json has the decisions");
         let knee = series.iter().find(|d| d["site"] == "knee").expect("the knee site's decisions");
         let windows: Vec<f64> =
