@@ -588,16 +588,33 @@ impl Observer for StatusObserver {
     }
 }
 
-/// Finished runs kept in memory for `status`/`runs` (older ones stay in the
-/// state database only), so a daemon that runs for months stays small.
+/// Finished runs of each user kept in memory for `status`/`runs` (older
+/// ones stay in the state database only), so a daemon that runs for months
+/// stays small. Counted per user: one user's many runs do not push another's
+/// out of sight.
 const KEEP_FINISHED: usize = 200;
 
 fn forget_old_finished(shared: &Shared) {
     let mut runs = shared.runs.locked();
-    let finished: Vec<u64> = runs.values().filter(|r| r.state().finished()).map(|r| r.id).collect();
-    for id in finished.iter().take(finished.len().saturating_sub(KEEP_FINISHED)) {
-        runs.remove(id);
+    let finished = runs.values().filter(|r| r.state().finished()).map(|r| (r.id, r.owner));
+    for id in beyond_each_users_last(finished.collect(), KEEP_FINISHED) {
+        runs.remove(&id);
     }
+}
+
+/// Of `runs` (id, owner), the ids of each owner's older than its last
+/// `keep` (ids grow with time).
+fn beyond_each_users_last(runs: Vec<(u64, u32)>, keep: usize) -> Vec<u64> {
+    let mut by_owner: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for (id, owner) in runs {
+        by_owner.entry(owner).or_default().push(id);
+    }
+    let mut old = Vec::new();
+    for mut ids in by_owner.into_values() {
+        ids.sort_unstable();
+        old.extend(ids.iter().take(ids.len().saturating_sub(keep)));
+    }
+    old
 }
 
 /// One round of the fair share over every active run.
@@ -756,7 +773,9 @@ impl Client {
 
 fn no_such_run(id: u64) -> Response {
     // The same answer whether the run does not exist or is someone else's.
-    Response::error(format!("no run {id} of yours (see `cosched runs`)"))
+    Response::error(format!(
+        "no run {id} of yours (see `cosched runs`; of your finished runs, the last {KEEP_FINISHED} are kept)"
+    ))
 }
 
 async fn answer(shared: &Arc<Shared>, caller: Caller, request: Request) -> Response {
@@ -856,5 +875,22 @@ async fn watch_run(
             _ = shared.shutdown.cancelled() => return Ok(()),
             _ = tokio::time::sleep(WATCH_EVERY) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One user's many finished runs once pushed every other user's out of
+    /// `runs` and `status` (the daemon's exploratory test, B1).
+    #[test]
+    fn finished_runs_are_forgotten_per_user_oldest_first() {
+        let mut runs: Vec<(u64, u32)> = (1..=5).map(|id| (id, 1000)).collect();
+        runs.push((6, 2000));
+        runs.extend((7..=9).map(|id| (id, 1000)));
+        let mut old = beyond_each_users_last(runs, 3);
+        old.sort_unstable();
+        assert_eq!(old, vec![1, 2, 3, 4, 5], "user 1000 keeps 7, 8, 9; user 2000 keeps its one run");
     }
 }
