@@ -1018,7 +1018,7 @@ impl SiteBackend for CondorSite {
             match got {
                 Ok(events) => {
                     for d in self.follower.take_diagnostics() {
-                        tracing::warn!(site = %self.config.name, "user log at byte {}: {}", d.offset, d.message);
+                        tracing::warn!(site = %self.config.name, "{}", d.located(self.follower.path()));
                     }
                     let translated = self.translate(events);
                     self.journal.log_offset(self.site, self.follower.offset());

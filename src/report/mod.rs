@@ -150,7 +150,7 @@ pub fn read_logs(
             }
             let diags = reader.take_diagnostics();
             for d in &diags {
-                tracing::warn!("{}: offset {}: {}", path.display(), d.offset, d.message);
+                tracing::warn!("{}", d.located(path));
             }
             diagnostics += diags.len();
             if !more {

@@ -350,22 +350,27 @@ impl ReadAhead {
 /// stamps are dated from the run's start at `epoch_unix`, as the live
 /// follower dates them.
 fn read_log(path: &Path, from: u64, epoch_unix: f64) -> LogRead {
-    let read = || -> std::io::Result<Vec<u8>> {
+    let read = || -> std::io::Result<(Vec<u8>, Option<u64>)> {
         use std::io::{Read, Seek};
         let mut file = std::fs::File::open(path)?;
+        // The line `from` is on, for diagnostics (counted as the live
+        // follower counts it, so both name the same place).
+        let line = crate::userlog::line_at(&file, from)?;
         file.seek(std::io::SeekFrom::Start(from))?;
         let mut bytes = Vec::new();
         file.read_to_end(&mut bytes)?;
-        Ok(bytes)
+        Ok((bytes, line))
     };
     match read() {
-        Ok(bytes) => {
+        Ok((bytes, line)) => {
             // Outlines: a policy is told the same of an outline as of the
             // whole event (what `site_event` reads), at several times the speed.
-            let mut parser = Parser::with_legacy_dates(LegacyDates::from_run_start(epoch_unix)).outline();
+            let mut parser =
+                Parser::with_legacy_dates(LegacyDates::from_run_start(epoch_unix)).outline().at_line(line);
             let events = parser.feed(&bytes);
             for d in parser.take_diagnostics() {
-                tracing::warn!("{} at byte {}: {}", path.display(), from + d.offset, d.message);
+                let d = crate::userlog::Diagnostic { offset: from + d.offset, ..d };
+                tracing::warn!("{}", d.located(path));
             }
             Ok((events, from + parser.consumed()))
         }

@@ -2,7 +2,8 @@
 //!
 //! Input errors (missing file, directory, binary data) are one line naming
 //! the file, exit 2. Malformed blocks do not stop a command: what parses is
-//! printed, each diagnostic goes to stderr as `FILE: offset N: …`, exit 1.
+//! printed, each diagnostic goes to stderr as `FILE:LINE: …` (`FILE: byte N: …` where
+//! the line is unknown), exit 1.
 //! This is the one place of the userlog module that reads the clock: legacy
 //! `MM/DD` stamps get the current year, as HTCondor's reader gives them.
 
@@ -56,7 +57,7 @@ fn read_error(e: ReadError) -> Failure {
 fn report(file: &Path, diags: &[Diagnostic]) {
     let mut err = std::io::stderr().lock();
     for d in diags {
-        let _ = writeln!(err, "{}: offset {}: {}", file.display(), d.offset, d.message);
+        let _ = writeln!(err, "{}", d.located(file));
     }
 }
 

@@ -38,6 +38,34 @@ const FINGERPRINT: usize = 64;
 /// Read at most this much per poll before handing events back.
 const MAX_READ_PER_POLL: u64 = 64 << 20;
 
+/// Largest skipped prefix whose lines are counted when resuming mid-file.
+/// Counting costs a read of the prefix; up to this much, no more than one
+/// poll may read anyway ([`MAX_READ_PER_POLL`]), and in exchange diagnostics
+/// say `FILE:LINE`. Past it, a resume would stall its task on reading
+/// what the checkpoint exists to skip: diagnostics give the byte offset.
+const MAX_COUNTED_PREFIX: u64 = MAX_READ_PER_POLL;
+
+/// The 1-based line of byte `offset` of `file`, if the prefix before it is
+/// at most [`MAX_COUNTED_PREFIX`] bytes; `None` (unknown) past that.
+pub fn line_at(file: &File, offset: u64) -> io::Result<Option<u64>> {
+    if offset > MAX_COUNTED_PREFIX {
+        return Ok(None);
+    }
+    let mut buf = vec![0; (offset as usize).min(256 * 1024)];
+    let (mut at, mut line) = (0u64, 1u64);
+    while at < offset {
+        let want = ((offset - at) as usize).min(buf.len());
+        let n = file.read_at(&mut buf[..want], at)?;
+        if n == 0 {
+            // Shorter than the offset: the line is not there to count.
+            return Ok(None);
+        }
+        line += super::newlines(&buf[..n]);
+        at += n as u64;
+    }
+    Ok(Some(line))
+}
+
 /// Follows a growing log. Cancel-safe `next()`: dropping its future loses nothing.
 pub struct Follower {
     /// The log's path; what is at it may change (rotation).
@@ -217,6 +245,7 @@ impl Follower {
             } else if let Some(why) = self.rewritten()? {
                 let from = self.parser.consumed();
                 self.diagnostics.push(Diagnostic {
+                    line: self.parser.line(),
                     offset: from,
                     message: format!("{}: {why}; reading it again from the start", self.path.display()),
                 });
@@ -246,6 +275,11 @@ impl Follower {
         self.parser.consumed()
     }
 
+    /// The log's path (what its diagnostics are about).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
     /// Diagnostics since the last call (malformed blocks, rotation, truncation).
     pub fn take_diagnostics(&mut self) -> Vec<Diagnostic> {
         self.collect_parser_diagnostics();
@@ -265,7 +299,7 @@ impl Follower {
         let meta = file.metadata()?;
         let mut start = self.start_offset.take().unwrap_or(0);
         if start > meta.len() {
-            self.diagnostics.push(Diagnostic {
+            self.diagnostics.push(Diagnostic { line: None,
                 offset: start,
                 message: format!(
                     "{}: saved offset {start} is past the end ({} bytes): the log was replaced; reading it from the start",
@@ -278,7 +312,8 @@ impl Follower {
         let mut fingerprint = vec![0; (start as usize).min(FINGERPRINT)];
         let n = file.read_at(&mut fingerprint, 0)?;
         fingerprint.truncate(n);
-        self.parser = Parser::resuming(start, self.parser.legacy_dates());
+        let line = line_at(&file, start)?;
+        self.parser = Parser::resuming(start, self.parser.legacy_dates()).at_line(line);
         self.file = Some(OpenLog { file, dev: meta.dev(), ino: meta.ino(), read_to: start, fingerprint });
         Ok(())
     }
@@ -288,6 +323,7 @@ impl Follower {
         events.extend(self.parser.finish());
         for d in self.parser.take_diagnostics() {
             self.diagnostics.push(Diagnostic {
+                line: d.line,
                 offset: d.offset,
                 message: format!("{} (in the file rotated away from {})", d.message, self.path.display()),
             });

@@ -11,7 +11,7 @@
 //!
 //! Constraints:
 //! - Never panics and never gives up on a log: a malformed block becomes a
-//!   [`Diagnostic`] carrying its byte offset and parsing resumes at the next
+//!   [`Diagnostic`] carrying its line and byte offset and parsing resumes at the next
 //!   `...` line (text) or the next top-level `<c>` (XML).
 //! - Incremental: [`Parser::feed`] takes whatever bytes are there and returns
 //!   only complete events; a block without its terminator is kept until more
@@ -32,7 +32,7 @@ pub mod stats;
 mod text;
 mod xml;
 
-pub use follow::Follower;
+pub use follow::{line_at, Follower};
 pub use reader::{LogReader, READ_CHUNK};
 
 use std::path::{Path, PathBuf};
@@ -552,9 +552,44 @@ pub fn event_name(code: u16) -> &'static str {
 /// A malformed block, or other input the parser skipped.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Diagnostic {
-    /// Byte offset of the first byte concerned.
+    /// Byte offset of the first byte concerned: exact, and what a program
+    /// (`--json`, a resume point) can seek to.
     pub offset: u64,
+    /// 1-based line of that byte, what a person and an editor look for
+    /// (`FILE:LINE:`). `None` when the parser began mid-file and was not
+    /// told the line it began on ([`Parser::resuming`]), and for problems
+    /// that are not at a place in the file (a saved offset past its end).
+    pub line: Option<u64>,
     pub message: String,
+}
+
+impl Diagnostic {
+    /// `FILE:LINE: MESSAGE`, the project's compiler style (as `sites.toml`'s
+    /// errors), or `FILE: byte OFFSET: MESSAGE` where the line is unknown,
+    /// so that the place is never lost. The one format every printer uses.
+    pub fn located<'a>(&'a self, file: &'a Path) -> impl std::fmt::Display + 'a {
+        Located { file, diagnostic: self }
+    }
+}
+
+struct Located<'a> {
+    file: &'a Path,
+    diagnostic: &'a Diagnostic,
+}
+
+impl std::fmt::Display for Located<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let d = self.diagnostic;
+        match d.line {
+            Some(line) => write!(f, "{}:{line}: {}", self.file.display(), d.message),
+            None => write!(f, "{}: byte {}: {}", self.file.display(), d.offset, d.message),
+        }
+    }
+}
+
+/// Newlines in `bytes`: how many lines a consumed slice moves the count on.
+pub(crate) fn newlines(bytes: &[u8]) -> u64 {
+    memchr::memchr_iter(b'\n', bytes).count() as u64
 }
 
 /// Longest unfinished event kept while waiting for its terminator (bytes).
@@ -571,6 +606,11 @@ pub struct Parser {
     buf: Vec<u8>,
     /// Offset of `buf[0]` in the stream: just past the last complete event.
     consumed: u64,
+    /// 1-based line of byte `consumed`, moved on by the newlines of each
+    /// slice as it is consumed (each byte is counted once, never re-scanned),
+    /// so diagnostics can say `FILE:LINE`. `None`: resumed mid-file at an
+    /// unknown line; diagnostics then keep only their offset.
+    line: Option<u64>,
     /// Where in `buf` the search for a text terminator can resume, so that
     /// feeding one byte at a time stays linear.
     scan_hint: usize,
@@ -606,6 +646,7 @@ impl Parser {
         Parser {
             buf: Vec::new(),
             consumed: 0,
+            line: Some(1),
             scan_hint: 0,
             depth: text::Depth { legacy_year: legacy.year, outline: false },
             legacy,
@@ -639,8 +680,54 @@ impl Parser {
     }
 
     /// [`Parser::starting_at`] with legacy stamps dated from `legacy` on.
+    /// The line of `offset` is unknown unless it is 0 (the parser does no
+    /// I/O to count it); a caller that knows it says so with
+    /// [`Parser::at_line`].
     pub fn resuming(offset: u64, legacy: LegacyDates) -> Self {
-        Parser { consumed: offset, ..Parser::with_legacy_dates(legacy) }
+        let line = (offset == 0).then_some(1);
+        Parser { consumed: offset, line, ..Parser::with_legacy_dates(legacy) }
+    }
+
+    /// The stream's first byte is on this 1-based line (`None`: unknown).
+    pub fn at_line(mut self, line: Option<u64>) -> Self {
+        self.line = line;
+        self
+    }
+
+    /// The 1-based line of [`Parser::consumed`], if known.
+    pub fn line(&self) -> Option<u64> {
+        self.line
+    }
+
+    /// Consumes `data[..used]`, which starts at `consumed`: gives the
+    /// diagnostics from `first_new` on (all at offsets within `data`) their
+    /// lines, and moves `consumed` and `line` past it. Diagnostics come in
+    /// file order, so one pass over the slice serves both; one out of order
+    /// is counted again from the slice's start rather than given a wrong line.
+    fn consume(&mut self, data: &[u8], used: usize, first_new: usize) {
+        let base = self.consumed;
+        if let Some(start_line) = self.line {
+            let (mut at, mut line) = (0usize, start_line);
+            for d in &mut self.diagnostics[first_new..] {
+                let Some(rel) = d.offset.checked_sub(base).and_then(|r| usize::try_from(r).ok()) else {
+                    continue;
+                };
+                let rel = rel.min(data.len());
+                if rel < at {
+                    (at, line) = (0, start_line);
+                }
+                line += newlines(&data[at..rel]);
+                at = rel;
+                d.line = Some(line);
+            }
+            if used >= at {
+                line += newlines(&data[at..used]);
+            } else {
+                line = start_line + newlines(&data[..used]);
+            }
+            self.line = Some(line);
+        }
+        self.consumed = base + used as u64;
     }
 
     /// Takes the next bytes of the log; returns the events completed by them.
@@ -673,9 +760,11 @@ impl Parser {
         let used = self.process(data, events, false);
         let rest = &data[used..];
         if rest.len() > MAX_EVENT_BYTES {
+            let first_new = self.diagnostics.len();
             // No real event is this long: a writer that never terminates its
             // block (or garbage) must not grow a follower's memory forever.
             self.diagnostics.push(Diagnostic {
+                line: None,
                 offset: self.consumed,
                 message: format!(
                     "{} bytes without an event terminator; skipped: {}",
@@ -683,7 +772,7 @@ impl Parser {
                     text::snippet(rest)
                 ),
             });
-            self.consumed += rest.len() as u64;
+            self.consume(rest, rest.len(), first_new);
             self.scan_hint = 0;
             return data.len();
         }
@@ -704,6 +793,7 @@ impl Parser {
     pub fn finish_with(&mut self, rest: &[u8], events: &mut Vec<Event>) {
         let used = self.process(rest, events, true);
         let rest = &rest[used..];
+        let first_new = self.diagnostics.len();
         if rest.iter().any(|b| !b.is_ascii_whitespace()) {
             let skip = rest.iter().take_while(|b| b.is_ascii_whitespace()).count();
             let mut last = &rest[skip..];
@@ -723,6 +813,7 @@ impl Parser {
                 "`...` line"
             };
             self.diagnostics.push(Diagnostic {
+                line: None,
                 offset,
                 message: format!(
                     "unfinished event at end of input ({} bytes without a closing {end_marker}): {}",
@@ -731,7 +822,7 @@ impl Parser {
                 ),
             });
         }
-        self.consumed += rest.len() as u64;
+        self.consume(rest, rest.len(), first_new);
         self.scan_hint = 0;
     }
 
@@ -754,6 +845,7 @@ impl Parser {
     /// stream offset `self.consumed`); returns how many bytes were used.
     fn process(&mut self, data: &[u8], events: &mut Vec<Event>, at_eof: bool) -> usize {
         let base = self.consumed;
+        let first_new = self.diagnostics.len();
         // Real logs average about 235 bytes per event; avoid regrowing.
         events.reserve(data.len() / 160);
         let mut pos = 0usize;
@@ -772,7 +864,7 @@ impl Parser {
                     xml::Frame::Incomplete => break,
                     xml::Frame::Skip(n) => pos += n,
                     xml::Frame::Torn(n) => {
-                        self.diagnostics.push(Diagnostic {
+                        self.diagnostics.push(Diagnostic { line: None,
                             offset,
                             message: format!(
                                 "XML event has no closing `</c>` (the next event's `<c>` follows); skipped: {}",
@@ -785,11 +877,11 @@ impl Parser {
                         match xml::parse_event(&rest[..n], offset) {
                             Ok((ev, problem)) => {
                                 if let Some(message) = problem {
-                                    self.diagnostics.push(Diagnostic { offset, message });
+                                    self.diagnostics.push(Diagnostic { line: None, offset, message });
                                 }
                                 events.push(ev);
                             }
-                            Err(message) => self.diagnostics.push(Diagnostic { offset, message }),
+                            Err(message) => self.diagnostics.push(Diagnostic { line: None, offset, message }),
                         }
                         pos += n;
                     }
@@ -812,7 +904,7 @@ impl Parser {
             }
         }
         self.scan_hint = hint.saturating_sub(pos);
-        self.consumed = base + pos as u64;
+        self.consume(data, pos, first_new);
         pos
     }
 
@@ -913,6 +1005,34 @@ mod tests {
         let ok = b"000 (001.000.000) 2026-11-21 05:03:12 Job submitted from host: <h>\n...\n";
         parser.feed(b"\n...\n");
         assert_eq!(parser.feed(ok).len(), 1);
+    }
+
+    #[test]
+    fn diagnostics_give_the_line_or_else_the_byte() {
+        let bad =
+            "000 (001.000.000) 2026-11-21 05:03:12 Job submitted from host: <h>\n...\nnot an event\n...\n";
+        let at = bad.find("not an").unwrap() as u64;
+        // Fed a byte at a time: each byte is counted once, as it is consumed.
+        let mut parser = Parser::new();
+        for b in bad.as_bytes() {
+            parser.feed(std::slice::from_ref(b));
+        }
+        let diags = parser.take_diagnostics();
+        assert_eq!(diags.iter().map(|d| (d.offset, d.line)).collect::<Vec<_>>(), [(at, Some(3))]);
+        assert_eq!(parser.line(), Some(5));
+        let shown = diags[0].located(Path::new("j.log")).to_string();
+        assert!(shown.starts_with("j.log:3: not an event"), "{shown}");
+
+        // Resumed mid-file without being told the line: the byte, not a guess.
+        let mut resumed = Parser::resuming(1000, LegacyDates::in_year(2026));
+        resumed.feed(b"not an event\n...\n");
+        let diags = resumed.take_diagnostics();
+        assert_eq!(diags[0].line, None, "{diags:?}");
+        let shown = diags[0].located(Path::new("j.log")).to_string();
+        assert!(shown.starts_with("j.log: byte 1000: not an event"), "{shown}");
+        let mut told = Parser::resuming(1000, LegacyDates::in_year(2026)).at_line(Some(40));
+        told.feed(b"\n\nnot an event\n...\n");
+        assert_eq!(told.take_diagnostics()[0].line, Some(42));
     }
 
     #[test]

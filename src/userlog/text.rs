@@ -135,7 +135,11 @@ fn split_block(
     diags: &mut Vec<Diagnostic>,
 ) {
     if block.iter().all(|b| b.is_ascii_whitespace()) {
-        diags.push(Diagnostic { offset, message: "stray `...` line with no event before it".into() });
+        diags.push(Diagnostic {
+            line: None,
+            offset,
+            message: "stray `...` line with no event before it".into(),
+        });
         return;
     }
     // Start of each line that looks like a header; normally just 0, and
@@ -158,6 +162,7 @@ fn split_block(
     }
     let Some(&first) = starts.first() else {
         diags.push(Diagnostic {
+            line: None,
             offset,
             message: format!(
                 "not an event (no `NNN (cluster.proc.subproc) date time` header): {}",
@@ -168,6 +173,7 @@ fn split_block(
     };
     if first > 0 && block[..first].iter().any(|b| !b.is_ascii_whitespace()) {
         diags.push(Diagnostic {
+            line: None,
             offset,
             message: format!("skipped text before an event header: {}", snippet(block)),
         });
@@ -192,6 +198,7 @@ fn parse_one(
     let sub_offset = offset + start as u64;
     if cut {
         diags.push(Diagnostic {
+            line: None,
             offset: sub_offset,
             message: "event has no closing `...` line (the next header follows); read it anyway".into(),
         });
@@ -199,10 +206,10 @@ fn parse_one(
     match parse_event(&block[start..], sub_offset, depth) {
         Ok((event, None)) => events.push(event),
         Ok((event, Some(problem))) => {
-            diags.push(Diagnostic { offset: sub_offset, message: problem });
+            diags.push(Diagnostic { line: None, offset: sub_offset, message: problem });
             events.push(event);
         }
-        Err(message) => diags.push(Diagnostic { offset: sub_offset, message }),
+        Err(message) => diags.push(Diagnostic { line: None, offset: sub_offset, message }),
     }
 }
 

@@ -232,6 +232,11 @@ fn a_synthetic_log_damaged_across_chunk_boundaries_reads_as_a_whole() {
     }
 }
 
+/// The 1-based line of byte `offset`, counted here, not by the parser.
+fn line_of(bytes: &[u8], offset: u64) -> u64 {
+    1 + bytes[..offset as usize].iter().filter(|&&b| b == b'\n').count() as u64
+}
+
 #[test]
 fn log_dump_prints_the_whole_file_events_and_diagnostics() {
     let tmp = util::tempdir();
@@ -241,6 +246,7 @@ fn log_dump_prints_the_whole_file_events_and_diagnostics() {
     let mut events = parser.feed(&bytes);
     events.extend(parser.finish());
     let diags = parser.take_diagnostics();
+    assert!(!diags.is_empty(), "the synthetic log has malformed blocks");
 
     let out = util::cosched(tmp.path(), &["log", "dump", path.to_str().unwrap()]);
     assert_eq!(out.status.code(), Some(1), "malformed blocks: exit 1");
@@ -249,8 +255,10 @@ fn log_dump_prints_the_whole_file_events_and_diagnostics() {
     for (line, ev) in got.iter().zip(&events) {
         assert_eq!(serde_json::from_slice::<Value>(line).unwrap(), ev.to_json(), "event at {}", ev.offset);
     }
-    let want_err: String =
-        diags.iter().map(|d| format!("{}: offset {}: {}\n", path.display(), d.offset, d.message)).collect();
+    let want_err: String = diags
+        .iter()
+        .map(|d| format!("{}:{}: {}\n", path.display(), line_of(&bytes, d.offset), d.message))
+        .collect();
     assert_eq!(String::from_utf8_lossy(&out.stderr), want_err);
 }
 

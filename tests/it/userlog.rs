@@ -11,6 +11,12 @@ use serde_json::Value;
 use std::path::Path;
 use std::time::Duration;
 
+/// The 1-based line of byte `offset` of `bytes`, counted here rather than
+/// taken from the parser: what an editor shows for that byte.
+fn line_of(bytes: &[u8], offset: u64) -> u64 {
+    1 + bytes[..offset as usize].iter().filter(|&&b| b == b'\n').count() as u64
+}
+
 fn crafted(name: &str) -> Vec<u8> {
     let path = util::root().join("fixtures/userlogs").join(name);
     std::fs::read(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
@@ -204,6 +210,7 @@ fn torn_write_is_held_back_until_complete() {
     assert_eq!(events.len(), 3);
     assert_eq!(diags.len(), 1);
     assert_eq!(diags[0].offset, torn_at, "{diags:?}");
+    assert_eq!(diags[0].line, Some(line_of(&bytes, torn_at)), "{diags:?}");
 }
 
 #[test]
@@ -223,6 +230,8 @@ fn garbage_between_events_is_reported_and_skipped() {
         at("005 (080"),
     ] {
         assert!(offsets.contains(&expected), "no diagnostic at {expected}: {diags:?}");
+        let d = diags.iter().find(|d| d.offset == expected).unwrap();
+        assert_eq!(d.line, Some(line_of(&bytes, expected)), "{d:?}");
     }
     let tmp = util::tempdir();
     let path = util::root().join("fixtures/userlogs/garbage.log");
@@ -231,7 +240,10 @@ fn garbage_between_events_is_reported_and_skipped() {
     assert_eq!(json_lines(&out.stdout).len(), 5);
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert_eq!(stderr.lines().count(), diags.len(), "{stderr}");
-    assert!(stderr.lines().all(|l| l.contains("garbage.log: offset ")), "{stderr}");
+    for (l, d) in stderr.lines().zip(&diags) {
+        let want = format!("{}:{}: {}", path.display(), line_of(&bytes, d.offset), d.message);
+        assert_eq!(l, want);
+    }
 }
 
 #[test]
@@ -416,6 +428,7 @@ fn check_no_panic_and_consistent(bytes: &[u8], sizes: &[usize]) -> Result<(), Te
     }
     for d in &whole.1 {
         prop_assert!(d.offset as usize <= bytes.len());
+        prop_assert_eq!(d.line, Some(line_of(bytes, d.offset)), "{:?}", d);
     }
     let chunked = feed_in_chunks(bytes, sizes);
     prop_assert_eq!(&chunked.0, &whole.0);
@@ -658,6 +671,7 @@ fn a_torn_xml_event_is_skipped_at_the_next_top_level_c() {
     assert_eq!(events.iter().map(|e| e.code).collect::<Vec<_>>(), [0, 1, 5, 12, 27, 9]);
     assert_eq!(diags.len(), 1, "{diags:?}");
     assert_eq!(diags[0].offset, second as u64);
+    assert_eq!(diags[0].line, Some(line_of(&torn, second as u64)), "{diags:?}");
     assert!(diags[0].message.contains("`</c>`"), "{diags:?}");
     // Held back while it may still be written; the next event releases it.
     let mut parser = Parser::new();
@@ -681,6 +695,8 @@ fn events_before_an_unfinished_last_one_are_read() {
     let offsets: Vec<u64> = diags.iter().map(|d| d.offset).collect();
     let at = |s: &str| log.find(s).unwrap() as u64;
     assert_eq!(offsets, [at("001 ("), at("005 (")], "{diags:?}");
+    let lines: Vec<Option<u64>> = diags.iter().map(|d| d.line).collect();
+    assert_eq!(lines, [Some(3), Some(4)], "{diags:?}");
     assert!(diags[1].message.starts_with("unfinished event"), "{diags:?}");
 }
 
@@ -774,4 +790,74 @@ fn log_stats_leaves_out_and_names_a_job_whose_times_go_backwards() {
         stderr.contains("dst.log: job 50.0: its terminate (005) is stamped 2700 s before its execute (001)"),
         "{stderr}"
     );
+}
+
+// ---------------------------------------------------------------------------
+// Diagnostics name the line.
+
+/// Good events around one malformed block, which starts on the returned line
+/// (counted from the text before it).
+fn log_with_a_bad_block() -> (String, u64) {
+    let mut log = String::new();
+    for n in 1..=4 {
+        log.push_str(&event_text(n));
+    }
+    let bad_line = 1 + log.matches('\n').count() as u64;
+    log.push_str("this is not an event\nnor is this\n...\n");
+    for n in 5..=7 {
+        log.push_str(&event_text(n));
+    }
+    (log, bad_line)
+}
+
+#[test]
+fn log_dump_names_the_line_of_a_malformed_block() {
+    let tmp = util::tempdir();
+    let (log, bad_line) = log_with_a_bad_block();
+    assert!(bad_line > 4, "the block is not on an early line by accident");
+    let path = tmp.path().join("bad.log");
+    std::fs::write(&path, &log).unwrap();
+    let out = util::cosched(tmp.path(), &["log", "dump", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "a malformed block: exit 1");
+    assert_eq!(json_lines(&out.stdout).len(), 7, "the good events around it are dumped");
+    let err = String::from_utf8_lossy(&out.stderr);
+    let want = format!("{}:{bad_line}: not an event", path.display());
+    assert!(err.starts_with(&want), "want {want:?}, got {err:?}");
+    assert_eq!(err.lines().count(), 1, "{err}");
+}
+
+#[test]
+fn a_follower_fed_in_pieces_names_the_line_and_starts_again_at_1_after_truncation() {
+    let tmp = util::tempdir();
+    let path = tmp.path().join("grow.log");
+    let (log, bad_line) = log_with_a_bad_block();
+    let mut follower = Follower::new(path.clone(), 0).polling_only();
+    // Pieces cut anywhere (mid-line, mid-block), each followed by a poll.
+    let mut got = 0;
+    for piece in log.as_bytes().chunks(37) {
+        append(&path, piece);
+        got += follower.poll().unwrap().len();
+    }
+    assert_eq!(got, 7);
+    let diags = follower.take_diagnostics();
+    assert_eq!(diags.iter().map(|d| d.line).collect::<Vec<_>>(), [Some(bad_line)], "{diags:?}");
+
+    // A follower resumed at a checkpoint counts the lines it skipped.
+    let checkpoint = log.find("this is not").unwrap();
+    let mut resumed = Follower::new(path.clone(), checkpoint as u64).polling_only();
+    assert_eq!(resumed.poll().unwrap().len(), 3);
+    let diags = resumed.take_diagnostics();
+    assert_eq!(diags.iter().map(|d| d.line).collect::<Vec<_>>(), [Some(bad_line)], "{diags:?}");
+
+    // Truncated and written again: lines count from the new start, and the
+    // truncation itself is reported where reading had got to.
+    let lines = log.matches('\n').count() as u64;
+    std::fs::write(&path, "").unwrap();
+    assert!(follower.poll().unwrap().is_empty());
+    append(&path, b"garbage first\n...\n");
+    append(&path, event_text(9).as_bytes());
+    assert_eq!(follower.poll().unwrap().len(), 1);
+    let diags = follower.take_diagnostics();
+    assert_eq!(diags.iter().map(|d| d.line).collect::<Vec<_>>(), [Some(lines + 1), Some(1)], "{diags:?}");
+    assert!(diags[0].message.contains("truncated"), "{diags:?}");
 }
