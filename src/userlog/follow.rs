@@ -46,7 +46,7 @@ const MAX_READ_PER_POLL: u64 = 64 << 20;
 const MAX_COUNTED_PREFIX: u64 = MAX_READ_PER_POLL;
 
 /// The 1-based line of byte `offset` of `file`, if the prefix before it is
-/// at most [`MAX_COUNTED_PREFIX`] bytes; `None` (unknown) past that.
+/// at most 64 MiB (`MAX_COUNTED_PREFIX`); `None` (unknown) past that.
 pub fn line_at(file: &File, offset: u64) -> io::Result<Option<u64>> {
     if offset > MAX_COUNTED_PREFIX {
         return Ok(None);
