@@ -85,8 +85,8 @@ pub struct SubmitArgs {
     /// with cosched, driven by each site's [site.simulate] model.
     #[arg(long)]
     pub simulate: bool,
-    /// With --simulate: simulated seconds per real second (a resumed run
-    /// keeps its own).
+    /// With --simulate: simulated seconds per real second, at most 10000
+    /// (a resumed run keeps its own).
     #[arg(long, default_value_t = 100.0, requires = "simulate", conflicts_with = "resume")]
     pub speedup: f64,
     /// Print the final summary as JSON.

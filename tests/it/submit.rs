@@ -360,6 +360,13 @@ mod check {
         let huge = "9223372036854775807:io.sub";
         let out = util::cosched(dir.path(), &["check", "sites.toml", "--jobs", huge, "--jobs", "1:cpu.sub"]);
         assert_bad(&out, &["more than one run holds"]);
+        // Past what its real processes can keep up with, a simulated grid
+        // is refused, naming the way to go faster.
+        let out = util::cosched(
+            dir.path(),
+            &["submit", "5", "sites.toml", "io.sub", "--simulate", "--speedup", "1e5"],
+        );
+        assert_bad(&out, &["at most 10000", "cosched bench"]);
         let out = util::cosched(dir.path(), &["submit", "99999999999999999999", "sites.toml", "io.sub"]);
         assert_bad(&out, &["99999999999999999999 jobs are more than one run holds"]);
         assert!(!dir.path().join("cosched-state").exists(), "nothing recorded");
