@@ -393,26 +393,53 @@ impl<'a> Case<'a> {
     /// at-least-once execution), in the same cluster.proc: a second
     /// completion is then HTCondor's, and is printed, not failed. cosched's
     /// duplicates are what fails: a job in two submitted batches of the
-    /// state database (`state_db`), or a cluster in a user log that no
-    /// batch recorded (a `condor_submit` that succeeded unseen and was
-    /// retried).
+    /// state database (`state_db`) where more than one of them was not
+    /// withdrawn before it started (the policy takes idle jobs back when a
+    /// window drops, and sends them again: one attempt, aborted by 009 with
+    /// no 001, is no duplicate), or a cluster in a user log that no batch
+    /// recorded (a `condor_submit` that succeeded unseen and was retried).
     pub fn assert_each_sent_once_and_completed(&self, n: u64, state_db: &Path) -> Ledger {
         let ledger = self.ledger();
         let missing: Vec<u64> = (0..n).filter(|i| ledger.ended(*i) == 0).collect();
         assert!(missing.is_empty(), "{}: jobs that never completed: {missing:?}", self.name);
         let batches = submitted_batches(state_db, None);
-        let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
-        for job in batches.iter().flat_map(|(_, jobs)| jobs) {
-            *sent.entry(*job).or_default() += 1;
-        }
-        let sent_twice: Vec<(&u64, &u32)> = sent.iter().filter(|(_, times)| **times > 1).collect();
-        assert!(sent_twice.is_empty(), "{}: jobs sent in more than one batch: {sent_twice:?}", self.name);
-        let recorded: std::collections::BTreeSet<i64> = batches.iter().map(|(cluster, _)| *cluster).collect();
-        let mut logged = std::collections::BTreeSet::new();
+        use std::collections::BTreeSet;
+        let mut logged: BTreeSet<i64> = BTreeSet::new();
+        let mut started: BTreeSet<(i64, i64)> = BTreeSet::new();
+        let mut aborted: BTreeSet<(i64, i64)> = BTreeSet::new();
         for log in self.user_log_paths() {
             let (events, _) = cosched::userlog::parse_bytes(&std::fs::read(&log).unwrap_or_default());
-            logged.extend(events.iter().filter(|e| e.code == 0).map(|e| e.cluster));
+            for e in &events {
+                match e.code {
+                    0 => logged.extend([e.cluster]),
+                    1 => started.extend([(e.cluster, e.proc)]),
+                    9 => aborted.extend([(e.cluster, e.proc)]),
+                    _ => {}
+                }
+            }
         }
+        let mut sent: BTreeMap<u64, u32> = BTreeMap::new();
+        let mut withdrawn: BTreeMap<u64, u32> = BTreeMap::new();
+        for (cluster, jobs) in &batches {
+            for (proc, job) in jobs.iter().enumerate() {
+                let at = (*cluster, proc as i64);
+                if aborted.contains(&at) && !started.contains(&at) {
+                    *withdrawn.entry(*job).or_default() += 1;
+                } else {
+                    *sent.entry(*job).or_default() += 1;
+                }
+            }
+        }
+        let sent_twice: Vec<(&u64, &u32)> = sent.iter().filter(|(_, times)| **times > 1).collect();
+        assert!(
+            sent_twice.is_empty(),
+            "{}: jobs sent in more than one batch not withdrawn unstarted: {sent_twice:?}",
+            self.name
+        );
+        if !withdrawn.is_empty() {
+            println!("{}: jobs withdrawn before they started and sent again: {withdrawn:?}", self.name);
+        }
+        let recorded: BTreeSet<i64> = batches.iter().map(|(cluster, _)| *cluster).collect();
         let unrecorded: Vec<&i64> = logged.difference(&recorded).collect();
         assert!(
             unrecorded.is_empty(),
