@@ -63,9 +63,9 @@ impl SiteId {
 }
 
 /// The most jobs one run holds. The job book and the run's records keep a
-/// few dozen bytes per job (a simulated run of 10^7 jobs peaked at 586 MB);
-/// ten times the largest runs cosched is built for, and far below what
-/// would exhaust a submit host, whose daemon other users share.
+/// few dozen bytes per job (BENCHMARKS.md, "Limits"): ten times the largest
+/// runs cosched is built for, and far below what would exhaust a submit
+/// host, whose daemon other users share.
 pub const MAX_JOBS: u64 = 10_000_000;
 
 /// Why a run of `n` jobs in all is refused, if it is: more than [`MAX_JOBS`].

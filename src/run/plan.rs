@@ -339,8 +339,7 @@ fn same_kinds(run: &RunRecord, recorded: &[KindSpec], given: &[KindSpec]) -> Res
 /// the queue.
 /// The fastest a `--simulate` run goes: its fake HTCondor commands are real
 /// processes, and each millisecond they take is `speedup` ms of simulated
-/// time. At 10^5 a tester's run of 5 jobs took 29 simulated minutes, not 2;
-/// at 10^12 it stopped as stuck.
+/// time, which past this distorts the run (BENCHMARKS.md, "Limits").
 const MAX_SPEEDUP: f64 = 10_000.0;
 
 fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
