@@ -59,8 +59,9 @@
 //!   retried, how long a schedd may stay silent, how often a user log is
 //!   read), so a run keeps its own; only values that would make the
 //!   shared daemon spin (a user log read more than ten times a second, a
-//!   removal retried more than 20 times at once) or that no `Duration`
-//!   holds (past a month) are refused.
+//!   removal retried more than 20 times at once) are refused here; a
+//!   timeout past a month is refused for every run as the sites file is
+//!   read (`config::MAX_CONDOR_SECONDS`).
 //! - The daemon deletes nothing at its socket path but a socket nobody
 //!   answers on ([`bind`]): a config that names a file or a directory
 //!   there is an error, not a loss.
