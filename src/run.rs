@@ -51,7 +51,8 @@ pub struct SubmitArgs {
     #[arg(required_unless_present_any = ["resume", "jobs"])]
     pub sites: Option<PathBuf>,
     /// The HTCondor submit description of one job.
-    #[arg(required_unless_present_any = ["resume", "jobs"])]
+    // Not required here: without it, N is most often what is missing
+    // (`cosched submit sites.toml job.sub`), which `inputs` says.
     pub job: Option<PathBuf>,
     /// One kind of job of the run: COUNT jobs of the submit description
     /// FILE, named NAME ($(CoschedType); default: FILE's stem). Repeat for
@@ -109,9 +110,18 @@ impl SubmitArgs {
     /// `--resume`). Mixing the forms is refused, saying which to use.
     pub fn inputs(&self) -> Result<(PathBuf, Vec<KindSpec>), Failure> {
         if self.jobs.is_empty() {
+            if let (Some(sites), Some(job), None) = (&self.n_jobs, &self.sites, &self.job) {
+                if sites.parse::<i64>().is_err() {
+                    return Err(Failure::usage(format!(
+                        "N, the number of jobs, is missing: cosched submit N {sites} {}",
+                        job.display()
+                    )));
+                }
+            }
             let (Some(n), Some(sites), Some(job)) = (&self.n_jobs, &self.sites, &self.job) else {
                 return Err(Failure::usage(format!("give the jobs to run: {FORMS}")));
             };
+            looks_swapped(sites, job)?;
             let n: i64 = n.parse().map_err(|e: std::num::ParseIntError| match e.kind() {
                 std::num::IntErrorKind::PosOverflow => {
                     Failure::usage(crate::policy::more_jobs_than_a_run_holds(n))
@@ -145,6 +155,21 @@ impl SubmitArgs {
     }
 }
 
+/// Refuses SITES and JOB given the other way round, told by their names
+/// (`x.sub` where the sites file goes and `y.toml` where the job goes):
+/// read as given, each file's errors would be about the other's syntax.
+fn looks_swapped(sites: &std::path::Path, job: &std::path::Path) -> Result<(), Failure> {
+    let ext = |p: &std::path::Path| p.extension().map(|e| e.to_string_lossy().to_ascii_lowercase());
+    if ext(sites).as_deref() == Some("sub") && ext(job).as_deref() == Some("toml") {
+        return Err(Failure::usage(format!(
+            "the sites file comes before the submit description: SITES is {} and JOB is {}; swap them",
+            sites.display(),
+            job.display()
+        )));
+    }
+    Ok(())
+}
+
 /// `--jobs A --jobs B` as typed (normalised), for messages.
 fn jobs_line(jobs: &[KindSpec]) -> String {
     jobs.iter().map(|k| format!("--jobs {}", k.display())).collect::<Vec<_>>().join(" ")
@@ -161,6 +186,7 @@ fn kinds_without_repeats(kinds: &[KindSpec]) -> Result<(), Failure> {
 #[command(override_usage = "cosched check [OPTIONS] SITES JOB\n       \
                   cosched check [OPTIONS] SITES --jobs [NAME=]COUNT:FILE...")]
 pub struct CheckArgs {
+    /// The sites file (see sites.example.toml).
     pub sites: PathBuf,
     /// The submit description (or --jobs, as `cosched submit` takes them).
     #[arg(required_unless_present = "jobs")]
@@ -177,7 +203,10 @@ pub struct CheckArgs {
 /// `cosched check SITES JOB [--n-jobs N]`, or `cosched check SITES --jobs …`.
 pub fn check_command(args: CheckArgs) -> CmdResult {
     let kinds = match (&args.job, args.n_jobs, args.jobs.is_empty()) {
-        (Some(job), n, true) => vec![KindSpec::single(n, job)],
+        (Some(job), n, true) => {
+            looks_swapped(&args.sites, job)?;
+            vec![KindSpec::single(n, job)]
+        }
         (None, None, false) => {
             kinds_without_repeats(&args.jobs)?;
             args.jobs

@@ -248,6 +248,13 @@ impl Condor {
             .join(" ");
         let mut cmd = tokio::process::Command::new(&program);
         cmd.args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).kill_on_drop(true);
+        // A process group of its own: a terminal sends Ctrl-C's SIGINT to
+        // its whole foreground group, and a `condor_submit` in that group
+        // would die mid-commit, its outcome unknown and its batch left for
+        // `--resume` to settle. Ctrl-C asks cosched to stop cleanly, which
+        // waits for the command in flight (bounded by the [condor] timeout);
+        // the command still dies with cosched (`die_with_parent`).
+        cmd.process_group(0);
         die_with_parent(&mut cmd);
         let mut spawned = cmd.spawn();
         // "Text file busy": the program is open for writing somewhere — being

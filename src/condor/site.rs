@@ -323,8 +323,9 @@ impl CondorSite {
     /// as the run goes on: the site is "unreachable" meanwhile
     /// ([`Reachability`]), and the run decides how long that may last. Before
     /// each retry the schedd is asked whether the batch got in after all.
-    /// `Ok(None)` means the run stopped first: the outcome stays unknown and
-    /// is settled by `--resume`.
+    /// `Ok(None)` means the run stopped first (or was stopping when the
+    /// attempt failed, which is then not retried): the outcome stays unknown
+    /// and is settled by `--resume`.
     async fn submit_with_retries(
         &mut self,
         batch: &str,
@@ -353,6 +354,15 @@ impl CondorSite {
                     self.reachability.answered();
                     return Ok(Some((procs, started)));
                 }
+            }
+            if self.stop.is_cancelled() {
+                tracing::warn!(
+                    site = %self.config.name,
+                    batch,
+                    "{error}; the run is stopping: the batch is not retried, and resuming the run \
+                     (`cosched submit --resume`) settles it (condor_q tells whether it got in)"
+                );
+                return Ok(None);
             }
             self.reachability.failed(&error.to_string());
             let delay = backoff(batch, attempt) * self.backoff_scale;

@@ -1,6 +1,7 @@
 //! What a run in the foreground adds to [`super::drive`]: the progress
 //! display and the messages of the person who typed `cosched submit`, and
-//! the three things that stop such a run besides its end: SIGINT/SIGTERM,
+//! the three things that stop such a run besides its end: SIGINT/SIGTERM
+//! (a clean stop; a second one exits at once),
 //! `condor_submit` rejecting a batch outright (the same submission would
 //! fail again; a person has to look), and a schedd silent for longer than
 //! `[condor] unreachable_timeout`.
@@ -11,6 +12,7 @@ use crate::condor::Reachability;
 use crate::engine::{self, Ending, Observer};
 use crate::policy::{Action, Policy, SiteEvent, SiteId, Time};
 use crate::sync::Locked;
+use crate::Exit;
 use std::sync::{Arc, Mutex};
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
@@ -33,8 +35,11 @@ pub(super) struct Watch {
     tell_start: bool,
     /// The state directory, as the start message names it.
     state_root: String,
-    /// The signal and schedd watches, from the run's start to its end.
+    /// The schedd watches, from the run's start to its end.
     watches: Vec<JoinHandle<()>>,
+    /// The signal watch, from the run's start until this is dropped: past
+    /// the engine's end (the report) a second Ctrl-C still stops at once.
+    signals: Option<JoinHandle<()>>,
 }
 
 impl Watch {
@@ -55,6 +60,7 @@ impl Watch {
             tell_start: !json,
             state_root,
             watches: Vec::new(),
+            signals: None,
         }
     }
 }
@@ -94,7 +100,7 @@ impl Watcher for Watch {
                 self.state_root
             );
         }
-        self.watches.push(tokio::spawn(watch_signals(self.stop.clone())));
+        self.signals = Some(tokio::spawn(watch_signals(self.stop.clone(), self.state_root.clone())));
         self.watches.push(tokio::spawn(watch_schedd(
             self.names.clone(),
             start.reachability.to_vec(),
@@ -136,10 +142,23 @@ impl Observer for Watch {
     }
 }
 
-/// Cancels `shutdown` on SIGINT or SIGTERM. The handlers are installed when
-/// this is called, not when the returned task first runs (see the daemon's
-/// `watch_signals`): a signal in between would kill cosched uncleanly.
-fn watch_signals(shutdown: CancellationToken) -> impl std::future::Future<Output = ()> {
+/// Cancels `shutdown` on the first SIGINT or SIGTERM: a clean stop, which
+/// waits for the HTCondor commands in flight (they are in process groups of
+/// their own, so a terminal's Ctrl-C reaches cosched alone: see
+/// `condor::Condor::run`). On the next one, exits at once with
+/// [`Exit::Interrupted`]: a schedd that hangs must not hold the person at
+/// the terminal for the whole `[condor] submit_timeout`. That exit leaves
+/// what a `kill -9` would (`super::drive`'s crash points): the state
+/// database is committed transaction by transaction, a `condor_submit` in
+/// flight dies with cosched (its intent is recorded), and `--resume`
+/// settles its batch from the user log or `condor_q`.
+///
+/// The handlers are installed when this is called, not when the returned
+/// task first runs (see the daemon's `watch_signals`): a signal in between
+/// would kill cosched uncleanly. tokio keeps them installed for good, so
+/// this watch lasts as long as the [`Watch`] (past the engine's end: a
+/// second Ctrl-C also cuts the report short).
+fn watch_signals(shutdown: CancellationToken, state_root: String) -> impl std::future::Future<Output = ()> {
     use tokio::signal::unix::{signal, SignalKind};
     let installed = (signal(SignalKind::interrupt()), signal(SignalKind::terminate()));
     async move {
@@ -147,13 +166,28 @@ fn watch_signals(shutdown: CancellationToken) -> impl std::future::Future<Output
             tracing::warn!("cannot watch SIGINT/SIGTERM; Ctrl-C will kill cosched without a clean stop");
             return;
         };
-        tokio::select! {
-            biased;
-            _ = int.recv() => {}
-            _ = term.recv() => {}
+        let mut signalled = false;
+        loop {
+            tokio::select! {
+                biased;
+                _ = int.recv() => {}
+                _ = term.recv() => {}
+            }
+            if signalled {
+                eprintln!(
+                    "\ncosched: stopping at once: a condor_submit in flight dies with cosched; \
+                     `cosched submit --resume {state_root}` settles its batch (the user log or condor_q \
+                     tells whether it got in)"
+                );
+                std::process::exit(Exit::Interrupted as i32);
+            }
+            signalled = true;
+            eprintln!(
+                "\ncosched: stopping: no more submissions; jobs out are left alone, a batch being submitted \
+                 is waited for (Ctrl-C again stops at once)"
+            );
+            shutdown.cancel();
         }
-        eprintln!("\ncosched: stopping: no more submissions; jobs out are left alone");
-        shutdown.cancel();
     }
 }
 
@@ -203,7 +237,7 @@ async fn watch_schedd(
 
 impl Drop for Watch {
     fn drop(&mut self) {
-        for watch in &self.watches {
+        for watch in self.watches.iter().chain(&self.signals) {
             watch.abort();
         }
     }

@@ -530,6 +530,29 @@ mod check {
         assert!(stderr(&out).contains("must be a whole number, got `5x`"), "{}", stderr(&out));
     }
 
+    /// The two slips a tester made first: N left out, and the two files
+    /// given the other way round (read as given, each file's errors were
+    /// about the other's syntax). Each is said as what it is.
+    #[test]
+    fn a_missing_count_and_swapped_files_are_said_as_such() {
+        let files = [("io.sub", GOOD_JOB)];
+        let cases: [(&[&str], &str); 4] = [
+            (
+                &["submit", "sites.toml", "io.sub"],
+                "N, the number of jobs, is missing: cosched submit N sites.toml io.sub",
+            ),
+            (&["submit", "5", "io.sub", "sites.toml"], "SITES is io.sub and JOB is sites.toml; swap them"),
+            (&["check", "io.sub", "sites.toml"], "SITES is io.sub and JOB is sites.toml; swap them"),
+            (&["submit", "5", "sites.toml"], "give the jobs to run"),
+        ];
+        for (args, want) in cases {
+            let out = in_dir_with(&files, args);
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{args:?}: exit 2 expected; stderr:\n{err}");
+            assert!(err.contains(want), "{args:?}: stderr lacks {want:?}:\n{err}");
+        }
+    }
+
     #[test]
     fn unreadable_inputs() {
         let dir = util::tempdir();
@@ -1387,6 +1410,226 @@ mod e2e {
         assert!(text(&again.stderr).contains("is done"), "seed {seed}: {}", text(&again.stderr));
         eprintln!("seed {seed}: {from_checkpoint} resume(s) started from a checkpoint");
         from_checkpoint
+    }
+
+    /// A cosched started as a shell job is: the leader of a process group
+    /// of its own, which a terminal's Ctrl-C signals as a whole. Its stderr
+    /// is read as it comes, line by line (a full pipe would stall it).
+    struct ShellJob {
+        child: Child,
+        lines: std::sync::mpsc::Receiver<String>,
+        stderr: Vec<String>,
+    }
+
+    impl ShellJob {
+        fn start(s: &Setup, args: &[&str], log_level: &str) -> ShellJob {
+            use std::io::BufRead;
+            use std::os::unix::process::CommandExt;
+            let mut child = s
+                .command(args)
+                .env("COSCHED_LOG", log_level)
+                .stdout(Stdio::null())
+                .process_group(0)
+                .spawn()
+                .expect("cosched starts");
+            let stderr = child.stderr.take().expect("piped stderr");
+            let (tx, lines) = std::sync::mpsc::channel();
+            std::thread::spawn(move || {
+                for line in std::io::BufReader::new(stderr).lines() {
+                    let Ok(line) = line else { break };
+                    if tx.send(line).is_err() {
+                        break;
+                    }
+                }
+            });
+            ShellJob { child, lines, stderr: Vec::new() }
+        }
+
+        /// Ctrl-C at the terminal: SIGINT to the whole foreground group.
+        fn ctrl_c(&self) {
+            // SAFETY: kill(2) on the process group our own child leads.
+            let sent = unsafe { libc::kill(-(self.child.id() as libc::pid_t), libc::SIGINT) };
+            assert_eq!(sent, 0, "SIGINT to the group: {}", std::io::Error::last_os_error());
+        }
+
+        /// Waits (at most `patience`) for a line of stderr that contains
+        /// `needle`; false when none came.
+        #[allow(clippy::disallowed_methods)] // real processes get real-time patience
+        fn wait_for_line(&mut self, needle: &str, patience: Duration) -> bool {
+            let deadline = Instant::now() + patience;
+            while let Some(left) = deadline.checked_duration_since(Instant::now()) {
+                match self.lines.recv_timeout(left) {
+                    Ok(line) => {
+                        let found = line.contains(needle);
+                        self.stderr.push(line);
+                        if found {
+                            return true;
+                        }
+                    }
+                    Err(_) => return false,
+                }
+            }
+            false
+        }
+
+        /// Waits (at most `patience`) for cosched to exit: its exit code and
+        /// its whole stderr. Past the patience it is killed and the test fails.
+        #[allow(clippy::disallowed_methods)] // real processes get real-time patience
+        fn exit(mut self, patience: Duration, context: &str) -> (Option<i32>, String) {
+            let deadline = Instant::now() + patience;
+            let status = loop {
+                if let Some(status) = self.child.try_wait().expect("waiting for cosched") {
+                    break status;
+                }
+                if Instant::now() > deadline {
+                    let _ = self.child.kill();
+                    let _ = self.child.wait();
+                    self.stderr.extend(self.lines.try_iter());
+                    panic!(
+                        "{context}: cosched did not exit within {patience:?}; stderr:\n{}",
+                        self.stderr.join("\n")
+                    );
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            };
+            // The reader ends at the pipe's end, which came with the exit.
+            self.stderr.extend(self.lines.iter());
+            (status.code(), self.stderr.join("\n"))
+        }
+    }
+
+    /// The first batch the pool has queued, once it has queued one (its
+    /// `condor_submit` then sleeps `submit_delay` before it answers).
+    #[allow(clippy::disallowed_methods)] // real processes get real-time patience
+    fn first_queued_batch(s: &Setup) -> String {
+        let deadline = Instant::now() + PATIENCE;
+        loop {
+            if let Some(batch) = fake_condor::history(&s.pool).into_iter().find_map(|r| r.batch) {
+                return batch;
+            }
+            assert!(Instant::now() < deadline, "no batch was queued within {PATIENCE:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    /// The recorded state of `batch`: `intent`, `submitted` or `failed`.
+    fn batch_state(s: &Setup, batch: &str) -> String {
+        let db = rusqlite::Connection::open(s.path("state/state.db")).unwrap();
+        db.query_row("SELECT state FROM submissions WHERE batch = ?1", [batch], |r| r.get(0))
+            .unwrap_or_else(|e| panic!("batch {batch} in the state database: {e}"))
+    }
+
+    /// Every recorded batch's state, with how many batches are in it.
+    fn batch_states(s: &Setup) -> BTreeMap<String, usize> {
+        let db = rusqlite::Connection::open(s.path("state/state.db")).unwrap();
+        let mut query = db.prepare("SELECT state, COUNT(*) FROM submissions GROUP BY state").unwrap();
+        let rows = query.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap();
+        rows.map(Result::unwrap).collect()
+    }
+
+    /// The pool's `condor_submit` takes `seconds` after queueing from now on.
+    fn set_submit_delay(s: &Setup, seconds: f64) {
+        let pool_toml = std::fs::read_to_string(s.pool.join("pool.toml")).unwrap();
+        let mut config: PoolConfig = toml::from_str(&pool_toml).unwrap();
+        config.submit_delay = seconds;
+        fake_condor::install_with_exe(&s.pool, &config, &util::cosched_bin()).unwrap();
+    }
+
+    /// The tester's report: Ctrl-C in the terminal during `cosched submit`
+    /// also killed the `condor_submit` in flight, in cosched's process
+    /// group ("failed (no exit status) [transient]; retrying the same batch
+    /// in 2 s" after "stopping", and the resume found the batch "never
+    /// submitted"). The HTCondor commands are in process groups of their
+    /// own: the batch in flight is committed and recorded, and the resume
+    /// has nothing to settle.
+    #[test]
+    fn ctrl_c_in_a_terminal_lets_the_condor_submit_in_flight_finish() {
+        let s = Setup::new(|c| c.submit_delay = 3.0);
+        let n = 12;
+        // At info level: a condor_submit killed after its commit is found
+        // again with condor_q, and says so only there.
+        let mut job = ShellJob::start(
+            &s,
+            &["submit", "12", "sites.toml", "job.sub", "--state-dir", "state", "--json"],
+            "info",
+        );
+        let batch = first_queued_batch(&s);
+        assert_eq!(batch_state(&s, &batch), "intent", "batch {batch} is in flight: queued, not answered yet");
+        job.ctrl_c();
+        assert!(
+            job.wait_for_line("Ctrl-C again stops at once", PATIENCE),
+            "the first Ctrl-C says how to stop at once:\n{}",
+            job.stderr.join("\n")
+        );
+        let (code, stderr) = job.exit(PATIENCE, "after Ctrl-C");
+        assert_eq!(code, Some(3), "Ctrl-C exits 3 (interrupted); stderr:\n{stderr}");
+        assert!(!stderr.contains("no exit status"), "a condor_submit was killed by the Ctrl-C:\n{stderr}");
+        assert!(!stderr.contains("retrying"), "nothing is retried once the run stops:\n{stderr}");
+        assert_eq!(
+            batch_state(&s, &batch),
+            "submitted",
+            "the batch in flight is recorded; stderr:\n{stderr}"
+        );
+        let states = batch_states(&s);
+        assert_eq!(states.keys().collect::<Vec<_>>(), ["submitted"], "every batch answered: {states:?}");
+
+        set_submit_delay(&s, 0.0);
+        let out = s.run(&["submit", "--resume", "state", "--json"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
+        assert!(!err.contains("cosched: batch "), "the resume had no batch to settle:\n{err}");
+        assert_eq!(summary(&out)["done"], n, "{}", summary(&out));
+        s.assert_each_job_ran_once(n, "Ctrl-C, then --resume");
+        assert_eq!(s.left_in_queue(), 0, "nothing may be left at the sites");
+    }
+
+    /// A schedd that hangs in `condor_submit` must not hold the person at
+    /// the terminal: the first Ctrl-C waits for the command in flight, the
+    /// second exits at once (3, as interrupted), the command dying with
+    /// cosched, and the resume settles its batch from the log or condor_q.
+    #[test]
+    fn a_second_ctrl_c_stops_at_once_and_the_resume_settles_the_batch_in_flight() {
+        let s = Setup::new(|c| c.submit_delay = 600.0);
+        let sites = std::fs::read_to_string(s.path("sites.toml")).unwrap();
+        std::fs::write(
+            s.path("sites.toml"),
+            sites.replace("submit_timeout = 20\n", "submit_timeout = 900\n"),
+        )
+        .unwrap();
+        let n = 12;
+        let mut job = ShellJob::start(
+            &s,
+            &["submit", "12", "sites.toml", "job.sub", "--state-dir", "state", "--json"],
+            "warn",
+        );
+        let batch = first_queued_batch(&s);
+        job.ctrl_c();
+        assert!(
+            job.wait_for_line("Ctrl-C again stops at once", PATIENCE),
+            "the first Ctrl-C was heard:\n{}",
+            job.stderr.join("\n")
+        );
+        job.ctrl_c();
+        // 600 s of condor_submit left: 60 s is "at once".
+        let (code, stderr) = job.exit(PATIENCE, "after a second Ctrl-C");
+        assert_eq!(code, Some(3), "stderr:\n{stderr}");
+        assert!(
+            stderr.contains("stopping at once") && stderr.contains("cosched submit --resume"),
+            "says what becomes of the batch in flight:\n{stderr}"
+        );
+        assert_eq!(batch_state(&s, &batch), "intent", "its outcome is left to the resume");
+
+        set_submit_delay(&s, 0.0);
+        let out = s.run(&["submit", "--resume", "state", "--json"]);
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
+        assert!(
+            err.contains(&format!("cosched: batch {batch}: submitted as cluster")),
+            "the resume found the batch queued before the exit:\n{err}"
+        );
+        assert_eq!(summary(&out)["done"], n, "{}", summary(&out));
+        s.assert_each_job_ran_once(n, "two Ctrl-C, then --resume");
+        assert_eq!(s.left_in_queue(), 0, "nothing may be left at the sites");
     }
 
     /// Crash point 0 of `crate::run::drive`: a cosched killed before it recorded
