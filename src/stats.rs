@@ -1,6 +1,7 @@
 //! The statistics every command shows: one quantile definition, one per-job
-//! fold of user-log events, one summary type. `cosched log stats`, the report,
-//! the simulator's metrics and the bench compute their figures here, so that
+//! fold of user-log events, one summary type, a site's means and the
+//! makespan. `cosched log stats`, the report, a run's summary, the
+//! simulator's metrics and the bench compute their figures here, so that
 //! one fact is computed one way and two commands shown the same jobs print
 //! the same numbers.
 //!
@@ -14,6 +15,8 @@
 //!
 //! **A mean sums the values in ascending order**, so it does not depend on
 //! the order the jobs were met in (which log first, where a job was kept).
+//! A site's means ([`SiteMeans`]), kept as a run goes on, sum them as they
+//! come: two orders differ in the last bits at most.
 //!
 //! **A job's times** ([`JobTimes`]), from its events in log order:
 //! - queue wait = its first execute (001) − its first submit (000); for a
@@ -31,6 +34,24 @@
 //! report. How a job ended ([`Outcome`]): completed if it terminated, else
 //! removed if aborted (009), else held if held (012) and not released (013)
 //! since, else other.
+//!
+//! **A site's means** ([`SiteMeans`]), in the run's summary and in the
+//! report's sites table alike: the mean queue wait, run time and turnaround
+//! of the attempts that succeeded there (a terminate with return value 0),
+//! each time as above. An attempt is one HTCondor job (one `cluster.proc`):
+//! a job sent again after a failure, a hold or being taken back while idle
+//! has an attempt at each site it went to. Its failed, held and removed
+//! attempts are counted where they happened, not timed: a failure ran part
+//! of its work, and a job taken back before it started has no queue wait.
+//!
+//! **Makespan** ([`makespan`]): from the run's start to its last job's end,
+//! the last terminate (005) or abort (009) of any attempt. The run's start
+//! is run time 0 in the summary and in the report cosched writes at a run's
+//! end; in a report of logs alone (`cosched log report`) the first submit
+//! (000) stands in for it. It is not the progress line's *elapsed* time:
+//! that runs from the run's start to now, at the end to the run's stop,
+//! which comes after its last job's end by the time the log takes to tell
+//! that end (a grid site's poll, the log's reading).
 
 use serde::{Deserialize, Serialize};
 
@@ -252,6 +273,63 @@ impl JobTimes {
     }
 }
 
+/// [Makespan](self): `last_end − start`, seconds; `None` without an end, or
+/// with one before the start (events out of order).
+pub fn makespan(start: f64, last_end: Option<f64>) -> Option<f64> {
+    last_end.map(|end| end - start).filter(|m| *m >= 0.0)
+}
+
+/// Count and sum of one quantity.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+struct Mean {
+    n: u64,
+    sum: f64,
+}
+
+impl Mean {
+    fn add(&mut self, value: Option<f64>) {
+        if let Some(v) = value {
+            self.n += 1;
+            self.sum += v;
+        }
+    }
+    fn get(&self) -> Option<f64> {
+        (self.n > 0).then(|| self.sum / self.n as f64)
+    }
+}
+
+/// [A site's means](self): of the queue wait, run time and turnaround of
+/// its attempts that succeeded. Summed as the attempts are added (a site of
+/// a million jobs keeps three sums, not a million values).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SiteMeans {
+    queue_wait: Mean,
+    run_time: Mean,
+    turnaround: Mean,
+}
+
+impl SiteMeans {
+    /// Counts one attempt, with the times its events gave: timed if it
+    /// `succeeded` (terminated with return value 0), else not at all.
+    pub fn add(&mut self, times: &JobTimes, succeeded: bool) {
+        if succeeded {
+            self.queue_wait.add(times.queue_wait());
+            self.run_time.add(times.run_time());
+            self.turnaround.add(times.turnaround());
+        }
+    }
+    pub fn queue_wait(&self) -> Option<f64> {
+        self.queue_wait.get()
+    }
+    pub fn run_time(&self) -> Option<f64> {
+        self.run_time.get()
+    }
+    /// Also the thesis's AgTime.
+    pub fn turnaround(&self) -> Option<f64> {
+        self.turnaround.get()
+    }
+}
+
 /// The jobs' outcomes and the [`Summary`] of each of their times: the figures
 /// `cosched log stats` prints, which the report shows too.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -349,6 +427,37 @@ mod tests {
         assert_eq!((grid.queue_wait(), grid.outcome()), (Some(3.0), Outcome::Held));
         grid.apply(Effect::Release, 10.0);
         assert_eq!(grid.outcome(), Outcome::Other);
+    }
+
+    #[test]
+    fn a_sites_means_time_its_succeeded_attempts_only() {
+        let times = |events: &[(Effect, f64)]| {
+            let mut j = JobTimes::default();
+            events.iter().for_each(|&(e, t)| j.apply(e, t));
+            j
+        };
+        let ok = times(&[(Effect::Submit, 0.0), (Effect::Execute, 10.0), (Effect::Terminate, 50.0)]);
+        let evicted = times(&[
+            (Effect::Submit, 0.0),
+            (Effect::Execute, 20.0),
+            (Effect::Execute, 30.0),
+            (Effect::Terminate, 60.0),
+        ]);
+        let failed = times(&[(Effect::Submit, 0.0), (Effect::Execute, 1.0), (Effect::Terminate, 2.0)]);
+        let taken_back = times(&[(Effect::Submit, 0.0), (Effect::GridSubmit, 1.0), (Effect::Remove, 9.0)]);
+        let mut site = SiteMeans::default();
+        assert_eq!(site.queue_wait(), None);
+        site.add(&ok, true);
+        site.add(&evicted, true);
+        site.add(&failed, false);
+        site.add(&taken_back, false);
+        // Waits to the first execute, runs from the execute the terminate ended.
+        assert_eq!(site.queue_wait(), Some((10.0 + 20.0) / 2.0));
+        assert_eq!(site.run_time(), Some((40.0 + 30.0) / 2.0));
+        assert_eq!(site.turnaround(), Some((50.0 + 60.0) / 2.0));
+        assert_eq!(makespan(100.0, Some(160.0)), Some(60.0));
+        assert_eq!(makespan(100.0, Some(90.0)), None);
+        assert_eq!(makespan(100.0, None), None);
     }
 
     /// Report #2: events out of order (a DST fall-back) gave negative times

@@ -18,10 +18,21 @@ pub const DEFINITIONS: &[(&str, &str)] = &[
     ("run time", "terminate (005) − the execute (001) that run ended"),
     ("AgTime", "the turnaround: queue wait + time running and queued again (thesis §4.3)"),
     (
+        "job",
+        "one HTCondor job (cluster.proc) of the logs: in a cosched run, one attempt of one of its jobs (a job sent again after a failure, a hold or being taken back while idle has an attempt at each site it went to)",
+    ),
+    (
+        "site means",
+        "a site's mean AgTime, queue wait and run time are over its jobs that succeeded there (terminate (005) with return value 0), each time as defined here; its failed, held and removed jobs are counted, not timed. The summary of a cosched run shows the same means per site",
+    ),
+    (
         "quantiles",
         "nearest rank: the p-quantile of n sorted values is the one of rank ⌈p·n⌉, always a value some job had; the same figures as cosched log stats",
     ),
-    ("makespan", "last terminate/abort (005/009) − first submit (000), over all logs"),
+    (
+        "makespan",
+        "from the run's start to its last job's end: the last terminate/abort (005/009) over all logs. The run's start is run time 0 in the report cosched writes at the end of a run (as in the run's summary; every time axis starts there too), the first submit (000) for logs alone. Not the elapsed time of the run's progress line, which runs on to the run's stop",
+    ),
     (
         "efficiency",
         "NT·PTE / (makespan·NCU) · 100 (HTCaaS equation 2) with NT = terminated jobs, PTE = their mean run time, NCU = peak jobs running at once",
@@ -139,7 +150,14 @@ pub fn charts(s: &Summary) -> Vec<(&'static str, String)> {
         ("goodput", svg::goodput("Goodput: turnaround of every job, sorted", turnarounds)),
         ("running", svg::stacked_steps("Jobs running, per site", "jobs running", &t, &running)),
         ("queued", svg::stacked_steps("Jobs queued (idle), per site", "jobs queued", &t, &queued)),
-        ("agtime", svg::hbars("Mean AgTime per site (queue wait + run time)", &agtime_label, &agtime)),
+        (
+            "agtime",
+            svg::hbars(
+                "Mean AgTime per site, of its succeeded jobs (queue wait + run time)",
+                &agtime_label,
+                &agtime,
+            ),
+        ),
         ("throughput", svg::hbars("Throughput per site", "CPU-hours per elapsed hour", &throughput)),
     ]
 }
@@ -199,7 +217,7 @@ dt{font-weight:bold}dd{margin:0 0 .4em 1.5em}.sites{font-size:90%}\
     }
     decisions_section(&mut h, s);
 
-    h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>cut short (slot-time)</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
+    h.push_str("<h2>Sites</h2>\n<table class=\"sites\">\n<caption>Means are of each site's succeeded jobs.</caption>\n<tr><th class=\"l\">site</th><th>jobs</th><th>succeeded</th><th>failed</th><th>removed</th><th>cut short (slot-time)</th><th>mean AgTime (s)</th><th>mean queue wait (s)</th><th>mean run time (s)</th><th>CPU-hours</th><th>elapsed hours</th><th>throughput (CPU-h/h)</th><th>peak running</th></tr>\n");
     for site in &s.sites {
         let _ = writeln!(
             h,
@@ -439,7 +457,7 @@ mod tests {
             events.extend([LogEvent::new(0, 1, j, 0.0), grid, LogEvent::new(1, 1, j, 10.0), end]);
         }
         let jobs = jobs_from_events(&[("grid.log".into(), events)]);
-        let s = crate::report::metrics::summarize(&jobs);
+        let s = crate::report::metrics::summarize(&jobs, None);
         assert_eq!(s.sites.len(), 500);
         let page = page(&s, &["grid.log".into()], 0);
         let others = format!("others ({} sites)", 500 - TOP_SITES);

@@ -4,8 +4,11 @@
 //! - a job's turnaround, queue wait and run time, its outcome (terminated,
 //!   removed, held) and the quantiles of each are those of [`crate::stats`],
 //!   as `cosched log stats` prints them; AgTime (thesis) is the turnaround;
-//! - makespan = last 005/009 − first 000 over all logs (seed 000's "time to
-//!   complete a bag of tasks").
+//! - a site's means are [`crate::stats::SiteMeans`], of its jobs that
+//!   succeeded, as the run's summary shows them;
+//! - makespan is [`crate::stats::makespan`] (seed 000's "time to complete a
+//!   bag of tasks"): from the run's start, or the first 000 for logs alone,
+//!   to the last 005/009 over all logs, as the run's summary shows it.
 //! - efficiency (seed 000, equation 2) = NT·PTE / (makespan·NCU) · 100 with NT =
 //!   terminated jobs, PTE = their mean run time (measured, not nominal), NCU =
 //!   the peak number of jobs running at once (the cores the run actually used).
@@ -16,7 +19,7 @@
 
 use super::model::{JobRecord, Jobs, Part, RunDecisions};
 use crate::policy::DecisionKind;
-use crate::stats::{self, JobFigures, Outcome};
+use crate::stats::{self, JobFigures, Outcome, SiteMeans};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -48,7 +51,7 @@ impl Counts {
         match job.times.outcome() {
             Outcome::Completed => {
                 self.terminated += 1;
-                if job.exit_ok {
+                if job.succeeded() {
                     self.succeeded += 1;
                 } else {
                     self.failed += 1;
@@ -68,6 +71,8 @@ pub struct SiteSummary {
     /// A GridResource (true) or a log file name (false).
     pub grid: bool,
     pub counts: Counts,
+    /// The means of its succeeded jobs ([`crate::stats::SiteMeans`]);
+    /// AgTime is their turnaround.
     pub mean_agtime_s: Option<f64>,
     pub mean_queue_wait_s: Option<f64>,
     pub mean_run_time_s: Option<f64>,
@@ -105,7 +110,8 @@ pub struct Occupancy {
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Summary {
     pub counts: Counts,
-    /// Naive seconds of the first 000: the origin of every time axis.
+    /// Naive seconds of the origin of every time axis and of the makespan:
+    /// the run's start in a cosched run's report, else the first 000.
     pub origin: f64,
     pub turnaround: Option<stats::Summary>,
     pub queue_wait: Option<stats::Summary>,
@@ -161,7 +167,8 @@ pub struct KindRow {
     /// Job records (attempts) of the kind in the site's log.
     pub jobs: usize,
     pub succeeded: usize,
-    /// Mean run time of its attempts that terminated, as the sites table's.
+    /// Mean run time of its attempts that succeeded, as the sites table's
+    /// and the run's summary's.
     pub mean_run_time_s: Option<f64>,
 }
 
@@ -173,28 +180,23 @@ pub fn kind_rows(jobs: &dyn Jobs, decisions: &RunDecisions) -> Vec<KindRow> {
     if decisions.sites.iter().all(|s| s.kinds.is_empty()) {
         return Vec::new();
     }
-    // (site index, kind) → (jobs, succeeded, run times (n, Σ)).
-    let mut acc: std::collections::BTreeMap<(usize, String), (usize, usize, usize, f64)> = Default::default();
+    // (site index, kind) → (jobs, succeeded, their means).
+    let mut acc: std::collections::BTreeMap<(usize, String), (usize, usize, SiteMeans)> = Default::default();
     jobs.visit(Part::All, &mut |j| {
         let Some(at) = decisions.sites.iter().position(|s| s.log == j.file) else { return };
         let kind = decisions.sites[at].kinds.get(&j.cluster).map_or("?", String::as_str);
         let row = acc.entry((at, kind.to_string())).or_default();
         row.0 += 1;
-        if j.times.outcome() == Outcome::Completed && j.exit_ok {
-            row.1 += 1;
-        }
-        if let Some(run) = j.run_time() {
-            row.2 += 1;
-            row.3 += run;
-        }
+        row.1 += usize::from(j.succeeded());
+        row.2.add(&j.times, j.succeeded());
     });
     acc.into_iter()
-        .map(|((at, kind), (jobs, succeeded, n, sum))| KindRow {
+        .map(|((at, kind), (jobs, succeeded, means))| KindRow {
             site: decisions.sites[at].site.clone(),
             kind,
             jobs,
             succeeded,
-            mean_run_time_s: (n > 0).then(|| sum / n as f64),
+            mean_run_time_s: means.run_time(),
         })
         .collect()
 }
@@ -221,8 +223,7 @@ pub struct DecisionSeries {
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct WindowPoint {
-    /// Seconds since the report's origin (clamped to 0: the first window is
-    /// set before the first submission).
+    /// Seconds since the report's origin, the run's start (clamped to 0).
     pub t: f64,
     pub window: f64,
     pub capacity: Option<f64>,
@@ -281,8 +282,9 @@ impl OccupancyAxis {
 }
 
 /// Computes the report's numbers, in passes over `jobs` (see
-/// [`super::spill`] for what each keeps in memory).
-pub fn summarize(jobs: &dyn Jobs) -> Summary {
+/// [`super::spill`] for what each keeps in memory); `start` is the run's
+/// start on the logs' clock ([`RunDecisions::start`]), for a cosched run.
+pub fn summarize(jobs: &dyn Jobs, start: Option<f64>) -> Summary {
     // One pass for what every job adds to: extremes, counts, and each site's
     // numbers, sites in order of first appearance.
     let mut origin = f64::INFINITY;
@@ -306,12 +308,10 @@ pub fn summarize(jobs: &dyn Jobs) -> Summary {
         });
         sites[at].1.add(j);
     });
-    let origin = if origin.is_finite() { origin } else { 0.0 };
+    let origin = start.unwrap_or(if origin.is_finite() { origin } else { 0.0 });
     let horizon = origin.max(latest);
     let figures = JobFigures::of(|f| jobs.visit(Part::All, &mut |j| f(&j.times)));
-    // Negative only if a job ended before it was submitted (events out of
-    // order, which the reader reports): no makespan then.
-    let makespan_s = last_end.is_finite().then_some(last_end - origin).filter(|m| *m >= 0.0);
+    let makespan_s = stats::makespan(origin, last_end.is_finite().then_some(last_end));
 
     let axis = OccupancyAxis::for_jobs(jobs, origin, horizon);
     let occupancy: Vec<Occupancy> =
@@ -452,10 +452,7 @@ struct SiteAcc {
     first_submit: f64,
     last_end: f64,
     running_seconds: f64,
-    /// (n, Σ) of each mean.
-    agtime: (usize, f64),
-    queue_wait: (usize, f64),
-    run_time: (usize, f64),
+    means: SiteMeans,
 }
 
 impl Default for SiteAcc {
@@ -467,9 +464,7 @@ impl Default for SiteAcc {
             last_end: f64::NEG_INFINITY,
             // Where `f64`'s `Sum` starts: a site whose jobs never ran has -0.
             running_seconds: -0.0,
-            agtime: (0, 0.0),
-            queue_wait: (0, 0.0),
-            run_time: (0, 0.0),
+            means: SiteMeans::default(),
         }
     }
 }
@@ -481,29 +476,20 @@ impl SiteAcc {
         self.first_submit = self.first_submit.min(j.submitted);
         self.last_end = j.ended.map_or(self.last_end, |e| self.last_end.max(e));
         self.running_seconds += j.running_seconds;
-        for (acc, value) in [
-            (&mut self.agtime, j.agtime()),
-            (&mut self.queue_wait, j.queue_wait()),
-            (&mut self.run_time, j.run_time()),
-        ] {
-            if let Some(v) = value {
-                *acc = (acc.0 + 1, acc.1 + v);
-            }
-        }
+        self.means.add(&j.times, j.succeeded());
     }
 
     fn summary(&self, name: &str, occ: &Occupancy) -> SiteSummary {
         let (first, last) = (self.first_submit, self.last_end);
         let elapsed_hours = if last > first { (last - first) / 3600.0 } else { 0.0 };
         let cpu_hours = self.running_seconds / 3600.0;
-        let mean = |(n, sum): (usize, f64)| (n > 0).then(|| sum / n as f64);
         SiteSummary {
             name: name.to_string(),
             grid: self.grid.unwrap_or(false),
             counts: self.counts.clone(),
-            mean_agtime_s: mean(self.agtime),
-            mean_queue_wait_s: mean(self.queue_wait),
-            mean_run_time_s: mean(self.run_time),
+            mean_agtime_s: self.means.turnaround(),
+            mean_queue_wait_s: self.means.queue_wait(),
+            mean_run_time_s: self.means.run_time(),
             cpu_hours,
             elapsed_hours,
             throughput: (elapsed_hours > 0.0).then(|| cpu_hours / elapsed_hours),
@@ -653,7 +639,7 @@ mod tests {
         let mut evs = job(0, 100.0, 110.0, 210.0, 0);
         evs.extend(job(1, 100.0, 100.0, 150.0, 1));
         let jobs = jobs_from_events(&[("s.log".into(), evs)]);
-        let s = summarize(&jobs);
+        let s = summarize(&jobs, None);
         assert_eq!(s.makespan_s, Some(110.0));
         assert_eq!(s.peak_running, 2);
         assert_eq!(s.counts.succeeded, 1);
@@ -670,6 +656,14 @@ mod tests {
         let site = &s.sites[0];
         assert!((site.cpu_hours - 150.0 / 3600.0).abs() < 1e-12);
         assert!((site.throughput.unwrap() - 150.0 / 110.0).abs() < 1e-9);
+        // The site's means are its succeeded job's: queued 10 s, ran 100 s.
+        let means = (site.mean_queue_wait_s, site.mean_run_time_s, site.mean_agtime_s);
+        assert_eq!(means, (Some(10.0), Some(100.0), Some(110.0)));
+        // A cosched run's report counts from the run's start, here 30 s
+        // before the first submit, as its summary does.
+        let run = summarize(&jobs, Some(70.0));
+        assert_eq!((run.origin, run.makespan_s), (70.0, Some(140.0)));
+        assert_eq!(run.occupancy[0].t[0], 30.0);
     }
 
     #[test]
@@ -688,7 +682,7 @@ mod tests {
         let other = job(0, 100.0, 110.0, 210.0, 0);
         evs.sort_by(|a, b| a.time.total_cmp(&b.time));
         let jobs = jobs_from_events(&[("a.log".into(), evs), ("b.log".into(), other)]);
-        let mut s = summarize(&jobs);
+        let mut s = summarize(&jobs, None);
         assert_eq!((s.counts.cut_short, s.counts.cut_short_seconds), (1, 30.0));
         let site = |log: usize, counted: Option<(u64, f64)>| SiteDecisions {
             site: format!("s{log}"),
@@ -710,7 +704,7 @@ mod tests {
         assert_eq!(row(1).cut_short, 0);
 
         // A run that counted no more than the log, or kept no tally, changes nothing.
-        let mut t = summarize(&jobs);
+        let mut t = summarize(&jobs, None);
         let fewer = RunDecisions { epoch_naive: 0.0, sites: vec![site(0, Some((1, 30.0))), site(1, None)] };
         add_cut_short_unseen_in_logs(&jobs, &mut t, &fewer);
         assert_eq!((t.counts.cut_short, t.cut_short_unseen_in_logs), (1, 0));
@@ -720,7 +714,8 @@ mod tests {
     fn each_kind_at_each_site_from_the_kinds_the_run_recorded_per_cluster() {
         // Log 0 (site s0): cluster 1 is `io`, cluster 2 `cpu`. io: proc 0
         // runs 110-210 (100 s, rv 0), proc 1 runs 100-150 (50 s, rv 1):
-        // 2 jobs, 1 succeeded, mean run time 75 s. cpu: 2.0 runs 120-420
+        // 2 jobs, 1 succeeded, whose run time is the mean, 100 s (the failed
+        // one's is not: a site's means are of its succeeded jobs). cpu: 2.0 runs 120-420
         // (300 s, rv 0). Log 1 (site s1): cluster 1 has no recorded kind.
         let mut a = job(0, 100.0, 110.0, 210.0, 0);
         a.extend(job(1, 100.0, 100.0, 150.0, 1));
@@ -748,7 +743,7 @@ mod tests {
             rows,
             [
                 ("s0".into(), "cpu".into(), 1, 1, Some(300.0)),
-                ("s0".into(), "io".into(), 2, 1, Some(75.0)),
+                ("s0".into(), "io".into(), 2, 1, Some(100.0)),
                 ("s1".into(), "?".into(), 1, 1, Some(10.0)),
             ]
         );
@@ -796,7 +791,7 @@ mod tests {
     fn occupancies_are_bounded_whatever_the_jobs_and_keep_their_peaks() {
         for n in [10_000, 40_000] {
             let jobs = many_jobs(n);
-            let s = summarize(&jobs);
+            let s = summarize(&jobs, None);
             let span = s.occupancy_span.expect("this many changes are cut into spans");
             let all = s.occupancy.iter().chain(s.others_occupancy.iter()).chain([&s.total_occupancy]);
             for occ in all {
@@ -829,8 +824,12 @@ mod tests {
     #[test]
     fn the_page_does_not_grow_with_the_jobs() {
         let page = |n| {
-            super::super::html::page(&summarize(&many_jobs(n)), &["a".into(), "b".into(), "c".into()], 0)
-                .len()
+            super::super::html::page(
+                &summarize(&many_jobs(n), None),
+                &["a".into(), "b".into(), "c".into()],
+                0,
+            )
+            .len()
         };
         let (small, large) = (page(10_000), page(80_000));
         assert!(large < small * 3 / 2, "{small} bytes for 10^4 jobs, {large} for 8×10^4: it grows with them");

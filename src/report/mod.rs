@@ -259,7 +259,7 @@ pub fn write_run_report(
         None => start()?,
     };
     jobs.finish().map_err(spilled)?;
-    let mut summary = metrics::summarize(&jobs);
+    let mut summary = metrics::summarize(&jobs, decisions.start());
     metrics::add_cut_short_unseen_in_logs(&jobs, &mut summary, decisions);
     summary.decisions = metrics::decision_series(&jobs, &summary, decisions);
     summary.kinds = metrics::kind_rows(&jobs, decisions);

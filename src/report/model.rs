@@ -154,11 +154,10 @@ impl JobRecord {
         let &(start, _) = self.runs.last()?;
         Some((self.ended? - start).max(0.0))
     }
-    /// The thesis's AgTime (queue wait + run time): for a terminated job,
-    /// its turnaround, also when the start was not seen (grid job finished
-    /// between polls) or it ran more than once.
-    pub fn agtime(&self) -> Option<f64> {
-        self.turnaround()
+    /// It terminated (005) with return value 0: one of the attempts a
+    /// site's means are of ([`crate::stats::SiteMeans`]).
+    pub fn succeeded(&self) -> bool {
+        self.times.outcome() == crate::stats::Outcome::Completed && self.exit_ok
     }
     pub fn id(&self) -> String {
         format!("{}.{}", self.cluster, self.proc)
@@ -208,6 +207,14 @@ pub struct RunDecisions {
     /// time `t` happened at `epoch_naive + t` on the logs' clock.
     pub epoch_naive: f64,
     pub sites: Vec<SiteDecisions>,
+}
+
+impl RunDecisions {
+    /// The run's start on the logs' clock (naive seconds), for a cosched
+    /// run (one with sites); `None` for logs alone.
+    pub fn start(&self) -> Option<f64> {
+        (!self.sites.is_empty()).then_some(self.epoch_naive)
+    }
 }
 
 /// One site's decisions and the log of its jobs.

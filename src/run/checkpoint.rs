@@ -1,10 +1,11 @@
 //! Checkpoints of a running run (`cosched submit` or the daemon's): the
 //! policy's state and the progress tally, with each site's cursor (how far
 //! its user log and its batches had been heard), taken between two inputs of
-//! the engine every `[run] checkpoint_every` real seconds. A resume restores
-//! the last one and replays only the events past the cursors: seconds after
-//! a week of a million jobs, where replaying the whole run takes longer the
-//! longer it ran.
+//! the engine every `[run] checkpoint_every` real seconds, and once more
+//! when the run is stopped (SIGINT/SIGTERM, the daemon's stop:
+//! [`Writer::finish`]). A resume restores the last one and replays only the
+//! events past the cursors: seconds after a week of a million jobs, where
+//! replaying the whole run takes longer the longer it ran.
 //!
 //! A checkpoint is a shortcut, never a record: the state database and the
 //! user logs stay the truth, and resume settles unknown submissions from
@@ -14,7 +15,9 @@
 //!
 //! It is written to a temporary file, synced and renamed over the last one,
 //! on a thread of its own: a crash leaves the previous checkpoint or the new
-//! one, never half of one, and the run does not wait for the disk.
+//! one, never half of one, and the run does not wait for the disk. The one
+//! taken at a stop is written after the one under way, if any, and waited
+//! for: the process is about to exit.
 
 use crate::engine::SiteCursor;
 use crate::policy::Time;
@@ -66,7 +69,10 @@ use std::sync::Arc;
 /// short.
 /// 19: `adaptive`'s site keeps how often its starts and ends are polled
 /// (its test lets a cohort read up to a poll longer or shorter).
-const FORMAT: u32 = 19;
+/// 20: the progress tally keeps each attempt's times, each site's (and
+/// kind's) means over the attempts that succeeded, and the last end (the
+/// summary's makespan, `crate::stats`).
+const FORMAT: u32 = 20;
 
 #[derive(Debug, Serialize, Deserialize)]
 pub struct Checkpoint {
@@ -154,6 +160,9 @@ pub struct Writer {
     last: Option<Time>,
     /// A write is under way (the next is skipped rather than queued).
     writing: Arc<AtomicBool>,
+    /// The thread of the last write, for [`Writer::finish`] to wait on: two
+    /// writes at once would share the temporary file.
+    thread: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Writer {
@@ -167,6 +176,7 @@ impl Writer {
             every: every_secs * rate,
             last: None,
             writing: Arc::default(),
+            thread: None,
         })
     }
 
@@ -181,6 +191,41 @@ impl Writer {
     /// the background.
     pub fn write(&mut self, now: Time, cursors: Vec<SiteCursor>, policy_state: Vec<u8>, progress: Vec<u8>) {
         self.last = Some(now);
+        let Some(bytes) = self.encode(cursors, policy_state, progress) else {
+            tracing::warn!("a checkpoint of run {} could not be encoded; none taken", self.run);
+            return;
+        };
+        let file = self.file.clone();
+        let writing = self.writing.clone();
+        writing.store(true, Ordering::Release);
+        self.thread = Some(std::thread::spawn(move || {
+            if let Err(e) = replace(&file, &bytes) {
+                tracing::warn!("cannot write the checkpoint {}: {e}; the last one stays", file.display());
+            }
+            writing.store(false, Ordering::Release);
+        }));
+    }
+
+    /// Writes the checkpoint of a run that stops, on the calling thread
+    /// (blocking: after the write under way, if any), whatever the interval;
+    /// the run's next start goes on from it. `Err` says why there is none.
+    pub fn finish(
+        mut self,
+        cursors: Vec<SiteCursor>,
+        policy_state: Vec<u8>,
+        progress: Vec<u8>,
+    ) -> Result<PathBuf, String> {
+        if let Some(thread) = self.thread.take() {
+            let _ = thread.join();
+        }
+        let bytes = self
+            .encode(cursors, policy_state, progress)
+            .ok_or_else(|| format!("a checkpoint of run {} could not be encoded", self.run))?;
+        replace(&self.file, &bytes).map_err(|e| format!("cannot write {}: {e}", self.file.display()))?;
+        Ok(self.file)
+    }
+
+    fn encode(&self, cursors: Vec<SiteCursor>, policy_state: Vec<u8>, progress: Vec<u8>) -> Option<Vec<u8>> {
         let checkpoint = Checkpoint {
             format: FORMAT,
             run: self.run.clone(),
@@ -190,19 +235,7 @@ impl Writer {
             policy_state,
             progress,
         };
-        let Ok(bytes) = postcard::to_stdvec(&checkpoint) else {
-            tracing::warn!("a checkpoint of run {} could not be encoded; none taken", self.run);
-            return;
-        };
-        let file = self.file.clone();
-        let writing = self.writing.clone();
-        writing.store(true, Ordering::Release);
-        std::thread::spawn(move || {
-            if let Err(e) = replace(&file, &bytes) {
-                tracing::warn!("cannot write the checkpoint {}: {e}; the last one stays", file.display());
-            }
-            writing.store(false, Ordering::Release);
-        });
+        postcard::to_stdvec(&checkpoint).ok()
     }
 }
 
@@ -268,5 +301,25 @@ mod tests {
         wait_written(&writer);
         assert!(!writer.due(31_000.0 + 29_999.0), "the interval restarts at each checkpoint");
         assert!(writer.due(31_000.0 + 30_000.0));
+    }
+
+    /// A tester's SIGTERM of the daemon: the log said the run was
+    /// checkpointed for its next start, and no checkpoint was there. The
+    /// one of a stop is written at once, whatever the interval, after the
+    /// write under way.
+    #[test]
+    fn the_checkpoint_of_a_stop_is_written_at_once_after_the_one_under_way() {
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("a.log");
+        std::fs::write(&log, vec![b'x'; 200]).unwrap();
+        let mut writer = Writer::new(dir.path(), "r1", "adaptive", 3600.0, 1.0).unwrap();
+        assert!(!writer.due(0.0), "no periodic checkpoint for an hour");
+        writer.write(0.0, vec![SiteCursor { log_offset: 100, batches: 1 }], vec![1], vec![1]);
+        let file = writer.finish(vec![SiteCursor { log_offset: 200, batches: 2 }], vec![2], vec![2]).unwrap();
+        assert_eq!(file, path(dir.path()));
+        let loaded = load(dir.path(), "r1", "adaptive", &[log]).expect("the stop's checkpoint");
+        assert_eq!(loaded.cursors, vec![SiteCursor { log_offset: 200, batches: 2 }], "the last one wins");
+        assert_eq!((loaded.policy_state, loaded.progress), (vec![2], vec![2]));
+        assert!(!dir.path().join("checkpoint.new").exists(), "no temporary file is left");
     }
 }

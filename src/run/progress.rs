@@ -11,11 +11,21 @@
 //! kind at each site: jobs running and done, and the mean run time of its
 //! successful attempts there (a kind's speed at a site is what a policy has
 //! to learn per kind); a run of one kind shows and prints what it always did.
+//!
+//! The summary's makespan and each site's means are [`crate::stats`]'s
+//! ([`stats::makespan`], [`stats::SiteMeans`]), from the same user-log
+//! events the run's report reads, so the two show the same figures. One
+//! input differs: an attempt's submission is the moment cosched ran
+//! `condor_submit` (live; the 000 it wrote when a resumed run replays its
+//! logs), where the report has only the 000, stamped to the second by
+//! `condor_submit` as it queued the jobs. The progress line's *elapsed*
+//! time is another figure than the makespan: from the run's start to now.
 
 use crate::engine::{Ending, Observer};
 use crate::policy::{
     Action, Decision, DecisionKind, JobId, JobTypeId, JobTypes, Outcome, Policy, SiteEvent, SiteId, Time,
 };
+use crate::stats::{self, Effect, JobTimes, SiteMeans};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -36,11 +46,25 @@ pub enum Display {
 #[derive(Clone, Copy, Debug, Serialize, serde::Deserialize)]
 struct Attempt {
     site: SiteId,
-    submitted: Time,
+    /// Its times as its events tell them, its submission first: what its
+    /// site's means take once it succeeds. Whether it was held (a failure)
+    /// before it ended or was removed is `times.held`.
+    times: JobTimes,
+    /// Since when it runs: its first start, until a hold stops it.
     started: Option<Time>,
-    /// Held (a failure) before it ended or was removed.
-    #[serde(default)]
-    held: bool,
+}
+
+impl Attempt {
+    /// Applies one of its events at `at`. A submission is timed when
+    /// `condor_submit` began, to the instant, and its start by the log, to
+    /// the second below: a start stamped in the second of the submission
+    /// would come first, so the submission is taken no later than it.
+    fn apply(&mut self, effect: Effect, at: Time) {
+        if let Some(submitted) = self.times.submit.as_mut() {
+            *submitted = submitted.min(at);
+        }
+        self.times.apply(effect, at);
+    }
 }
 
 /// Why jobs were submitted again: what ended each one's previous attempt.
@@ -62,17 +86,14 @@ enum Ended {
     Idle,
 }
 
-/// Per-site totals of the successful attempts.
+/// Per-site totals.
 #[derive(Clone, Debug, Default, Serialize, serde::Deserialize)]
 struct SiteTotals {
     done: u64,
     failed_attempts: u64,
     submit_failures: u64,
-    wait_sum: f64,
-    wait_n: u64,
-    run_sum: f64,
-    run_n: u64,
-    turnaround_sum: f64,
+    /// Of the successful attempts.
+    means: SiteMeans,
     last_submit_error: Option<String>,
     /// Executions that started and were removed before they ended, and the
     /// slot-seconds they had used.
@@ -89,9 +110,8 @@ struct KindTotals {
     /// Running now.
     running: u32,
     done: u64,
-    /// Run times of the successful attempts whose start was seen.
-    run_sum: f64,
-    run_n: u64,
+    /// Of its successful attempts (only the run time is shown).
+    means: SiteMeans,
 }
 
 /// Watches a run and writes its progress to stderr.
@@ -134,8 +154,9 @@ struct Tally {
     submitted_attempts: u64,
     ever_submitted: std::collections::BTreeSet<JobId>,
     done: std::collections::BTreeSet<JobId>,
-    /// When the last job settled (succeeded or was given up), run time.
-    makespan: Time,
+    /// The last end (terminate or removal) of any attempt, run time: where
+    /// the makespan ends.
+    last_end: Option<Time>,
     sites: Vec<SiteTotals>,
     /// Our jobs running at each site now, and the most at once, counted
     /// from the events themselves, so a resumed run's peak covers its past.
@@ -170,8 +191,13 @@ pub struct Summary {
     pub failed: u64,
     /// Jobs neither done nor failed (an interrupted or hung run).
     pub unfinished: u64,
-    /// End of the last successful job, run seconds from t = 0.
+    /// From the run's start to its last job's end, seconds
+    /// ([`stats::makespan`]).
     pub makespan: Option<f64>,
+    /// From the run's start to its stop, seconds: the progress line's
+    /// elapsed time at the end (past the makespan by the time the last
+    /// end took to be read).
+    pub elapsed: f64,
     /// Attempts beyond each job's first.
     pub retries: u64,
     /// The retries by what ended the attempt before. (A checkpoint written
@@ -206,7 +232,8 @@ pub struct KindSiteSummary {
     pub done: u64,
     /// Running when the summary was made.
     pub running: u32,
-    /// Mean run time of its successful attempts there, seconds.
+    /// Mean run time of its successful attempts there, seconds (as the
+    /// report's, [`stats::SiteMeans`]).
     pub mean_run_time: Option<f64>,
     /// The kind's window there (jobs of the kind the policy lets out),
     /// where its policy keeps one per kind and told it.
@@ -224,6 +251,8 @@ pub struct SiteSummary {
     pub done: u64,
     pub failed_attempts: u64,
     pub submit_failures: u64,
+    /// The means of its successful attempts, seconds ([`stats::SiteMeans`],
+    /// as the report's sites table).
     pub mean_queue_wait: Option<f64>,
     pub mean_run_time: Option<f64>,
     pub mean_turnaround: Option<f64>,
@@ -267,7 +296,7 @@ impl Progress {
                 submitted_attempts: 0,
                 ever_submitted: Default::default(),
                 done: Default::default(),
-                makespan: 0.0,
+                last_end: None,
                 sites: vec![SiteTotals::default(); n_sites],
                 running: vec![0; n_sites],
                 peaks: vec![0; n_sites],
@@ -357,14 +386,21 @@ impl Progress {
         }
     }
 
-    fn stopped(&mut self, site: SiteId, job: JobId, attempt: &Attempt) {
-        if attempt.started.is_some() {
+    /// An attempt that was running (`was_running`) is no more.
+    fn stopped(&mut self, site: SiteId, job: JobId, was_running: bool) {
+        if was_running {
             let i = site.index();
             self.tally.running[i] = self.tally.running[i].saturating_sub(1);
             if let Some(k) = self.kind_totals(site, job) {
                 k.running = k.running.saturating_sub(1);
             }
         }
+    }
+
+    /// An attempt ended (005 or 009) at `at`, whatever became of its job:
+    /// the makespan runs to the last such end, as the report's does.
+    fn ended_at(&mut self, at: Time) {
+        self.tally.last_end = Some(self.tally.last_end.map_or(at, |last| last.max(at)));
     }
 
     fn site_name(&self, site: SiteId) -> &str {
@@ -397,9 +433,9 @@ impl Progress {
                         Some(Ended::Idle) => causes.moved_idle += 1,
                         None => {}
                     }
-                    self.tally
-                        .attempts
-                        .insert(job, Attempt { site, submitted: *at, started: None, held: false });
+                    let mut times = JobTimes::default();
+                    times.apply(Effect::Submit, *at);
+                    self.tally.attempts.insert(job, Attempt { site, times, started: None });
                 }
             }
             SiteEvent::SubmitFailed { jobs, error, .. } => {
@@ -414,6 +450,13 @@ impl Progress {
                 }
             }
             SiteEvent::Started { job, at } | SiteEvent::WithdrawDeclined { job, at } => {
+                if let Some(a) = self.tally.attempts.get_mut(job).filter(|a| a.site == site) {
+                    // Its times are the log's: a declined withdrawal is no
+                    // 001 (its `at` is when condor_q told the job started).
+                    if matches!(event, SiteEvent::Started { .. }) {
+                        a.apply(Effect::Execute, *at);
+                    }
+                }
                 if let Some(a) =
                     self.tally.attempts.get_mut(job).filter(|a| a.site == site && a.started.is_none())
                 {
@@ -432,37 +475,25 @@ impl Progress {
                 }
             }
             SiteEvent::Ended { job, at, outcome } => {
-                let Some(a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) else {
+                self.ended_at(*at);
+                let Some(mut a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) else {
                     return;
                 };
                 self.tally.attempts.remove(job);
-                self.stopped(site, *job, &a);
+                self.stopped(site, *job, a.started.is_some());
+                a.apply(Effect::Terminate, *at);
                 match outcome {
                     Outcome::Success => {
                         if !self.tally.done.insert(*job) {
                             return;
                         }
                         self.tally.removed_unstarted.remove(job);
-                        self.tally.makespan = self.tally.makespan.max(*at);
                         let t = self.totals(site);
                         t.done += 1;
-                        t.turnaround_sum += at - a.submitted;
-                        if let Some(started) = a.started {
-                            // Log stamps are whole seconds and the submit
-                            // time is exact, so a job that starts within a
-                            // second of its submission can look as if it
-                            // started first.
-                            t.wait_sum += (started - a.submitted).max(0.0);
-                            t.wait_n += 1;
-                            t.run_sum += at - started;
-                            t.run_n += 1;
-                        }
+                        t.means.add(&a.times, true);
                         if let Some(k) = self.kind_totals(site, *job) {
                             k.done += 1;
-                            if let Some(started) = a.started {
-                                k.run_sum += at - started;
-                                k.run_n += 1;
-                            }
+                            k.means.add(&a.times, true);
                         }
                     }
                     Outcome::Failed { detail } => {
@@ -473,12 +504,12 @@ impl Progress {
                     }
                 }
             }
-            SiteEvent::Held { job, reason, .. } => {
+            SiteEvent::Held { job, at, reason, .. } => {
                 if let Some(a) = self.tally.attempts.get_mut(job).filter(|a| a.site == site) {
                     // A held job occupies no slot.
-                    a.held = true;
+                    a.apply(Effect::Hold, *at);
                     let was = std::mem::take(&mut a.started);
-                    self.stopped(site, *job, &Attempt { site, submitted: 0.0, started: was, held: true });
+                    self.stopped(site, *job, was.is_some());
                     let name = self.site_name(site).to_string();
                     let reason = one_line(reason);
                     let t = self.totals(site);
@@ -492,15 +523,16 @@ impl Progress {
                 }
             }
             SiteEvent::Removed { job, at } => {
+                self.ended_at(*at);
                 if let Some(a) = self.tally.attempts.get(job).copied().filter(|a| a.site == site) {
                     self.tally.attempts.remove(job);
-                    self.stopped(site, *job, &a);
+                    self.stopped(site, *job, a.started.is_some());
                     if let Some(started) = a.started {
                         self.tally.ended_by.insert(*job, Ended::CutShort);
                         let t = self.totals(site);
                         t.cut_short += 1;
                         t.cut_short_seconds += (at - started).max(0.0);
-                    } else if !a.held {
+                    } else if !a.times.held {
                         self.tally.ended_by.insert(*job, Ended::Idle);
                         self.tally.removed_unstarted.insert(*job, (site, *at));
                     }
@@ -534,7 +566,7 @@ impl Progress {
         if book.given_up() > 0 {
             let _ = write!(out, ", {} failed", book.given_up());
         }
-        let _ = write!(out, "  run time {elapsed}");
+        let _ = write!(out, "  elapsed {elapsed}");
         if let Some(eta) = self.eta_real(now, book.done() + book.given_up()) {
             let _ = write!(out, "  ETA {}", format_duration(eta));
         }
@@ -665,7 +697,7 @@ impl Progress {
             Display::Lines => {
                 let book = policy.book();
                 let mut line = format!(
-                    "cosched {}: {}/{} done, {} failed, run time {}",
+                    "cosched {}: {}/{} done, {} failed, elapsed {}",
                     self.run_id,
                     book.done(),
                     self.n_jobs,
@@ -694,9 +726,9 @@ impl Progress {
         let _ = err.flush();
     }
 
-    fn build_summary(&self, policy: &dyn Policy, ending: Ending) -> Summary {
+    /// The summary of the run, stopped at `now`.
+    fn build_summary(&self, now: Time, policy: &dyn Policy, ending: Ending) -> Summary {
         let book = policy.book();
-        let mean = |sum: f64, n: u64| (n > 0).then(|| sum / n as f64);
         // The capacity shown is the one the next warm start will read.
         let learned = policy.learned();
         let sites = self
@@ -711,9 +743,9 @@ impl Progress {
                     done: t.done,
                     failed_attempts: t.failed_attempts,
                     submit_failures: t.submit_failures,
-                    mean_queue_wait: mean(t.wait_sum, t.wait_n),
-                    mean_run_time: mean(t.run_sum, t.run_n),
-                    mean_turnaround: mean(t.turnaround_sum, t.done),
+                    mean_queue_wait: t.means.queue_wait(),
+                    mean_run_time: t.means.run_time(),
+                    mean_turnaround: t.means.turnaround(),
                     capacity: learned.of_site(name).find_map(|(_, m)| m.capacity).or(view.capacity),
                     class: view.class.to_string(),
                     peak_running: Some(self.tally.peaks[i]),
@@ -764,7 +796,8 @@ impl Progress {
             done: book.done(),
             failed: book.given_up(),
             unfinished: self.n_jobs - book.done() - book.given_up(),
-            makespan: (book.done() + book.given_up() > 0).then_some(self.tally.makespan),
+            makespan: stats::makespan(0.0, self.tally.last_end),
+            elapsed: now,
             retries: self.tally.submitted_attempts.saturating_sub(self.tally.ever_submitted.len() as u64),
             retry_causes: self.tally.retry_causes,
             cut_short: self.tally.sites.iter().map(|t| t.cut_short).sum(),
@@ -789,7 +822,7 @@ impl Progress {
                     name: self.types.name(JobTypeId(t as u16)).to_string(),
                     done: k.done,
                     running: k.running,
-                    mean_run_time: (k.run_n > 0).then(|| k.run_sum / k.run_n as f64),
+                    mean_run_time: k.means.run_time(),
                     window: told.map(|(w, _)| w),
                     capacity: told.and_then(|(_, c)| c),
                 }
@@ -816,10 +849,9 @@ fn secs(v: Option<f64>) -> String {
 }
 
 impl Observer for Progress {
-    fn action(&mut self, now: Time, action: &Action) {
+    fn action(&mut self, _now: Time, action: &Action) {
         if let Action::GiveUp { job, why } = action {
             self.tally.last_failure.entry(*job).or_insert_with(|| why.clone());
-            self.tally.makespan = self.tally.makespan.max(now);
         }
     }
     fn event(&mut self, _now: Time, site: SiteId, event: &SiteEvent) {
@@ -836,7 +868,7 @@ impl Observer for Progress {
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
         self.draw(now, policy, true);
-        self.summary = Some(self.build_summary(policy, ending));
+        self.summary = Some(self.build_summary(now, policy, ending));
     }
 }
 
@@ -888,8 +920,13 @@ pub fn render_summary(s: &Summary) -> String {
     }
     let _ = writeln!(
         out,
-        "Makespan {}, {} retr{}{}, {} execution(s) cut short{}.",
+        "Makespan {} (from the run's start to its last job's end), elapsed {} (to the run's stop).",
         s.makespan.map_or("-".to_string(), format_duration),
+        format_duration(s.elapsed)
+    );
+    let _ = writeln!(
+        out,
+        "{} retr{}{}, {} execution(s) cut short{}.",
         s.retries,
         if s.retries == 1 { "y" } else { "ies" },
         retry_causes(&s.retry_causes),
@@ -936,6 +973,7 @@ pub fn render_summary(s: &Summary) -> String {
             );
         }
     }
+    let _ = writeln!(out, "  (queue wait, run time, turnaround: means of the jobs that succeeded at the site, as in the report)");
     for site in s.sites.iter().filter(|x| x.last_hold_reason.is_some()) {
         let _ =
             writeln!(out, "  {} last hold: {}", site.name, site.last_hold_reason.as_deref().unwrap_or(""));
@@ -1010,11 +1048,12 @@ mod tests {
         assert_eq!(p.tally.done.len(), 2);
         assert_eq!(p.tally.submitted_attempts - p.tally.ever_submitted.len() as u64, 1, "one retry");
         assert_eq!(p.tally.sites[0].done, 1);
-        assert_eq!(p.tally.sites[0].wait_sum, 10.0);
-        assert_eq!(p.tally.sites[0].run_sum, 100.0);
-        assert_eq!(p.tally.sites[1].turnaround_sum, 200.0);
-        assert_eq!(p.tally.sites[1].run_n, 0, "no start seen: run time unknown");
-        assert_eq!(p.tally.makespan, 220.0);
+        let a_means = p.tally.sites[0].means;
+        assert_eq!((a_means.queue_wait(), a_means.run_time()), (Some(10.0), Some(100.0)));
+        let b_means = p.tally.sites[1].means;
+        assert_eq!(b_means.turnaround(), Some(200.0));
+        assert_eq!(b_means.run_time(), None, "no start seen: run time unknown");
+        assert_eq!(p.tally.last_end, Some(220.0));
         assert_eq!(p.tally.last_failure[&JobId(1)], "a: held: no slot");
         let held_then_removed = RetryCauses { after_failure: 1, ..RetryCauses::default() };
         assert_eq!(p.tally.retry_causes, held_then_removed, "a job held, then removed, failed");
@@ -1058,12 +1097,37 @@ mod tests {
         for job in [JobId(0), JobId(1)] {
             p.record(a, &SiteEvent::Ended { job, at: 160.0, outcome: Outcome::Success });
         }
-        assert_eq!(p.tally.sites[0].wait_n, 2);
-        assert!(
-            (p.tally.sites[0].wait_sum - 3.3).abs() < 1e-9,
-            "0 + 3.3, not -0.7 + 3.3: {}",
-            p.tally.sites[0].wait_sum
-        );
+        let means = p.tally.sites[0].means;
+        let wait = means.queue_wait().expect("both waits");
+        assert!((wait - 3.3 / 2.0).abs() < 1e-9, "(0 + 3.3) / 2, not (-0.7 + 3.3) / 2: {wait}");
+        let turnaround = means.turnaround().expect("both turnarounds");
+        assert!((turnaround - (60.0 + 59.3) / 2.0).abs() < 1e-9, "{turnaround}");
+    }
+
+    /// As the report times the same attempts from their log events
+    /// (`stats::SiteMeans`): only those that succeeded, the wait to the
+    /// first start the log stamps, the run from the last start, and the
+    /// makespan to the last end of any attempt, also one removed.
+    #[test]
+    fn the_summary_times_attempts_as_the_report_does() {
+        let mut p = Progress::new("r", vec!["a".into()], 3, 1.0, Display::Quiet);
+        let a = SiteId(0);
+        p.record(a, &SiteEvent::Submitted { jobs: vec![JobId(0), JobId(1), JobId(2)], at: 0.0 });
+        // condor_q said job 0 runs before its log did: no start of the log's.
+        p.record(a, &SiteEvent::WithdrawDeclined { job: JobId(0), at: 12.0 });
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 10.0 });
+        // Evicted and started again (no event the summary sees between).
+        p.record(a, &SiteEvent::Started { job: JobId(0), at: 30.0 });
+        p.record(a, &SiteEvent::Ended { job: JobId(0), at: 60.0, outcome: Outcome::Success });
+        p.record(a, &SiteEvent::Started { job: JobId(1), at: 1.0 });
+        let failed = Outcome::Failed { detail: "exit 1".into() };
+        p.record(a, &SiteEvent::Ended { job: JobId(1), at: 2.0, outcome: failed });
+        p.record(a, &SiteEvent::Removed { job: JobId(2), at: 70.0 });
+        let means = p.tally.sites[0].means;
+        let got = (means.queue_wait(), means.run_time(), means.turnaround());
+        assert_eq!(got, (Some(10.0), Some(30.0), Some(60.0)));
+        assert_eq!(stats::makespan(0.0, p.tally.last_end), Some(70.0));
+        assert_eq!(p.tally.running, vec![0], "job 0 counted running once");
     }
 
     #[test]

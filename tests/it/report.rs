@@ -501,3 +501,96 @@ fn a_job_whose_times_go_backwards_is_left_out_of_the_report() {
     let row = csv.lines().nth(1).unwrap();
     assert!(row.ends_with(",,,"), "no queue wait, run time or turnaround: {csv}");
 }
+
+/// A tester's finding: for one `--simulate` run the
+/// `--json` summary and the run's report gave two makespans (the summary
+/// from the run's start, the report from its first submission), and two
+/// sets of per-site means (the summary over the successful attempts, timed
+/// from cosched's condor_submit to its first start; the report over every
+/// attempt, failed, held and withdrawn ones too, a withdrawn grid job's
+/// grid submit (027) standing for a start). Now both take them from
+/// `cosched::stats`: makespan from the run's start to its last job's end,
+/// and per site the means of the attempts that succeeded there.
+///
+/// A run where attempts are not jobs: one site fails a third of its
+/// attempts (each sent again), the other makes jobs wait past its
+/// `idle_timeout` (taken back while idle, sent again).
+#[test]
+fn a_runs_summary_and_its_report_agree_on_makespan_and_each_sites_means() {
+    /// Simulated seconds per real second: low, so that the time condor_submit
+    /// takes (see `SUBMIT_SLACK`) is a simulated second at most.
+    const SPEEDUP: f64 = 10.0;
+    /// The one input the two do not share: a submission is timed by the
+    /// summary from the moment cosched ran condor_submit (exact), by the
+    /// report from the 000 that condor_submit wrote as it queued the jobs, a
+    /// moment later (the command's own time, under 0.1 real s: ×SPEEDUP),
+    /// stamped to the second below. A mean of waits or turnarounds differs
+    /// by less than this; every other time is the same log stamp on both.
+    const SUBMIT_SLACK: f64 = 1.0 + 0.1 * SPEEDUP;
+    let dir = tempdir();
+    util::write_echo_job(dir.path());
+    std::fs::write(
+        dir.path().join("sites.toml"),
+        "[run]\nmax_attempts = 50\n\
+         [simulate]\nbase_runtime = 20\njitter = 0.2\nseed = 3\n\n\
+         [[site]]\nname = \"flaky\"\ngrid_resource = \"condor flaky.example flaky.example:9619\"\nslots = 6\n\
+         [site.simulate]\nwait_mean = 4\np_fail = 0.35\n\n\
+         [[site]]\nname = \"slow\"\ngrid_resource = \"batch slurm cosched@slow.example\"\nslots = 6\nidle_timeout = 15\n\
+         [site.simulate]\nwait_mean = 40\n",
+    )
+    .unwrap();
+    let speedup = SPEEDUP.to_string();
+    let out = cosched(
+        dir.path(),
+        &["submit", "20", "sites.toml", "job.sub", "--simulate", "--speedup", &speedup, "--json"],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    let summary: serde_json::Value = serde_json::from_slice(&out.stdout).expect("--json is JSON");
+    let html = stderr
+        .lines()
+        .find_map(|l| l.strip_prefix("cosched: report: "))
+        .unwrap_or_else(|| panic!("the report's path is printed: {stderr}"));
+    let json = std::fs::read_to_string(Path::new(html.trim()).with_file_name("report.json")).unwrap();
+    let report: serde_json::Value = serde_json::from_str(&json).expect("report.json is JSON");
+    let r = &report["summary"];
+    let context = format!("summary {summary}\nreport {r}");
+
+    // Attempts are not jobs: some failed, or were taken back, and were sent again.
+    assert!(summary["retries"].as_u64().unwrap() > 0, "{context}");
+    assert!(r["counts"]["failed"].as_u64().unwrap() > 0, "failed attempts: {context}");
+    assert!(r["counts"]["jobs"].as_u64().unwrap() > 20, "more attempts than jobs: {context}");
+
+    let num = |v: &serde_json::Value, what: &str| v.as_f64().unwrap_or_else(|| panic!("{what}: {context}"));
+    // The same log stamps from the same start: equal but for float rounding.
+    let makespan = num(&summary["makespan"], "summary makespan");
+    assert!(close(makespan, num(&r["makespan_s"], "report makespan")), "makespan: {context}");
+    // The run stopped once it had read its last job's end.
+    assert!(num(&summary["elapsed"], "summary elapsed") >= makespan, "elapsed: {context}");
+
+    let report_sites = r["sites"].as_array().unwrap();
+    for site in summary["sites"].as_array().unwrap() {
+        let name = site["name"].as_str().unwrap();
+        let Some(theirs) = report_sites.iter().find(|s| s["name"] == name) else {
+            // A site sent nothing has no log, so no row in the report.
+            assert_eq!(site["done"], 0, "{name} ran jobs: {context}");
+            continue;
+        };
+        assert_eq!(site["done"], theirs["counts"]["succeeded"], "{name}: jobs done: {context}");
+        let pairs = [
+            ("mean_run_time", "mean_run_time_s", 0.0),
+            ("mean_queue_wait", "mean_queue_wait_s", SUBMIT_SLACK),
+            ("mean_turnaround", "mean_agtime_s", SUBMIT_SLACK),
+        ];
+        for (ours, report_field, slack) in pairs {
+            let (a, b) = (&site[ours], &theirs[report_field]);
+            assert_eq!(a.is_null(), b.is_null(), "{name}: {ours} {a} vs {report_field} {b}: {context}");
+            if let (Some(a), Some(b)) = (a.as_f64(), b.as_f64()) {
+                assert!(
+                    close(a, b) || (a - b).abs() <= slack,
+                    "{name}: {ours} {a} (summary) vs {report_field} {b} (report): {context}"
+                );
+            }
+        }
+    }
+}
