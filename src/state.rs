@@ -559,34 +559,51 @@ impl Db {
 
     /// All runs, oldest first.
     pub fn runs(&self) -> Result<Vec<RunRecord>, StateError> {
+        self.runs_named(None)
+    }
+
+    /// One run by id.
+    pub fn run(&self, id: &str) -> Result<Option<RunRecord>, StateError> {
+        // Read alone, not found among all: the daemon asks for each of its
+        // runs in turn as it starts, with thousands kept.
+        Ok(self.runs_named(Some(id))?.pop())
+    }
+
+    /// The run named `id`, or all runs (oldest first), with their kinds.
+    fn runs_named(&self, id: Option<&str>) -> Result<Vec<RunRecord>, StateError> {
+        let only = if id.is_some() { "WHERE id = ?1" } else { "" };
         let mut stmt = self
             .conn
-            .prepare(&format!("SELECT {} FROM runs ORDER BY rowid", Self::RUN_COLUMNS))
+            .prepare(&format!("SELECT {} FROM runs {only} ORDER BY rowid", Self::RUN_COLUMNS))
             .map_err(|e| self.sql(e))?;
-        let rows = stmt.query_map([], |row| self.run_from_row(row)).map_err(|e| self.sql(e))?;
+        let rows = stmt
+            .query_map(rusqlite::params_from_iter(id), |row| self.run_from_row(row))
+            .map_err(|e| self.sql(e))?;
         let mut runs = Vec::new();
         for row in rows {
             runs.push(row.map_err(|e| self.sql(e))?.map_err(|m| self.corrupt(m))?);
         }
         let mut kinds: std::collections::BTreeMap<String, Vec<RecordedKind>> = Default::default();
+        let only = if id.is_some() { "WHERE run = ?1" } else { "" };
         let mut stmt = self
             .conn
-            .prepare("SELECT run, name, count, job_path, job_text FROM run_kinds ORDER BY run, kind")
+            .prepare(&format!(
+                "SELECT run, name, count, job_path, job_text FROM run_kinds {only} ORDER BY run, kind"
+            ))
             .map_err(|e| self.sql(e))?;
-        let rows = stmt
-            .query_map([], |row| {
-                let count: i64 = row.get(2)?;
-                Ok((
-                    row.get::<_, String>(0)?,
-                    RecordedKind {
-                        name: row.get(1)?,
-                        count: count.max(0) as u64,
-                        job_path: PathBuf::from(row.get::<_, String>(3)?),
-                        job_text: row.get(4)?,
-                    },
-                ))
-            })
-            .map_err(|e| self.sql(e))?;
+        fn kind_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<(String, RecordedKind)> {
+            let count: i64 = row.get(2)?;
+            Ok((
+                row.get::<_, String>(0)?,
+                RecordedKind {
+                    name: row.get(1)?,
+                    count: count.max(0) as u64,
+                    job_path: PathBuf::from(row.get::<_, String>(3)?),
+                    job_text: row.get(4)?,
+                },
+            ))
+        }
+        let rows = stmt.query_map(rusqlite::params_from_iter(id), kind_from_row).map_err(|e| self.sql(e))?;
         for row in rows {
             let (run, kind) = row.map_err(|e| self.sql(e))?;
             kinds.entry(run).or_default().push(kind);
@@ -597,11 +614,6 @@ impl Db {
             }
         }
         Ok(runs)
-    }
-
-    /// One run by id.
-    pub fn run(&self, id: &str) -> Result<Option<RunRecord>, StateError> {
-        Ok(self.runs()?.into_iter().find(|r| r.id == id))
     }
 
     /// Sets a run's status (and its finishing time when it is final).
@@ -824,6 +836,10 @@ mod tests {
             (old[0].name.as_str(), old[0].count, old[0].job_path.as_path()),
             ("job", 7, Path::new("/x/old.sub"))
         );
+        // One run read alone is the one among all, its kinds with it.
+        for run in &runs {
+            assert_eq!(db.run(&run.id).unwrap().as_ref(), Some(run), "{}", run.id);
+        }
         let none = RunRecord { kinds: Vec::new(), ..run_record("r3") };
         assert!(db.create_run(&none).is_err(), "a run has a kind");
         assert!(db.run("r3").unwrap().is_none(), "and nothing of it is recorded");
