@@ -472,6 +472,29 @@ pub fn load(path: &Path) -> Result<SitesFile, ConfigError> {
 }
 
 /// The warning for a `[[site]]` setting the policy will not honour.
+/// The `[[site]]` settings that `policy` will not honour, where it is not
+/// the sites file's own policy (whose were found as the file was read): a
+/// run's `--policy` (or a daemon request's) over the file's.
+pub fn ignored_settings(policy: &PolicyConfig, sites: &SitesFile) -> Vec<Problem> {
+    if policy.name() == sites.policy.name() {
+        return Vec::new();
+    }
+    let mut out = Vec::new();
+    for site in &sites.sites {
+        let settings = [
+            (site.max_jobs.is_some(), "max_jobs"),
+            (site.max_idle.is_some(), "max_idle"),
+            (site.initial_window.is_some(), "initial_window"),
+        ];
+        for (set, key) in settings {
+            if let Some(why) = policy.ignores(key).filter(|_| set) {
+                out.push(ignored_setting(&sites.path, None, &site.name, policy.name(), key, why));
+            }
+        }
+    }
+    out
+}
+
 pub fn ignored_setting(
     path: &Path,
     location: Option<(usize, usize)>,

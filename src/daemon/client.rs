@@ -335,7 +335,6 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
         });
     }
     let n_jobs = kinds.iter().map(|k| k.count).sum();
-    let cwd = std::env::current_dir().map(|d| d.display().to_string()).unwrap_or_default();
     let mut request = SubmitRequest {
         n_jobs,
         sites_path: abs(&sites),
@@ -343,7 +342,6 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
         job_path: String::new(),
         job_sub: String::new(),
         kinds: Vec::new(),
-        cwd,
         policy: args.policy.clone(),
     };
     // A run of one description goes in the form every daemon reads.
@@ -362,6 +360,11 @@ pub fn submit(args: &SubmitArgs) -> CmdResult {
     // when the client itself finds one, not a run whose jobs failed.
     let response = conn.receive_or(Failure::usage)?;
     let id = response.run.ok_or_else(|| Failure::failed("the daemon accepted the run but gave no id"))?;
+    // Accepted, with the inputs' warnings or a setting changed to the
+    // daemon's bounds: on stderr, so that stdout stays the run id alone.
+    for warning in &response.warnings {
+        eprintln!("cosched: warning: {warning}");
+    }
     if args.json {
         println!("{{\"run\":{id}}}");
     } else {

@@ -45,6 +45,12 @@ pub struct DaemonConfig {
     pub simulate: bool,
     /// With `simulate`: simulated seconds per real second.
     pub speedup: f64,
+    /// The shortest interval between two checkpoints of a run (real
+    /// seconds; 0: no floor). A run's `[run] checkpoint_every` comes from
+    /// its client, and each checkpoint is a file written and synced in the
+    /// shared state directory: a smaller one is raised to this
+    /// ([`super::dbrun::checkpoint_every`]).
+    pub min_checkpoint_every: f64,
     /// TESTS ONLY: honour the `as_uid` field of requests instead of the
     /// kernel's peer credentials. Anyone who can reach the socket can then act
     /// as anyone: never set this on a shared host.
@@ -81,8 +87,16 @@ struct Raw {
     #[serde(default)]
     speedup: Option<f64>,
     #[serde(default)]
+    min_checkpoint_every: Option<f64>,
+    #[serde(default)]
     trust_client_uid: bool,
 }
+
+/// `min_checkpoint_every` when the file does not set it: a run's state is
+/// written at most every 10 s. A resume then replays at most the last 10 s
+/// of a run, while a client that asks for a checkpoint every millisecond
+/// costs the shared disk one synced write per 10 s, not a thousand a second.
+pub const DEFAULT_MIN_CHECKPOINT_EVERY: f64 = 10.0;
 
 /// Reads and checks the file; every problem found is in the message.
 pub fn load(path: &Path) -> Result<DaemonConfig, String> {
@@ -170,6 +184,12 @@ pub fn parse(path: &Path, text: &str) -> Result<DaemonConfig, String> {
     if !(speedup.is_finite() && speedup > 0.0) {
         problems.push(format!("speedup = {speedup}: must be a positive number"));
     }
+    let min_checkpoint_every = raw.min_checkpoint_every.unwrap_or(DEFAULT_MIN_CHECKPOINT_EVERY);
+    if !(min_checkpoint_every.is_finite() && min_checkpoint_every >= 0.0) {
+        problems.push(format!(
+            "min_checkpoint_every = {min_checkpoint_every}: must be a number of seconds, 0 or more (0: no floor)"
+        ));
+    }
     if !problems.is_empty() {
         return Err(format!("{}: {}", path.display(), problems.join("; ")));
     }
@@ -188,6 +208,7 @@ pub fn parse(path: &Path, text: &str) -> Result<DaemonConfig, String> {
         max_runs: raw.max_runs.unwrap_or(1000),
         simulate: raw.simulate,
         speedup,
+        min_checkpoint_every,
         trust_client_uid: raw.trust_client_uid,
     })
 }
@@ -316,6 +337,21 @@ root = 2
         assert_eq!(c.weight(5), 1.5);
         assert_eq!(c.capacity.get("site-a"), Some(&40));
         assert!(!c.trust_client_uid);
+        assert_eq!(c.min_checkpoint_every, DEFAULT_MIN_CHECKPOINT_EVERY, "the floor unless set");
+    }
+
+    #[test]
+    fn the_checkpoint_floor_is_a_number_of_seconds_zero_or_more() {
+        let with = |value: &str| {
+            let text = format!("socket = \"s\"\nstate_dir = \"d\"\nmin_checkpoint_every = {value}\n");
+            parse(Path::new("d.toml"), &text)
+        };
+        assert_eq!(with("0.5").unwrap().min_checkpoint_every, 0.5);
+        assert_eq!(with("0").unwrap().min_checkpoint_every, 0.0, "0: no floor");
+        for bad in ["-1", "nan", "inf"] {
+            let e = with(bad).unwrap_err();
+            assert!(e.starts_with("d.toml: min_checkpoint_every = "), "{bad}: {e}");
+        }
     }
 
     #[test]
@@ -350,6 +386,7 @@ root = 2
         assert_eq!(c.state_dir, Path::new("/var/lib/cosched"));
         assert_eq!(c.socket_mode, 0o660);
         assert!(!c.trust_client_uid && !c.simulate);
+        assert_eq!(c.min_checkpoint_every, DEFAULT_MIN_CHECKPOINT_EVERY, "the example shows the default");
     }
 
     #[test]

@@ -19,8 +19,8 @@
 //! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
 //! as in tests) run time follows the pool's epoch and speedup.
 
-use super::protocol::{RunState, SubmitRequest};
-use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
+use super::protocol::{warning_text, RunState, SubmitRequest};
+use super::server::{BoxFuture, Created, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::engine::Ending;
 use crate::policy::PolicyConfig;
 use crate::run::drive;
@@ -43,6 +43,9 @@ pub struct DbMachinery {
     /// The daemon config's `condor_bin_dir`: the only HTCondor tools its
     /// runs run, whatever their sites files say ([`condor_settings`]).
     condor_bin_dir: Option<PathBuf>,
+    /// The daemon config's `min_checkpoint_every`: no run checkpoints more
+    /// often, whatever its sites file says ([`checkpoint_every`]).
+    min_checkpoint_every: f64,
 }
 
 fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> String + '_ {
@@ -52,8 +55,13 @@ fn sql_error(path: &Path) -> impl Fn(rusqlite::Error) -> String + '_ {
 impl DbMachinery {
     /// Opens (creating or migrating) the state directory's database; refuses
     /// a database written by a newer cosched. Its runs run the HTCondor
-    /// tools of `condor_bin_dir` (`None`: the daemon's `PATH`).
-    pub fn open(state_dir: &Path, condor_bin_dir: Option<PathBuf>) -> Result<DbMachinery, String> {
+    /// tools of `condor_bin_dir` (`None`: the daemon's `PATH`) and
+    /// checkpoint at most every `min_checkpoint_every` real seconds.
+    pub fn open(
+        state_dir: &Path,
+        condor_bin_dir: Option<PathBuf>,
+        min_checkpoint_every: f64,
+    ) -> Result<DbMachinery, String> {
         let state = StateDir::open(state_dir).map_err(|e| e.to_string())?;
         let db = state.db().map_err(|e| e.to_string())?;
         let path = state.db_path();
@@ -61,7 +69,13 @@ impl DbMachinery {
         conn.busy_timeout(std::time::Duration::from_secs(10)).map_err(sql_error(&path))?;
         conn.pragma_update(None, "synchronous", "FULL").map_err(sql_error(&path))?;
         conn.pragma_update(None, "foreign_keys", "ON").map_err(sql_error(&path))?;
-        Ok(DbMachinery { state, db: Arc::new(Mutex::new(db)), conn: Mutex::new(conn), condor_bin_dir })
+        Ok(DbMachinery {
+            state,
+            db: Arc::new(Mutex::new(db)),
+            conn: Mutex::new(conn),
+            condor_bin_dir,
+            min_checkpoint_every,
+        })
     }
 
     fn conn(&self) -> std::sync::MutexGuard<'_, Connection> {
@@ -165,14 +179,62 @@ pub fn condor_settings(
     Ok(crate::config::CondorSettings { bin_dir: daemon_bin_dir.map(Path::to_path_buf), ..asked.clone() })
 }
 
+/// The `[run] checkpoint_every` a run of the daemon gets from its sites
+/// file (`sites_path`, the client's): the client's, or the daemon's floor
+/// (`min_checkpoint_every`) where the client's is smaller, with the
+/// sentence that tells the client so.
+///
+/// Raised, not refused (unlike a `[condor] poll_interval` below its bound):
+/// a checkpoint is a shortcut, never the record, so a run checkpointed less
+/// often than asked does and ends exactly as it would have; only a resume
+/// replays a few more seconds. A user who keeps one sites file for
+/// `cosched submit` and `--daemon` expects it to be taken, not sent back
+/// over an interval the daemon is free to choose; and a run recorded before
+/// this floor (or under a lower one) is already accepted, so raising is
+/// the one rule for new and recorded runs alike. 0 (no checkpoints) stays 0:
+/// it writes nothing, and only the run's own resume replays more.
+pub fn checkpoint_every(sites_path: &Path, asked: f64, floor: f64) -> (f64, Option<String>) {
+    if asked == 0.0 || asked >= floor {
+        return (asked, None);
+    }
+    let told = format!(
+        "{}: [run] checkpoint_every = {asked}: this daemon checkpoints a run at most every {floor} s \
+         (its min_checkpoint_every); this run is checkpointed every {floor} s",
+        sites_path.display()
+    );
+    (floor, Some(told))
+}
+
+/// The file of a finished run's directory that keeps its last status
+/// ([`Machinery::keep_final_status`]).
+const FINAL_STATUS: &str = "daemon-status.json";
+
+/// A finished run's last status, if it was kept and reads; else the
+/// restarted daemon shows its counts only.
+fn read_final_status(run_dir: &Path) -> Option<super::protocol::RunStatus> {
+    let file = run_dir.join(FINAL_STATUS);
+    let text = std::fs::read(&file).ok()?;
+    serde_json::from_slice(&text)
+        .inspect_err(|e| {
+            tracing::warn!("{}: not a run's status ({e}); showing its counts only", file.display())
+        })
+        .ok()
+}
+
 impl Machinery for DbMachinery {
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String> {
         let sites_path = PathBuf::from(&request.sites_path);
         i64::try_from(request.n_jobs).map_err(|_| "N is too large".to_string())?;
         let kinds = request.run_kinds()?;
         let mut msgs: Vec<String> = Vec::new();
+        // Its warnings go back to the client with the run's number, as
+        // `cosched submit` prints them in the foreground.
+        let mut warned: Vec<crate::config::Problem> = Vec::new();
         let sites = crate::config::parse(&sites_path, &request.sites_toml)
-            .map(|(s, _)| s)
+            .map(|(s, w)| {
+                warned = w;
+                s
+            })
             .map_err(|e| msgs.push(e.to_string()))
             .ok();
         let mut descs = Vec::with_capacity(kinds.len());
@@ -190,18 +252,21 @@ impl Machinery for DbMachinery {
         let problems = descs.iter().flat_map(|(_, count, desc)| {
             crate::submit_desc::validate(&sites, desc, i64::try_from(*count).ok())
         });
-        let problems: Vec<String> = crate::submit_desc::without_repeats(problems.collect())
-            .into_iter()
-            .filter(|p| p.is_error())
-            .map(|p| p.to_string())
-            .collect();
+        warned.extend(problems);
+        let (problems, mut warned): (Vec<_>, Vec<_>) =
+            crate::submit_desc::without_repeats(warned).into_iter().partition(|p| p.is_error());
         if !problems.is_empty() {
+            let problems: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             return Err(format!("{}\nnothing was submitted", problems.join("\n")));
         }
         let job_kinds =
             crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
         let condor = condor_settings(&sites_path, &sites.condor, self.condor_bin_dir.as_deref())
             .map_err(|why| format!("{why}\nnothing was submitted"))?;
+        // The record keeps the client's sites file as sent; `drive` applies
+        // the floor each time the run is driven.
+        let (_, raised) =
+            checkpoint_every(&sites_path, sites.run.checkpoint_every, self.min_checkpoint_every);
         // HTCondor's own reading of the batches, as `cosched submit` has it
         // before anything is submitted (`condor::preflight`).
         let found = crate::condor::preflight(&crate::condor::Condor::new(&condor), &sites, &job_kinds)
@@ -211,10 +276,12 @@ impl Machinery for DbMachinery {
         if !refused.is_empty() {
             return Err(format!("{}\nnothing was submitted", refused.join("\n")));
         }
+        warned.extend(found.problems.into_iter().filter(|p| !p.is_error()));
         let policy = match &request.policy {
             Some(name) => PolicyConfig::lookup(name)?,
             None => sites.policy.clone(),
         };
+        warned.extend(crate::config::ignored_settings(&policy, &sites));
         if policy.needs_truth() {
             return Err(format!(
                 "the {} policy needs the true site model; it runs only in `cosched bench`",
@@ -255,6 +322,22 @@ impl Machinery for DbMachinery {
             speedup: rate,
             status: RunStatus::Running,
         };
+        // Two writes on two connections, so two transactions: a crash (or a
+        // failed insert) between them leaves a `runs` row that no daemon run
+        // names. That orphan is harmless clutter, so the two are left apart
+        // (`create_run` is the state module's, on its own connection):
+        // - nothing was submitted for it: a run is driven only once `create`
+        //   has returned, and the client was told no number (its connection
+        //   ended, or it got this error), so it has nothing to follow;
+        // - a restarted daemon lists and resumes the runs of `daemon_runs`
+        //   only (`recorded`), so the orphan is neither shown nor driven,
+        //   and no run directory was made for it;
+        // - its number is given again (`MAX(id) + 1` of `daemon_runs`), to a
+        //   run named after another second (`…T…-dN`): no clash with the
+        //   orphan's name, except for a submit in the very second of the
+        //   failure, refused by `runs`' key (nothing made, retried at once).
+        // `an_orphan_runs_row_is_neither_listed_nor_driven_and_its_number_is_reused`
+        // holds the daemon to this.
         self.db.locked().create_run(&record).map_err(|e| e.to_string())?;
         // The number read above, so that run N is named `…-dN`.
         conn.execute(
@@ -262,7 +345,13 @@ impl Machinery for DbMachinery {
             params![next, run_id, i64::from(owner)],
         )
         .map_err(sql_error(&path))?;
-        Ok(StoredRun::queued(next as u64, owner, job_kinds.types().clone(), &policy, &sites))
+        let mut warnings: Vec<String> =
+            crate::submit_desc::without_repeats(warned).iter().map(warning_text).collect();
+        warnings.extend(raised);
+        Ok(Created {
+            run: StoredRun::queued(next as u64, owner, job_kinds.types().clone(), &policy, &sites),
+            warnings,
+        })
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {
@@ -285,8 +374,10 @@ impl Machinery for DbMachinery {
             })?;
             let state = RunState::parse(&state).unwrap_or(RunState::Failed);
             let sites = site_names(&record);
-            // A finished run is shown as its records say it ended; an
-            // unfinished one is replayed when it resumes.
+            // A finished run is shown as its records say it ended, with
+            // the figures it last showed; an unfinished one is replayed
+            // when it resumes.
+            let last = if state.finished() { read_final_status(&self.state.run_dir(&run)) } else { None };
             let (done, given_up) = if state.finished() {
                 let counts =
                     crate::run::drive::settled_counts(&db, &record, &sites, &self.state.run_dir(&run))
@@ -308,6 +399,7 @@ impl Machinery for DbMachinery {
                 message,
                 done,
                 given_up,
+                last,
             });
         }
         Ok(out)
@@ -328,6 +420,7 @@ impl Machinery for DbMachinery {
         let memory = self.state.memory_path();
         let db = self.db.clone();
         let bin_dir = self.condor_bin_dir.clone();
+        let min_checkpoint_every = self.min_checkpoint_every;
         Box::pin(async move {
             let (record, run_dir) = prepared?;
             let id = record.id.clone();
@@ -342,6 +435,17 @@ impl Machinery for DbMachinery {
                 );
                 run.sites.condor.bin_dir = bin_dir;
             }
+            // Its record keeps the client's interval: the floor is applied
+            // here, for a new run as for one recorded before it.
+            let (every, raised) = checkpoint_every(
+                &run.record.sites_path,
+                run.sites.run.checkpoint_every,
+                min_checkpoint_every,
+            );
+            if let Some(why) = raised {
+                tracing::info!("run {id}: {why}");
+                run.sites.run.checkpoint_every = every;
+            }
             let driven = drive::run(run, wrap, observer.as_mut(), stop).await.map_err(|f| f.message)?;
             match driven.report {
                 Some(Ok(path)) => tracing::info!("run {id}: report: {}", path.display()),
@@ -350,6 +454,18 @@ impl Machinery for DbMachinery {
             }
             Ok(driven.ending)
         })
+    }
+
+    /// In the run's directory (`daemon-status.json`), beside its report.
+    fn keep_final_status(&self, id: u64, status: &super::protocol::RunStatus) -> Result<(), String> {
+        let dir = self.state.run_dir(&self.text_id(id)?);
+        let file = dir.join(FINAL_STATUS);
+        let text = serde_json::to_vec(status).map_err(|e| format!("encoding the status: {e}"))?;
+        let temporary = file.with_extension("new");
+        std::fs::create_dir_all(&dir)
+            .and_then(|()| std::fs::write(&temporary, text))
+            .and_then(|()| std::fs::rename(&temporary, &file))
+            .map_err(|e| format!("{}: {e}", file.display()))
     }
 
     fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String> {
@@ -408,32 +524,89 @@ mod tests {
         assert_eq!(condor_settings(sites, &own, None).unwrap().bin_dir, None);
     }
 
+    /// Found by a tester attacking the daemon as a hostile user: a sites
+    /// file's `[run] checkpoint_every = 0.001` made the shared daemon write
+    /// and sync the run's checkpoint a thousand times a second.
+    #[test]
+    fn a_checkpoint_interval_below_the_daemons_floor_is_raised_and_the_client_told() {
+        let sites = Path::new("/home/a/sites.toml");
+        let (every, told) = checkpoint_every(sites, 0.001, 10.0);
+        assert_eq!(every, 10.0, "the daemon's floor, not the client's interval");
+        let told = told.expect("the client is told");
+        assert!(told.starts_with("/home/a/sites.toml: [run] checkpoint_every = 0.001: "), "{told}");
+        assert!(told.contains("min_checkpoint_every") && told.ends_with("every 10 s"), "{told}");
+        assert_eq!(checkpoint_every(sites, 60.0, 10.0), (60.0, None), "above the floor: the client's");
+        assert_eq!(checkpoint_every(sites, 10.0, 10.0), (10.0, None));
+        assert_eq!(checkpoint_every(sites, 0.0, 10.0), (0.0, None), "no checkpoints stays none");
+        assert_eq!(checkpoint_every(sites, 0.001, 0.0), (0.001, None), "a floor of 0 is none");
+    }
+
+    /// A request of 3 jobs of `job.sh` at one local site, with a
+    /// `condor_submit` that accepts every dry run, in `dir`; the tools'
+    /// directory.
+    fn small_request(dir: &Path) -> (SubmitRequest, PathBuf) {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.join("bin");
+        std::fs::create_dir(&bin).unwrap();
+        crate::condor::testing::script(&bin, "condor_submit", "exit 0");
+        let job = dir.join("job.sh");
+        std::fs::write(&job, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let request = SubmitRequest {
+            n_jobs: 3,
+            sites_path: dir.join("sites.toml").display().to_string(),
+            sites_toml: "[[site]]\nname = \"pool\"\n".into(),
+            job_path: dir.join("job.sub").display().to_string(),
+            job_sub: format!("executable = {}\nqueue\n", job.display()),
+            kinds: Vec::new(),
+            policy: Some("bulk".into()),
+        };
+        (request, bin)
+    }
+
+    /// Asked of the same tester's findings: what a crash between a run's
+    /// `runs` row and its `daemon_runs` row leaves (see `create`) is
+    /// harmless: the restarted daemon neither lists nor drives it, and its
+    /// number goes to the next run, under a name of its own.
+    #[test]
+    fn an_orphan_runs_row_is_neither_listed_nor_driven_and_its_number_is_reused() {
+        let dir = tempfile::tempdir().unwrap();
+        let (request, bin) = small_request(dir.path());
+        let state = dir.path().join("state");
+        // Made in an earlier second, as by a daemon that crashed then.
+        let orphan = "20250101T000000-d2".to_string();
+        {
+            let machinery = DbMachinery::open(&state, Some(bin.clone()), 0.0).unwrap();
+            let first = machinery.create(&request, 1000).unwrap();
+            assert_eq!(first.run.id, 1);
+            let db = machinery.db.locked();
+            let recorded = db.run(&machinery.text_id(1).unwrap()).unwrap().unwrap();
+            // `create`'s first write for run 2, and the crash before its second.
+            db.create_run(&RunRecord { id: orphan.clone(), ..recorded }).unwrap();
+        }
+        let machinery = DbMachinery::open(&state, Some(bin), 0.0).unwrap();
+        let listed: Vec<u64> = machinery.recorded().unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(listed, vec![1], "the orphan is not listed, so not resumed");
+        let next = machinery.create(&request, 1001).unwrap();
+        assert_eq!(next.run.id, 2, "its number is given again");
+        let name = machinery.text_id(2).unwrap();
+        assert!(name.ends_with("-d2") && name != orphan, "under a name of its own: {name}");
+        let listed: Vec<u64> = machinery.recorded().unwrap().iter().map(|r| r.id).collect();
+        assert_eq!(listed, vec![1, 2]);
+        assert!(machinery.db.locked().run(&orphan).unwrap().is_some(), "left as it was");
+        assert!(!machinery.state.run_dir(&orphan).exists(), "nothing was made for it");
+    }
+
     /// A4 of the daemon's exploratory test: two creates in the same second
     /// read the same next number and made the same run name; one was
     /// refused with "UNIQUE constraint failed: runs.id".
     #[test]
     fn submits_at_the_same_moment_each_get_a_run_of_their_own() {
-        use std::os::unix::fs::PermissionsExt;
         const SUBMITS: usize = 8;
         const ROUNDS: usize = 3;
         let dir = tempfile::tempdir().unwrap();
-        let bin = dir.path().join("bin");
-        std::fs::create_dir(&bin).unwrap();
-        crate::condor::testing::script(&bin, "condor_submit", "exit 0");
-        let job = dir.path().join("job.sh");
-        std::fs::write(&job, "#!/bin/sh\n").unwrap();
-        std::fs::set_permissions(&job, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let request = SubmitRequest {
-            n_jobs: 3,
-            sites_path: dir.path().join("sites.toml").display().to_string(),
-            sites_toml: "[[site]]\nname = \"pool\"\n".into(),
-            job_path: dir.path().join("job.sub").display().to_string(),
-            job_sub: format!("executable = {}\nqueue\n", job.display()),
-            kinds: Vec::new(),
-            cwd: dir.path().display().to_string(),
-            policy: Some("bulk".into()),
-        };
-        let machinery = Arc::new(DbMachinery::open(&dir.path().join("state"), Some(bin)).unwrap());
+        let (request, bin) = small_request(dir.path());
+        let machinery = Arc::new(DbMachinery::open(&dir.path().join("state"), Some(bin), 0.0).unwrap());
         let mut ids = Vec::new();
         for _ in 0..ROUNDS {
             let start = Arc::new(std::sync::Barrier::new(SUBMITS));
@@ -447,8 +620,8 @@ mod tests {
                 })
                 .collect();
             for create in creates {
-                let stored = create.join().unwrap().unwrap_or_else(|e| panic!("a submit was refused: {e}"));
-                ids.push(stored.id);
+                let created = create.join().unwrap().unwrap_or_else(|e| panic!("a submit was refused: {e}"));
+                ids.push(created.run.id);
             }
         }
         ids.sort_unstable();

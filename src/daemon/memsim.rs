@@ -53,7 +53,7 @@
 
 use super::config::DaemonConfig;
 use super::protocol::{RunState, SubmitRequest};
-use super::server::{BoxFuture, Machinery, PolicyWrap, StatusObserver, StoredRun};
+use super::server::{BoxFuture, Created, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::config::SitesFile;
 use crate::engine::{self, Ending, EngineOptions, RunClock};
 use crate::policy::{self, JobId, JobTypeId, JobTypes, PolicyConfig};
@@ -184,7 +184,7 @@ impl MemorySim {
 }
 
 impl Machinery for MemorySim {
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String> {
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String> {
         if request.n_jobs == 0 {
             return Err("N must be at least 1".into());
         }
@@ -193,7 +193,7 @@ impl Machinery for MemorySim {
         let counts: Vec<u64> = kinds.iter().map(|k| k.count).collect();
         let types = JobTypes::interleaved(names, &counts)?;
         let in_grid = self.grid.kinds_of(&types)?;
-        let (sites, _warnings) = crate::config::parse(Path::new(&request.sites_path), &request.sites_toml)
+        let (sites, warnings) = crate::config::parse(Path::new(&request.sites_path), &request.sites_toml)
             .map_err(|e| e.to_string())?;
         self.grid.check_sites(&request.sites_path, &sites)?;
         let policy = match &request.policy {
@@ -210,7 +210,9 @@ impl Machinery for MemorySim {
         let id = runs.keys().next_back().map_or(1, |k| k + 1);
         let stored = StoredRun::queued(id, owner, types.clone(), &policy, &sites);
         runs.insert(id, Recorded { stored: stored.clone(), plan: Some((sites, policy, types, in_grid)) });
-        Ok(stored)
+        // The sites file's warnings; nothing of the request is changed:
+        // these runs keep no checkpoints.
+        Ok(Created { run: stored, warnings: warnings.iter().map(super::protocol::warning_text).collect() })
     }
 
     fn recorded(&self) -> Result<Vec<StoredRun>, String> {

@@ -26,11 +26,17 @@
 //! `Type=notify`: `READY=1` once the socket listens and recorded runs are
 //! restarted; `STATUS=` carries a one-line summary; `WATCHDOG=1` is sent from
 //! the coordinator loop when the unit sets `WatchdogSec=`. SIGTERM: stop
-//! accepting and submitting, let every run record how far it got and write
-//! its report, exit (jobs keep running on the grid; a restart resumes them,
-//! from their last checkpoints). SIGHUP: read the config and its sites
-//! files again (capacities, weights, admins take effect at once; the socket
-//! path, state directory and `condor_bin_dir` only at the next start); a config that does not
+//! accepting and submitting, let every run record how far it got, take a
+//! checkpoint (a run whose policy keeps them, with `checkpoint_every` not 0)
+//! and write its report, exit (jobs keep running on the grid; a restart
+//! resumes them from those checkpoints, replaying only what happened since,
+//! each run shown `resuming` until its past is replayed). An HTCondor command in flight is let
+//! finish within [`server::STOP_GRACE`]; the units' `KillMode=mixed` keeps
+//! systemd's SIGTERM to the daemon alone, where the default would send it
+//! to every `condor_submit` of the unit's cgroup at once. SIGHUP: read the
+//! config and its sites files again (capacities, weights, admins take
+//! effect at once; the socket path, state directory, `condor_bin_dir` and
+//! `min_checkpoint_every` only at the next start); a config that does not
 //! parse is reported and the running one kept. When `JOURNAL_STREAM` is set
 //! (stderr goes to journald) log lines carry no timestamps or colours.
 //!
@@ -62,6 +68,11 @@
 //!   removal retried more than 20 times at once) are refused here; a
 //!   timeout past a month is refused for every run as the sites file is
 //!   read (`config::MAX_CONDOR_SECONDS`).
+//! - A run is checkpointed at most every `min_checkpoint_every` (default
+//!   10 s): each checkpoint is a file written and synced in the shared
+//!   state directory, and `[run] checkpoint_every` is the client's. A
+//!   smaller one is raised, not refused (why: [`dbrun::checkpoint_every`]),
+//!   and the submit's answer says so.
 //! - The daemon deletes nothing at its socket path but a socket nobody
 //!   answers on ([`bind`]): a config that names a file or a directory
 //!   there is an error, not a loss.
@@ -89,9 +100,10 @@
 //! ```text
 //! {"op":"ping"}                                → {"ok":true,"uid":1000,"admin":false}
 //! {"op":"submit","n_jobs":100,"sites_path":"/home/a/sites.toml","sites_toml":"…",
-//!  "job_path":"/home/a/job.sub","job_sub":"…","cwd":"/home/a","policy":"adaptive"}
+//!  "job_path":"/home/a/job.sub","job_sub":"…","policy":"adaptive"}
 //!                                              → {"ok":true,"run":7}
-//! {"op":"submit","n_jobs":1400,"sites_path":"…","sites_toml":"…","cwd":"/home/a",
+//!                 (or {"ok":true,"run":7,"warnings":["…"]}: the inputs' warnings, what the daemon changed)
+//! {"op":"submit","n_jobs":1400,"sites_path":"…","sites_toml":"…",
 //!  "kinds":[{"name":"io","count":400,"job_path":"/home/a/io.sub","job_sub":"…"},
 //!           {"name":"cpu","count":1000,"job_path":"/home/a/cpu.sub","job_sub":"…"}]}
 //!                                              → {"ok":true,"run":8}   (several kinds: --jobs)
@@ -102,10 +114,14 @@
 //! any failure                                  → {"ok":false,"error":"what went wrong"}
 //! ```
 //!
+//! Paths in a submit are absolute: the files travel by content, and relative
+//! names inside them resolve against their own directories
+//! ([`protocol::SubmitRequest::sites_path`]).
+//!
 //! `RUN` is `{"id","owner","owner_name"?,"state","policy","n_jobs","done",
 //! "given_up","out","time","cut_short","cut_short_seconds","message"?,
 //! "sites":[SITE…]}` with `state` one of
-//! `queued`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
+//! `queued`, `resuming`, `running`, `cancelling`, `done`, `cancelled`, `failed`, and
 //! `SITE` is `{"name","capacity","class","window","fair_cap","held_back",
 //! "queued","running","held","done","agtime","kinds"?}` ([`protocol::SiteStatus`]),
 //! `kinds` in a run of several kinds: `[{"name","done","running",
@@ -166,7 +182,11 @@ fn machinery_for(config: &DaemonConfig) -> Result<Arc<dyn server::Machinery>, St
     if config.simulate {
         return Ok(Arc::new(memsim::MemorySim::new(config)?));
     }
-    Ok(Arc::new(dbrun::DbMachinery::open(&config.state_dir, config.condor_bin_dir.clone())?))
+    Ok(Arc::new(dbrun::DbMachinery::open(
+        &config.state_dir,
+        config.condor_bin_dir.clone(),
+        config.min_checkpoint_every,
+    )?))
 }
 
 /// Binds the socket: removes a stale one (nobody answering on it), refuses
@@ -259,6 +279,9 @@ fn live_daemon_at(path: &std::path::Path) -> Result<bool, String> {
 pub fn command(args: DaemonArgs) -> CmdResult {
     let config = config::load(&args.config).map_err(Failure::usage)?;
     refuse_root(config.simulate)?;
+    // Its sites files too, before the socket exists: one that cannot be
+    // read is an error of the config (exit 2), as the serve would find.
+    server::load_capacity(&config).map_err(Failure::usage)?;
     // Before the socket exists: a database from a newer cosched, or one that
     // another process holds, stops the start with a clear message (exit 2).
     let machinery = machinery_for(&config).map_err(Failure::usage)?;

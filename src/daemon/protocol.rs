@@ -43,13 +43,19 @@ pub enum Request {
 pub struct SubmitRequest {
     /// Jobs of the run, all kinds.
     pub n_jobs: u64,
-    /// Where the client read the sites file (for messages).
+    /// Where the client read the sites file. This path and each
+    /// description's are absolute ([`SubmitRequest::run_kinds`] refuses
+    /// others): messages name them, and relative names inside a file
+    /// (a description's `executable`, inputs and `initialdir`, a sites
+    /// file's `bin_dir`) resolve against its directory, which the daemon's
+    /// account reads for every user. There is no working directory of the
+    /// client's to resolve a relative one against (an older client's
+    /// `cwd` is ignored), and the daemon's own is nobody's.
     pub sites_path: String,
     pub sites_toml: String,
     /// A run of one submit description (`cosched submit N SITES JOB
-    /// --daemon`): where the client read it (for messages; relative paths
-    /// inside it resolve against `cwd`), and its text. Empty when `kinds`
-    /// gives the run's descriptions.
+    /// --daemon`): where the client read it, and its text. Empty when
+    /// `kinds` gives the run's descriptions.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub job_path: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -59,8 +65,6 @@ pub struct SubmitRequest {
     /// add up to `n_jobs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<KindRequest>,
-    /// The client's working directory.
-    pub cwd: String,
     /// Overrides `[policy] name` of the sites file.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub policy: Option<String>,
@@ -72,7 +76,8 @@ pub struct SubmitRequest {
 pub struct KindRequest {
     pub name: String,
     pub count: u64,
-    /// Where the client read the description (for messages).
+    /// Where the client read the description (absolute, as
+    /// [`SubmitRequest::sites_path`]).
     pub job_path: String,
     pub job_sub: String,
 }
@@ -80,10 +85,24 @@ pub struct KindRequest {
 impl SubmitRequest {
     /// The run's kinds: those of `kinds`, or the one description of
     /// `job_path` (named [`crate::policy::jobtype::SINGLE_TYPE`], all
-    /// `n_jobs` jobs). An error says what is inconsistent.
+    /// `n_jobs` jobs). An error says what is inconsistent, or which path
+    /// is not absolute.
     pub fn run_kinds(&self) -> Result<Vec<KindRequest>, String> {
         if let Some(why) = crate::policy::too_many_jobs(self.n_jobs) {
             return Err(format!("{why}\nnothing was submitted"));
+        }
+        let relative: Vec<&str> = std::iter::once(self.sites_path.as_str())
+            .chain((!self.job_path.is_empty()).then_some(self.job_path.as_str()))
+            .chain(self.kinds.iter().map(|k| k.job_path.as_str()))
+            .filter(|p| !std::path::Path::new(p).is_absolute())
+            .collect();
+        if !relative.is_empty() {
+            return Err(format!(
+                "{}: not an absolute path; the daemon resolves each file's relative names against its \
+                 directory and has no working directory of yours, so name every file from / (`cosched \
+                 submit --daemon` does)\nnothing was submitted",
+                relative.iter().map(|p| format!("{p:?}")).collect::<Vec<_>>().join(", ")
+            ));
         }
         if self.kinds.is_empty() {
             if self.job_sub.is_empty() && self.job_path.is_empty() {
@@ -128,6 +147,14 @@ pub struct Response {
     /// `submit`, `cancel`: the run concerned.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub run: Option<u64>,
+    /// `submit`: what the client should hear of an accepted run, one
+    /// entry each: the warnings `cosched submit` prints in the foreground
+    /// (of the sites file, the descriptions, HTCondor's dry run;
+    /// [`warning_text`]), and what the daemon changed of the request to
+    /// stay within its own bounds (e.g. `[run] checkpoint_every` raised to
+    /// its `min_checkpoint_every`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     /// `runs`, `status`, `watch`: one entry per run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<Vec<RunStatus>>,
@@ -142,12 +169,25 @@ impl Response {
     }
 }
 
+/// A warning about an input file as [`Response::warnings`] carries it, for
+/// the client to print after `cosched: warning: `: where (`FILE:LINE:COL`),
+/// what, and the hint on a line of its own, as `cosched submit` prints it.
+pub fn warning_text(problem: &crate::config::Problem) -> String {
+    let at = problem.location.map(|(line, col)| format!(":{line}:{col}")).unwrap_or_default();
+    let hint = problem.hint.as_deref().map(|h| format!("\n  hint: {h}")).unwrap_or_default();
+    format!("{}{at}: {}{hint}", problem.file.display(), problem.message)
+}
+
 /// Where a run is in its life.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum RunState {
     /// Recorded, its task not started yet (or waiting for a restart).
     Queued,
+    /// Running when the daemon stopped, and started again: its past is
+    /// being replayed, and its counts are the whole run's once it is
+    /// `running`. Shown only: the record says `running`.
+    Resuming,
     Running,
     /// Cancel asked for: removing its jobs from the grid.
     Cancelling,
@@ -165,6 +205,7 @@ impl RunState {
     pub fn as_str(self) -> &'static str {
         match self {
             RunState::Queued => "queued",
+            RunState::Resuming => "resuming",
             RunState::Running => "running",
             RunState::Cancelling => "cancelling",
             RunState::Done => "done",
@@ -175,6 +216,7 @@ impl RunState {
     pub fn parse(s: &str) -> Option<Self> {
         Some(match s {
             "queued" => RunState::Queued,
+            "resuming" => RunState::Resuming,
             "running" => RunState::Running,
             "cancelling" => RunState::Cancelling,
             "done" => RunState::Done,
@@ -270,7 +312,7 @@ mod tests {
             job_sub: "queue\n".into(),
         };
         let one: Envelope = serde_json::from_str(
-            r#"{"op":"submit","n_jobs":5,"sites_path":"s","sites_toml":"","job_path":"/h/j.sub","job_sub":"queue\n","cwd":"/h"}"#,
+            r#"{"op":"submit","n_jobs":5,"sites_path":"/h/s","sites_toml":"","job_path":"/h/j.sub","job_sub":"queue\n"}"#,
         )
         .unwrap();
         let Request::Submit(mut r) = one.request else { panic!("a submit") };
@@ -284,6 +326,53 @@ mod tests {
         assert!(r.run_kinds().unwrap_err().contains("io=2, cpu=3"));
         let text = serde_json::to_string(&r).unwrap();
         assert!(!text.contains("job_path\":\"\""), "an empty description is left out: {text}");
+    }
+
+    /// A tester's raw client sent `job_path: "rel.sub"` with a `cwd`: the
+    /// `cwd` was never read, and the description's relative names resolved
+    /// against the daemon's own working directory.
+    #[test]
+    fn a_submit_naming_a_file_by_a_relative_path_is_refused() {
+        let line = |sites: &str, job: &str| {
+            format!(
+                r#"{{"op":"submit","n_jobs":5,"sites_path":"{sites}","sites_toml":"","job_path":"{job}","job_sub":"queue\n","cwd":"/h"}}"#
+            )
+        };
+        let request = |text: String| match serde_json::from_str::<Envelope>(&text).unwrap().request {
+            Request::Submit(r) => r,
+            other => panic!("a submit, not {other:?}"),
+        };
+        let e = request(line("/h/sites.toml", "rel.sub")).run_kinds().unwrap_err();
+        assert!(e.starts_with("\"rel.sub\": not an absolute path"), "{e}");
+        assert!(e.ends_with("nothing was submitted"), "{e}");
+        let e = request(line("s.toml", "./j.sub")).run_kinds().unwrap_err();
+        assert!(e.starts_with("\"s.toml\", \"./j.sub\": "), "every one named: {e}");
+        let mut r = request(line("/h/sites.toml", ""));
+        r.job_sub.clear();
+        r.kinds =
+            vec![KindRequest { name: "io".into(), count: 5, job_path: "io.sub".into(), job_sub: "q".into() }];
+        assert!(r.run_kinds().unwrap_err().starts_with("\"io.sub\": "), "a kind's too");
+        assert!(
+            request(line("/h/sites.toml", "/h/j.sub")).run_kinds().is_ok(),
+            "an older client's cwd is ignored"
+        );
+    }
+
+    #[test]
+    fn a_warning_reads_as_cosched_submit_prints_it_without_its_level() {
+        use crate::config::Problem;
+        let p = Problem::warning(std::path::Path::new("/h/sites.toml"), Some((3, 1)), "site `a`: hmm")
+            .with_hint("do this");
+        assert_eq!(warning_text(&p), "/h/sites.toml:3:1: site `a`: hmm\n  hint: do this");
+        let p = Problem::warning(std::path::Path::new("/h/j.sub"), None, "odd");
+        assert_eq!(warning_text(&p), "/h/j.sub: odd");
+    }
+
+    #[test]
+    fn resuming_is_a_state_of_its_own_and_not_finished() {
+        assert_eq!(RunState::parse("resuming"), Some(RunState::Resuming));
+        assert_eq!(RunState::Resuming.as_str(), "resuming");
+        assert!(!RunState::Resuming.finished());
     }
 
     #[test]

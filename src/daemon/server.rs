@@ -36,8 +36,14 @@ const SHARE_SOON: Duration = Duration::from_millis(20);
 /// Longest request line accepted (a submit carries two files).
 const MAX_REQUEST: u64 = 4 << 20;
 /// How long a stop waits for runs to record how far they got and write
-/// their reports (well under the unit's `TimeoutStopSec=60s`).
-const STOP_GRACE: Duration = Duration::from_secs(30);
+/// their reports, a `condor_submit` in flight included: each site's task
+/// lets the command it is running finish before it stops. Well under the
+/// units' `TimeoutStopSec=60s` (checked by the unit-file test): their
+/// `KillMode=mixed` sends SIGTERM to the daemon alone, so the commands
+/// finish within this grace; what is still running when the daemon exits
+/// dies with it (SIGKILL: `kill_on_drop`, `PR_SET_PDEATHSIG`, and systemd's
+/// final kill of the unit's cgroup), and the run's resume looks for its batch.
+pub const STOP_GRACE: Duration = Duration::from_secs(30);
 /// `watch` sends at most this often.
 const WATCH_EVERY: Duration = Duration::from_millis(100);
 
@@ -65,6 +71,11 @@ pub struct StoredRun {
     /// a restarted daemon shows for a run that ended before it.
     pub done: u64,
     pub given_up: u64,
+    /// A finished run's last status as it showed it (its clock, its sites'
+    /// figures), kept by [`Machinery::keep_final_status`]: what a restarted
+    /// daemon shows of it besides the counts above. `None` for an
+    /// unfinished run, or one that ended without it kept.
+    pub last: Option<RunStatus>,
 }
 
 impl StoredRun {
@@ -87,8 +98,21 @@ impl StoredRun {
             message: None,
             done: 0,
             given_up: 0,
+            last: None,
         }
     }
+}
+
+/// A run [`Machinery::create`] recorded, and what its client is told of
+/// how the request was taken.
+pub struct Created {
+    pub run: StoredRun,
+    /// What the client should hear, one entry each: the warnings of its
+    /// input files (as `cosched submit` prints them), and settings of the
+    /// request the daemon changed to stay within its own bounds (a
+    /// checkpoint interval raised to its floor). The submit's answer
+    /// carries them ([`super::protocol::Response::warnings`]).
+    pub warnings: Vec<String>,
 }
 
 /// What the daemon needs from the run machinery: record a run, run or resume
@@ -96,7 +120,7 @@ impl StoredRun {
 /// and [`crate::run::drive`] for real runs; tests may implement it in memory.
 pub trait Machinery: Send + Sync + 'static {
     /// Checks a new run's inputs and records it (state `queued`).
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<StoredRun, String>;
+    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String>;
     /// Every run recorded, oldest first.
     fn recorded(&self) -> Result<Vec<StoredRun>, String>;
     /// Runs (or resumes, from whatever is recorded) run `id` until it settles
@@ -111,6 +135,13 @@ pub trait Machinery: Send + Sync + 'static {
     /// Records a run's state (so that a restart knows a cancel was asked for
     /// and which runs are finished).
     fn set_state(&self, id: u64, state: RunState, message: Option<&str>) -> Result<(), String>;
+    /// Keeps a finished run's last status, for [`Machinery::recorded`] to
+    /// give back as [`StoredRun::last`] after a restart; called before its
+    /// finished state is recorded. Machinery whose runs do not outlive the
+    /// daemon keeps nothing.
+    fn keep_final_status(&self, _id: u64, _status: &RunStatus) -> Result<(), String> {
+        Ok(())
+    }
 }
 
 /// One run known to the daemon.
@@ -193,11 +224,13 @@ pub struct Control {
 }
 
 /// Reads the capacities the fair share splits: `[capacity]` of the daemon
-/// config wins over the sites files' `max_jobs` (else `slots`).
-fn load_capacity(config: &DaemonConfig) -> Result<BTreeMap<String, u64>, String> {
+/// config wins over the sites files' `max_jobs` (else `slots`). A sites
+/// file that cannot be read is an error of the daemon config, which names it.
+pub fn load_capacity(config: &DaemonConfig) -> Result<BTreeMap<String, u64>, String> {
     let mut capacity = BTreeMap::new();
     for path in &config.sites {
-        let sites = crate::config::load(path).map_err(|e| e.to_string())?;
+        let sites = crate::config::load(path)
+            .map_err(|e| format!("{}: `sites` names {}:\n{e}", config.path.display(), path.display()))?;
         for site in &sites.sites {
             if let Some(c) = site.max_jobs.or(site.slots) {
                 capacity.insert(site.name.clone(), u64::from(c));
@@ -309,7 +342,7 @@ pub async fn serve(
             Wake::Watchdog => notifier.watchdog(),
         }
     }
-    notifier.stopping("stopping: checkpointing runs; their jobs keep running on the grid");
+    notifier.stopping("stopping: saving runs for the next start; their jobs keep running on the grid");
     tracing::info!(
         "stopping: {} run(s) and {} client connection(s) to finish",
         shared.tasks.len(),
@@ -348,17 +381,20 @@ fn reload(shared: &Shared) {
             if new.socket != old.socket
                 || new.state_dir != old.state_dir
                 || new.condor_bin_dir != old.condor_bin_dir
+                || new.min_checkpoint_every != old.min_checkpoint_every
             {
                 tracing::warn!(
-                    "reload: socket, state_dir and condor_bin_dir changes take effect at the next restart; \
-                     keeping {}, {} and {:?}",
+                    "reload: socket, state_dir, condor_bin_dir and min_checkpoint_every changes take effect \
+                     at the next restart; keeping {}, {}, {:?} and {} s",
                     old.socket.display(),
                     old.state_dir.display(),
-                    old.condor_bin_dir
+                    old.condor_bin_dir,
+                    old.min_checkpoint_every
                 );
                 new.socket = old.socket.clone();
                 new.state_dir = old.state_dir.clone();
                 new.condor_bin_dir = old.condor_bin_dir.clone();
+                new.min_checkpoint_every = old.min_checkpoint_every;
             }
             *shared.capacity.writing() = capacity;
             *shared.config.writing() = Arc::new(new);
@@ -380,6 +416,10 @@ fn summary(shared: &Shared) -> String {
 
 fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
     let (changed, _) = watch::channel(0);
+    // A finished run's figures as it last showed them, where kept for its
+    // sites; who, what and how it ended from its record.
+    let names = |last: &RunStatus| last.sites.iter().map(|s| &s.name).eq(stored.sites.iter());
+    let last = stored.last.clone().filter(|last| stored.state.finished() && names(last));
     let status = RunStatus {
         id: stored.id,
         owner: stored.owner,
@@ -390,8 +430,14 @@ fn add_entry(shared: &Shared, stored: StoredRun) -> Arc<RunEntry> {
         done: stored.done,
         given_up: stored.given_up,
         message: stored.message.clone(),
-        sites: stored.sites.iter().map(|s| SiteStatus { name: s.clone(), ..SiteStatus::default() }).collect(),
-        ..RunStatus::default()
+        ..last.unwrap_or_else(|| RunStatus {
+            sites: stored
+                .sites
+                .iter()
+                .map(|s| SiteStatus { name: s.clone(), ..SiteStatus::default() })
+                .collect(),
+            ..RunStatus::default()
+        })
     };
     let board = share::new_board(stored.sites.len());
     {
@@ -426,7 +472,12 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
     shared.tasks.spawn(async move {
         let shared = shared2;
         if entry.state() != RunState::Cancelling {
-            entry.update(|s| s.state = RunState::Running.as_str().into());
+            // A run that was running when the daemon stopped replays its
+            // past first: until its counts are rebuilt (the first progress),
+            // it says so rather than showing none done.
+            let shown =
+                if entry.state() == RunState::Running { RunState::Resuming } else { RunState::Running };
+            entry.update(|s| s.state = shown.as_str().into());
             if let Err(e) = shared.machinery.set_state(entry.id, RunState::Running, None) {
                 tracing::warn!("run {}: recording its state: {e}", entry.id);
             }
@@ -464,7 +515,7 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
                 // The daemon is stopping: the run stays recorded as it is and
                 // a restart resumes it.
                 entry.update(|s| s.message = Some("daemon stopping; resumes at restart".into()));
-                tracing::info!("run {}: checkpointed for the next start", entry.id);
+                tracing::info!("run {}: stopped with the daemon; it resumes at the next start", entry.id);
                 return;
             }
             Ok(Ending::Hang) => (RunState::Failed, Some("jobs stuck at a site past the horizon".to_string())),
@@ -476,6 +527,10 @@ fn start_run(shared: &Arc<Shared>, entry: Arc<RunEntry>) {
             state.as_str(),
             message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
         );
+        let last = RunStatus { state: state.as_str().into(), message: message.clone(), ..entry.snapshot() };
+        if let Err(e) = shared.machinery.keep_final_status(entry.id, &last) {
+            tracing::warn!("run {}: keeping its last status: {e}; a restart shows its counts only", entry.id);
+        }
         if let Err(e) = shared.machinery.set_state(entry.id, state, message.as_deref()) {
             tracing::error!("run {}: recording that it is {}: {e}", entry.id, state.as_str());
         }
@@ -537,9 +592,9 @@ impl Observer for StatusObserver {
 
     fn progress(&mut self, now: Time, policy: &dyn Policy) {
         let (cut_short, cut_short_seconds) = self.tally.cut_short();
-        let (caps, held) = {
+        let (caps, held, cancelled) = {
             let b = share::lock(&self.entry.board);
-            (b.caps.clone(), b.held_back.clone())
+            (b.caps.clone(), b.held_back.clone(), b.cancel)
         };
         let book = policy.book();
         let sites: Vec<SiteStatus> = self
@@ -551,7 +606,7 @@ impl Observer for StatusObserver {
                 let site = SiteId(i as u32);
                 let c = book.counts(site);
                 let view = policy.site_view(site);
-                let held_back = held.get(i).copied().unwrap_or(0);
+                let held_here = held.get(i).copied().unwrap_or(0);
                 let down = self.unreachable.get(i).cloned().flatten();
                 SiteStatus {
                     name: name.clone(),
@@ -559,8 +614,10 @@ impl Observer for StatusObserver {
                     class: view.class.to_string(),
                     window: view.window,
                     fair_cap: caps.get(i).copied().flatten(),
-                    held_back,
-                    queued: u64::from(c.submitting + c.idle).saturating_sub(held_back),
+                    // A cancelled run's held-back jobs never go out: none
+                    // waits for room any more (`share::FairShare`).
+                    held_back: if cancelled { 0 } else { held_here },
+                    queued: u64::from(c.submitting + c.idle).saturating_sub(held_here),
                     running: u64::from(c.running),
                     held: u64::from(c.held),
                     done: u64::from(c.done),
@@ -573,6 +630,10 @@ impl Observer for StatusObserver {
             .collect();
         let held_total: u64 = held.iter().sum();
         self.entry.update(|s| {
+            // Its past replayed: the counts below are the whole run's.
+            if s.state == RunState::Resuming.as_str() {
+                s.state = RunState::Running.as_str().into();
+            }
             s.time = now;
             s.cut_short = cut_short;
             s.cut_short_seconds = cut_short_seconds;
@@ -794,12 +855,12 @@ async fn answer(shared: &Arc<Shared>, caller: Caller, request: Request) -> Respo
             // Recording a run writes files and the database: off the runtime.
             let created = tokio::task::spawn_blocking(move || machinery.create(&submit, uid)).await;
             match created {
-                Ok(Ok(stored)) => {
+                Ok(Ok(Created { run: stored, warnings })) => {
                     let id = stored.id;
                     tracing::info!("run {id}: submitted by uid {uid}, {} jobs", stored.n_jobs);
                     let entry = add_entry(shared, stored);
                     start_run(shared, entry);
-                    Response { run: Some(id), ..Response::ok() }
+                    Response { run: Some(id), warnings, ..Response::ok() }
                 }
                 Ok(Err(e)) => Response::error(e),
                 Err(e) => Response::error(format!("recording the run failed: {e}")),

@@ -159,12 +159,19 @@ impl FairShare {
         (0..self.n_sites()).all(|i| self.released_out(SiteId(i as u32)) == 0)
     }
 
-    fn publish(&self) {
+    /// Publishes each site's demand and jobs held back. A cancelled run's
+    /// held-back jobs never go out, so it asks for no share beyond what it
+    /// still has out (its status shows them neither queued nor held back).
+    fn publish(&self, cancelled: bool) {
         let mut b = lock(&self.board);
         for i in 0..self.n_sites() {
             let site = SiteId(i as u32);
-            let demand = u64::from(self.inner.book().counts(site).out());
-            if demand > b.demand[i] && !self.held[i].is_empty() {
+            let demand = if cancelled {
+                self.released_out(site)
+            } else {
+                u64::from(self.inner.book().counts(site).out())
+            };
+            if demand > b.demand[i] && !self.held[i].is_empty() && !cancelled {
                 b.asks = true;
             }
             b.demand[i] = demand;
@@ -216,7 +223,7 @@ impl Policy for FairShare {
         };
         if cancel {
             let actions = self.handle_cancelled(now, input);
-            self.publish();
+            self.publish(true);
             return actions;
         }
         let forward = match input {
@@ -247,7 +254,7 @@ impl Policy for FairShare {
             }
         }
         self.release(&caps, &mut actions, "fair share: room under this run's cap");
-        self.publish();
+        self.publish(false);
         actions
     }
 
@@ -391,5 +398,35 @@ mod tests {
             assert!(submitted(&a).is_empty(), "nothing is submitted after cancel: {a:?}");
         }
         assert!(lock(&board).drained);
+    }
+
+    /// With a tester's cancelled run: the jobs it held back at the cancel
+    /// never go out, so its demand is what it still has out, and the fair
+    /// share gives the others the rest.
+    #[test]
+    fn a_cancelled_run_asks_only_for_what_it_still_has_out() {
+        let board = new_board(1);
+        lock(&board).caps[0] = Some(2);
+        let mut p = FairShare::new(bulk(6, 1), board.clone(), 1.0);
+        p.handle(0.0, &Input::Start);
+        confirm(&mut p, 1.0, 0, &[0, 1]);
+        let shown = |board: &Board| {
+            let b = lock(board);
+            (b.demand[0], b.held_back[0])
+        };
+        assert_eq!(shown(&board), (6, 4));
+        {
+            let mut b = lock(&board);
+            (b.cancel, b.asks) = (true, false);
+        }
+        p.handle(2.0, &Input::Tick);
+        assert_eq!(shown(&board), (2, 4), "the two out, not the four held back (never submitted)");
+        for job in [0, 1] {
+            let event = SiteEvent::Removed { job: JobId(job), at: 3.0 };
+            p.handle(3.0, &Input::Site { site: SiteId(0), event });
+        }
+        assert_eq!(shown(&board).0, 0);
+        let b = lock(&board);
+        assert!(b.drained && !b.asks, "drained, and asking for no share");
     }
 }

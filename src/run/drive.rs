@@ -68,8 +68,8 @@
 //! continues exactly where the replay stopped.
 //!
 //! From a checkpoint (`checkpoint`, every `[run] checkpoint_every`
-//! real seconds, of policies that keep one, in the foreground and in the
-//! daemon alike): the policy and the [`Watcher`]'s tally are restored as they were between two inputs, and only what lies past
+//! real seconds and once more at a clean stop, of policies that keep one, in
+//! the foreground and in the daemon alike): the policy and the [`Watcher`]'s tally are restored as they were between two inputs, and only what lies past
 //! each site's cursor is replayed: the log from the byte the policy had
 //! heard up to, and, from the state database, every batch whose outcome it
 //! had not heard (numbered from the cursor's `batches`, or settled just now
@@ -303,6 +303,17 @@ pub async fn run(
         engage(&db, &record, &dir, &sites, kinds.clone(), rate, resumed, cursors, shutdown.clone()).await?;
     lock(&db).set_status(&record.id, RunStatus::Running).map_err(state_failure)?;
     watcher.tally().replay(&history);
+    if restored.is_some() && kinds.types().several() {
+        // Each kind's window per site is not in the tally: a policy tells
+        // them again after a replay of the whole run, a restored one only
+        // as they change. Those it holds are the last the run recorded.
+        let run_dir = dir.clone();
+        let told = tokio::task::spawn_blocking(move || last_kind_windows(decisions::read(&run_dir)));
+        let told = told.await.unwrap_or_default();
+        if !told.is_empty() {
+            watcher.decisions(&told);
+        }
+    }
     watcher.starting(&Starting {
         record: &record,
         sites: &names,
@@ -314,12 +325,36 @@ pub async fn run(
         reachability: &reachability,
     });
     let options = EngineOptions { history, restored: restored.is_some(), horizon: horizon(&clock) };
-    let ending = {
-        let mut steps =
-            Steps { inner: watcher, reachability, epoch_unix: record.epoch_unix, rate, checkpoints };
+    let (ending, at_stop) = {
+        let mut steps = Steps {
+            inner: watcher,
+            reachability,
+            epoch_unix: record.epoch_unix,
+            rate,
+            checkpoints,
+            cursors: Vec::new(),
+            at_stop: None,
+        };
         let mut recording = decisions::Recording::new(&dir, &mut steps);
-        engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await.ending
+        let ending =
+            engine::run(policy.as_mut(), backends, clock, options, &mut recording, shutdown).await.ending;
+        drop(recording);
+        (ending, steps.checkpoints.take().zip(steps.at_stop.take()))
     };
+    // A clean stop (interrupted, with checkpoints on and a policy that
+    // keeps them): the next start goes on from here, not from the last
+    // periodic checkpoint (or, with none yet, the whole run's replay).
+    if let Some((writer, (cursors, state, tally))) = at_stop {
+        let written = tokio::task::spawn_blocking(move || writer.finish(cursors, state, tally)).await;
+        match written.unwrap_or_else(|e| Err(format!("the checkpoint writer failed: {e}"))) {
+            Ok(path) => {
+                tracing::info!("run {}: checkpoint of the stop written to {}", record.id, path.display())
+            }
+            Err(why) => {
+                tracing::warn!("run {}: no checkpoint of the stop ({why}); the last one stays", record.id)
+            }
+        }
+    }
     // The simulated grid has no remote schedds to ask (its condor_q knows
     // no -name), so only a run on a pool of its own looks for forwarded
     // copies.
@@ -345,15 +380,27 @@ pub async fn run(
     Ok(Driven { ending, given_up: policy.book().given_up(), report })
 }
 
+/// What a checkpoint holds besides its header: each site's cursor, the
+/// policy's state and the watcher's tally.
+type CheckpointParts = (Vec<SiteCursor>, Vec<u8>, Vec<u8>);
+
 /// What the engine's observer is: the watcher, told which schedds do not
 /// answer (on the run's clock) before each progress call, and a checkpoint
-/// of the policy with the watcher's tally every `[run] checkpoint_every`.
+/// of the policy with the watcher's tally every `[run] checkpoint_every`
+/// and at an interrupted run's end.
 struct Steps<'a> {
     inner: &'a mut dyn Watcher,
     reachability: Vec<Arc<Reachability>>,
     epoch_unix: f64,
     rate: f64,
     checkpoints: Option<checkpoint::Writer>,
+    /// The cursors of the engine's last checkpoint call: the policy's state
+    /// covers exactly them until the next input, and an interrupted run
+    /// takes no input after its last call.
+    cursors: Vec<Option<SiteCursor>>,
+    /// Taken as an interrupted run finished (with checkpoints on), for
+    /// [`run`] to write off the runtime.
+    at_stop: Option<CheckpointParts>,
 }
 
 impl Observer for Steps<'_> {
@@ -379,6 +426,8 @@ impl Observer for Steps<'_> {
     fn checkpoint(&mut self, now: Time, policy: &dyn Policy, cursors: &[Option<SiteCursor>]) {
         self.inner.checkpoint(now, policy, cursors);
         let Some(writer) = &mut self.checkpoints else { return };
+        self.cursors.clear();
+        self.cursors.extend_from_slice(cursors);
         if !writer.due(now) {
             return;
         }
@@ -396,8 +445,30 @@ impl Observer for Steps<'_> {
         }
     }
     fn finished(&mut self, now: Time, policy: &dyn Policy, ending: Ending) {
+        // Before the watcher's end, with the state of the last checkpoint
+        // call: the engine stopped between two inputs.
+        if ending == Ending::Interrupted && self.checkpoints.is_some() {
+            let cursors = self.cursors.iter().copied().collect::<Option<Vec<_>>>().filter(|c| !c.is_empty());
+            self.at_stop = match (cursors, policy.checkpoint(), Progress::checkpoint(self.inner.tally())) {
+                (Some(cursors), Some(state), Some(tally)) => Some((cursors, state, tally)),
+                _ => None,
+            };
+        }
         self.inner.finished(now, policy, ending);
     }
+}
+
+/// Of a run's recorded decisions, the last window told of each kind at
+/// each site (decisions of a kind only: the site's own window is the
+/// policy's to show).
+fn last_kind_windows(decided: Vec<policy::Decision>) -> Vec<policy::Decision> {
+    let mut last = BTreeMap::new();
+    for d in decided {
+        if let (policy::DecisionKind::Window { .. }, Some(kind)) = (&d.kind, &d.job_kind) {
+            last.insert((d.site, kind.clone()), d);
+        }
+    }
+    last.into_values().collect()
 }
 
 /// Jobs of a recorded run that succeeded, counted from its user logs (each
@@ -655,6 +726,37 @@ pub(crate) fn state_failure(e: crate::state::StateError) -> Failure {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// After a daemon's stop took a checkpoint, a run of two kinds resumed
+    /// from it showed no window for its kinds: a restored policy tells them
+    /// only as they change. Those of the record stand in.
+    #[test]
+    fn a_restored_run_takes_each_kinds_last_window_from_its_decisions() {
+        use policy::{Decision, DecisionKind};
+        let window = |at: Time, site: u32, kind: Option<&str>, window: f64| Decision {
+            at,
+            site: SiteId(site),
+            job_kind: kind.map(str::to_string),
+            kind: DecisionKind::Window { window, capacity: None },
+        };
+        let verdict = Decision::of_site(
+            5.0,
+            SiteId(0),
+            DecisionKind::Verdict { healthy: true, level: 4.0, slowdown: None },
+        );
+        let decided = vec![
+            window(1.0, 0, Some("io"), 4.0),
+            window(2.0, 0, None, 9.0),
+            window(3.0, 1, Some("io"), 2.0),
+            window(4.0, 0, Some("io"), 6.0),
+            verdict,
+            window(6.0, 0, Some("cpu"), 3.0),
+        ];
+        let last = last_kind_windows(decided);
+        let seen: Vec<(u32, &str, Time)> =
+            last.iter().map(|d| (d.site.0, d.job_kind.as_deref().unwrap(), d.at)).collect();
+        assert_eq!(seen, vec![(0, "cpu", 6.0), (0, "io", 4.0), (1, "io", 3.0)]);
+    }
 
     #[test]
     fn a_grid_site_left_unset_takes_the_gridmanagers_poll_and_no_other_does() {

@@ -14,7 +14,6 @@ use super::simulate::{foreign_fake_pool, simulated_pool};
 use super::SubmitArgs;
 use crate::config::{Problem, SitesFile};
 use crate::fake_condor;
-use crate::policy::PolicyConfig;
 use crate::state::{RecordedKind, RunRecord, RunStatus, StateDir};
 use crate::submit_desc::{self, JobKinds, KindSpec};
 use crate::Failure;
@@ -37,7 +36,9 @@ impl Plan {
         check_root(args.simulate)?;
         let (mut sites, kinds) = load_inputs(sites_path, &kind_specs)?;
         let policy = sites.policy_named(args.policy.as_deref()).map_err(Failure::usage)?;
-        warn_of_ignored_settings(&policy, &sites, sites_path);
+        for ignored in crate::config::ignored_settings(&policy, &sites) {
+            eprintln!("{ignored}");
+        }
         if !args.simulate {
             dry_run(&sites, &kinds)?;
         }
@@ -341,27 +342,6 @@ fn same_kinds(run: &RunRecord, recorded: &[KindSpec], given: &[KindSpec]) -> Res
 /// processes, and each millisecond they take is `speedup` ms of simulated
 /// time, which past this distorts the run (BENCHMARKS.md, "Limits").
 const MAX_SPEEDUP: f64 = 10_000.0;
-
-fn warn_of_ignored_settings(policy: &PolicyConfig, sites: &SitesFile, sites_path: &Path) {
-    if policy.name() == sites.policy.name() {
-        return;
-    }
-    for site in &sites.sites {
-        let settings = [
-            (site.max_jobs.is_some(), "max_jobs"),
-            (site.max_idle.is_some(), "max_idle"),
-            (site.initial_window.is_some(), "initial_window"),
-        ];
-        for (set, key) in settings {
-            if let Some(why) = policy.ignores(key).filter(|_| set) {
-                eprintln!(
-                    "{}",
-                    crate::config::ignored_setting(sites_path, None, &site.name, policy.name(), key, why)
-                );
-            }
-        }
-    }
-}
 
 /// A run id people can type: `20261121T0612-3f9a`.
 #[allow(clippy::disallowed_methods)] // the edge: ids carry the wall-clock start

@@ -22,6 +22,11 @@ const SPEEDUP: f64 = 400.0;
 /// Longest any one wait may take.
 const PATIENCE: Duration = Duration::from_secs(120);
 
+/// The daemon config's floor on checkpoint intervals in these tests: low,
+/// so that runs of a few seconds with `[run] checkpoint_every = 0.05` are
+/// checkpointed (the default floor is 10 s).
+const LOW_FLOOR: &str = "min_checkpoint_every = 0.01";
+
 const USER_A: u32 = 1001;
 const USER_B: u32 = 1002;
 
@@ -88,7 +93,7 @@ impl Setup {
     fn write_config(&self, extra: &str) {
         let text = format!(
             "socket = \"d.sock\"\nstate_dir = \"state\"\nsocket_mode = \"0600\"\ntrust_client_uid = true\n\
-             condor_bin_dir = \"{}\"\n{extra}\n",
+             condor_bin_dir = \"{}\"\n{LOW_FLOOR}\n{extra}\n",
             self.bin.display()
         );
         std::fs::write(self.path("daemon.toml"), text).unwrap();
@@ -111,10 +116,17 @@ impl Setup {
 
     /// Starts the daemon and waits until it answers.
     fn start(&self) -> Daemon {
+        self.start_logging("info")
+    }
+
+    /// Starts the daemon logging at `filter` (`COSCHED_LOG`) and waits
+    /// until it answers.
+    fn start_logging(&self, filter: &str) -> Daemon {
         let log =
             std::fs::OpenOptions::new().create(true).append(true).open(self.path("daemon.log")).unwrap();
         let child = self
             .command(&["daemon", "--config", "daemon.toml"])
+            .env("COSCHED_LOG", filter)
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -371,7 +383,10 @@ fn sigterm_then_restart_resumes_both_runs() {
     let d = s.start();
     for id in [a, b] {
         let run = d.run(id);
-        assert!(run["state"] == "running" || run["state"] == "done", "run {id} after restart: {run}");
+        assert!(
+            ["resuming", "running", "done"].contains(&run["state"].as_str().unwrap_or_default()),
+            "run {id} after restart: {run}"
+        );
     }
     d.wait_finished(&[a, b], &s.pool);
     assert_eq!(d.run(a)["owner"], USER_A);
@@ -450,6 +465,267 @@ fn a_daemon_run_stopped_and_restarted_resumes_from_its_checkpoint() {
     d.wait_finished(&[id], &s.pool);
     s.assert_exactly_once(1, n, "after a restart from the checkpoint");
     assert!(d.run(id)["done"].as_u64() == Some(n), "the restored tally counts the whole run: {}", d.run(id));
+}
+
+/// A tester's SIGTERM of the daemon: the log said `run 4: checkpointed for
+/// the next start` and systemd's status "checkpointing runs", but only the
+/// periodic checkpoint (`[run] checkpoint_every`) was ever written, and the
+/// restart replayed the run's 888 past events. A clean stop takes a
+/// checkpoint of each run, which the restart goes on from.
+#[test]
+fn a_sigterm_checkpoints_each_run_and_the_restart_goes_on_from_there() {
+    let s = Setup::new(|_| {}, 200.0, "[capacity]\ngood = 6\nslow = 4\n");
+    let both = std::fs::read_to_string(s.path("both.toml")).unwrap();
+    // No periodic checkpoint while the test runs.
+    std::fs::write(s.path("hourly.toml"), format!("{both}\n[run]\ncheckpoint_every = 3600\n")).unwrap();
+    let mut d = s.start();
+    let n = 80;
+    let id = s.submit(&d, USER_A, n, "hourly.toml", None);
+    wait_for("the run to make progress", PATIENCE, || (d.run(id)["done"].as_u64() >= Some(3)).then_some(()));
+    assert!(d.run(id)["done"].as_u64() < Some(n), "the run ended before the stop (make it longer)");
+    let checkpoint = run_dir(&s).expect("the run's directory").join("checkpoint");
+    assert!(!checkpoint.exists(), "a periodic checkpoint already (this test then sees nothing)");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "SIGTERM is a clean stop:\n{}", d.log_text());
+    let log = d.log_text();
+    assert!(checkpoint.is_file(), "no checkpoint of the stop:\n{log}");
+    assert!(log.contains("checkpoint of the stop written to"), "{log}");
+    assert!(!log.contains("checkpointed for the next start"), "{log}");
+    let d = s.start();
+    wait_for("the run to resume", PATIENCE, || {
+        d.log_text().contains(&format!("run {id}: resuming")).then_some(())
+    });
+    let log = d.log_text();
+    assert!(log.contains(&format!("run {id}: resuming from its checkpoint")), "resumed without it:\n{log}");
+    assert!(!log.contains("not using the checkpoint"), "{log}");
+    d.wait_finished(&[id], &s.pool);
+    s.assert_exactly_once(1, n, "after a restart from the checkpoint of the stop");
+    assert_eq!(d.run(id)["done"].as_u64(), Some(n), "the restored tally counts the whole run");
+}
+
+/// A tester's `kill -9` and restart: `cosched runs` showed the run
+/// `running` with 0 of its jobs done while it replayed its past, then its
+/// true count. It is `resuming` until its counts are the whole run's.
+#[test]
+fn a_restarted_run_shows_resuming_until_its_past_is_counted() {
+    // A few restarts: the replay is short, and a loaded machine may answer
+    // the first status only after it.
+    const RESTARTS: usize = 4;
+    let s = Setup::new(|_| {}, 200.0, "[capacity]\ngood = 6\nslow = 4\n");
+    let mut d = s.start();
+    let n = 160;
+    let id = s.submit(&d, USER_A, n, "both.toml", None);
+    let mut before = 0;
+    let mut replays_seen = 0;
+    for restart in 0..RESTARTS {
+        before = wait_for("more jobs done", PATIENCE, || {
+            d.run(id)["done"].as_u64().filter(|&done| done >= before + 5)
+        });
+        assert!(before < n, "the run ended before kill {restart} (make it longer)");
+        d.kill9();
+        d = s.start();
+        let mut seen = Vec::new();
+        wait_for("the run's count after the restart", PATIENCE, || {
+            let runs = d.request(&json!({"op": "runs"}));
+            let run = runs["runs"].as_array().and_then(|r| r.iter().find(|r| r["id"] == id)).cloned()?;
+            let (state, done) = (run["state"].as_str()?.to_string(), run["done"].as_u64()?);
+            if seen.last() != Some(&(state.clone(), done)) {
+                seen.push((state.clone(), done));
+            }
+            (state != "resuming").then_some(())
+        });
+        for (state, done) in &seen {
+            assert!(
+                state == "resuming" || (state == "running" && *done >= before) || state == "done",
+                "restart {restart}: shown {state} with {done} done, where {before} were done before: {seen:?}"
+            );
+        }
+        replays_seen += usize::from(seen[0].0 == "resuming");
+    }
+    assert!(replays_seen > 0, "no status was asked during a replay in {RESTARTS} restarts");
+    d.wait_finished(&[id], &s.pool);
+    s.assert_exactly_once(1, n, "after kills");
+}
+
+/// A tester's `watch` of a run they cancelled: its last line was
+/// `run 3: cancelled, 151/2000 done, 0 given up, 0 out; good 160q/0r/133d`
+/// while none of its jobs was queued anywhere: the jobs the fair share held
+/// back at the cancel, which never go out, were shown queued.
+#[test]
+fn a_cancelled_run_shows_no_job_queued_or_held_back() {
+    let s = simulated("[capacity]\nalpha = 4\nbeta = 4\n");
+    let d = s.start();
+    let id = s.submit(&d, USER_A, 400, "sim.toml", Some("bulk"));
+    wait_for("jobs held back by the cap", PATIENCE, || {
+        let run = d.run(id);
+        (run["state"] == "running" && site_of(&run, "alpha")["held_back"].as_u64() > Some(0)).then_some(())
+    });
+    assert_eq!(d.request(&json!({"op": "cancel", "run": id, "as_uid": USER_A}))["ok"], true);
+    wait_for("the run to be cancelled", PATIENCE, || (d.run(id)["state"] == "cancelled").then_some(()));
+    let run = d.run(id);
+    assert_eq!(run["out"], 0, "{run}");
+    for site in run["sites"].as_array().unwrap() {
+        assert_eq!((&site["queued"], &site["held_back"]), (&json!(0), &json!(0)), "{site}");
+    }
+    let out = s
+        .command(&["watch", &id.to_string(), "--socket", d.socket.to_str().unwrap()])
+        .env("COSCHED_AS_UID", USER_A.to_string())
+        .output()
+        .expect("the client runs");
+    let line = String::from_utf8_lossy(&out.stdout).lines().last().unwrap_or_default().to_string();
+    assert!(
+        line.contains("cancelled") && line.contains("alpha 0q/0r/") && line.contains("beta 0q/0r/"),
+        "{line}"
+    );
+}
+
+/// A tester's `status` of a finished run after a restart: the header said
+/// `151/2000 done`, the clock `t = 0 s` and every site's row zeros. A
+/// finished run shows after a restart what it showed when it ended.
+#[test]
+fn a_finished_run_shows_its_figures_after_a_restart() {
+    let s = Setup::new(|_| {}, 60.0, "");
+    let mut d = s.start();
+    let id = s.submit(&d, USER_A, 8, "both.toml", Some("bulk"));
+    d.wait_finished(&[id], &s.pool);
+    let ended = d.run(id);
+    assert!(ended["time"].as_f64() > Some(0.0), "{ended}");
+    assert!(ended["sites"].as_array().unwrap().iter().any(|x| x["done"].as_u64() > Some(0)), "{ended}");
+    d.signal(libc::SIGTERM);
+    assert_eq!(d.wait_exit(), Some(0), "{}", d.log_text());
+    let d = s.start();
+    assert_eq!(d.run(id), ended, "after the restart");
+}
+
+/// A tester's daemon config naming a `sites` file that is not there: the
+/// daemon bound its socket, then exited 1 with a message that did not say
+/// the file came from its config. It is the config's error (exit 2),
+/// found before the socket exists.
+#[test]
+fn a_daemon_config_naming_a_missing_sites_file_exits_2_before_listening() {
+    let s = Setup::new(|_| {}, 60.0, "");
+    for simulate in [false, true] {
+        let sites = "sites = [\"missing.toml\"]\n";
+        s.write_config(&if simulate { SIMULATED.replace("sim.toml", "missing.toml") } else { sites.into() });
+        let config = s.path("daemon.toml");
+        let args = ["daemon", "--config", config.to_str().unwrap()];
+        let out = s.command(&args).stdout(Stdio::null()).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "simulate = {simulate}:\n{stderr}");
+        let named = format!(
+            "{}: `sites` names {}",
+            s.path("daemon.toml").display(),
+            s.path("missing.toml").display()
+        );
+        assert!(stderr.contains(&named), "simulate = {simulate}: says it is the config's:\n{stderr}");
+        assert!(!stderr.contains("listening on"), "simulate = {simulate}: it listened first:\n{stderr}");
+    }
+}
+
+/// A tester's raw client sent `job_path: "rel.sub"` with its `cwd`: the
+/// `cwd` was never read, and the description's relative names resolved
+/// against the daemon's own working directory. Every path of a submit is
+/// absolute: the daemon has no working directory of its clients'.
+#[test]
+fn a_submit_naming_a_file_by_a_relative_path_is_refused() {
+    let s = Setup::new(|_| {}, 60.0, "");
+    let d = s.start();
+    // The daemon's working directory holds both files (as `Setup` starts
+    // it): a relative path would name them there.
+    let r = d.request(&json!({
+        "op": "submit", "n_jobs": 4, "policy": "bulk",
+        "sites_path": s.path("both.toml").display().to_string(),
+        "sites_toml": std::fs::read_to_string(s.path("both.toml")).unwrap(),
+        "job_path": "job.sub",
+        "job_sub": std::fs::read_to_string(s.path("job.sub")).unwrap(),
+        "cwd": s.dir.path().display().to_string(), "as_uid": USER_A,
+    }));
+    let error = r["error"].as_str().unwrap_or_default();
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(error.starts_with("\"job.sub\": not an absolute path"), "{error}");
+    assert!(error.ends_with("nothing was submitted"), "{error}");
+    assert_eq!(d.request(&json!({"op": "runs"}))["runs"], json!([]), "nothing was recorded");
+}
+
+/// A tester's submit of a sites file with warnings: `cosched submit`
+/// prints them in the foreground, `--daemon` dropped them. The submit's
+/// answer carries them, and the client prints them on stderr.
+#[test]
+fn a_daemon_submit_tells_the_client_the_sites_files_warnings() {
+    let s = Setup::new(|_| {}, 60.0, "");
+    let good = std::fs::read_to_string(s.path("good.toml")).unwrap();
+    std::fs::write(s.path("warn.toml"), format!("[policy]\nname = \"bulk\"\n\n{good}max_jobs = 10\n"))
+        .unwrap();
+    let check = s.command(&["check", "warn.toml", "job.sub"]).output().expect("cosched check runs");
+    let foreground = String::from_utf8_lossy(&check.stderr);
+    let said = "site `good`: policy `bulk` does not honour max_jobs";
+    assert!(foreground.contains(said), "the foreground's warning:\n{foreground}");
+    let d = s.start();
+    let out = s
+        .command(&["submit", "4", "warn.toml", "job.sub", "--daemon"])
+        .env("COSCHED_SOCKET", &d.socket)
+        .env("COSCHED_AS_UID", USER_A.to_string())
+        .output()
+        .expect("the client runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the run is accepted:\n{stderr}");
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("stdout is the run id alone");
+    let warned = format!("cosched: warning: {}:", s.path("warn.toml").display());
+    assert!(stderr.contains(&warned) && stderr.contains(said), "the client is told:\n{stderr}");
+    d.wait_finished(&[id], &s.pool);
+}
+
+/// Found by a tester attacking the daemon as a hostile user: a client's
+/// `[run] checkpoint_every` (its sites file, sent over the socket) set how
+/// often the shared daemon wrote and synced the run's checkpoint, and
+/// 0.01 s made it one write per step of the run's engine. The daemon
+/// checkpoints at most every `min_checkpoint_every` (here 1 s), and the
+/// client is told so when it submits.
+#[test]
+#[allow(clippy::disallowed_methods)] // how long the run took bounds its checkpoints
+fn a_clients_tiny_checkpoint_interval_is_raised_to_the_daemons_floor() {
+    const FLOOR: f64 = 1.0;
+    let s = Setup::new(|_| {}, 200.0, "[capacity]\ngood = 6\nslow = 4\n");
+    let config = std::fs::read_to_string(s.path("daemon.toml")).unwrap();
+    assert!(config.contains(LOW_FLOOR));
+    std::fs::write(
+        s.path("daemon.toml"),
+        config.replace(LOW_FLOOR, &format!("min_checkpoint_every = {FLOOR}")),
+    )
+    .unwrap();
+    let both = std::fs::read_to_string(s.path("both.toml")).unwrap();
+    std::fs::write(s.path("tiny.toml"), format!("{both}\n[run]\ncheckpoint_every = 0.01\n")).unwrap();
+    // Each checkpoint taken is a debug line of `run::drive`.
+    let d = s.start_logging("info,cosched::run::drive=debug");
+    let n = 80;
+    let started = Instant::now();
+    let out = s
+        .command(&["submit", &n.to_string(), "tiny.toml", "job.sub", "--daemon"])
+        .env("COSCHED_SOCKET", &d.socket)
+        .env("COSCHED_AS_UID", USER_A.to_string())
+        .output()
+        .expect("the client runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "the run is accepted:\n{stderr}");
+    let id: u64 = String::from_utf8_lossy(&out.stdout).trim().parse().expect("stdout is the run id alone");
+    assert!(
+        stderr.contains("warning: ")
+            && stderr.contains("tiny.toml: [run] checkpoint_every = 0.01: ")
+            && stderr.contains(&format!("min_checkpoint_every); this run is checkpointed every {FLOOR} s")),
+        "the client is told:\n{stderr}"
+    );
+    d.wait_finished(&[id], &s.pool);
+    let took = started.elapsed().as_secs_f64();
+    let log = d.log_text();
+    let taken = log.matches("bytes taken in").count();
+    assert!(log.contains("this run is checkpointed every"), "the daemon's log says so too:\n{log}");
+    assert!(took > 2.0 * FLOOR, "the run took {took:.1} s: too short to see checkpoints (make it longer)");
+    assert!(taken >= 1, "the run was checkpointed at all (else this test sees nothing):\n{log}");
+    assert!(
+        taken as f64 <= took / FLOOR + 1.0,
+        "{taken} checkpoints in {took:.1} s, with a floor of {FLOOR} s: the client's interval was used"
+    );
+    s.assert_exactly_once(1, n, "a run checkpointed at the daemon's floor");
 }
 
 /// A daemon run writes its report as `cosched submit` does: whenever it
@@ -920,6 +1196,23 @@ fn the_unit_files_pass_systemd_analyze_verify() {
     ] {
         let text = std::fs::read_to_string(util::root().join("condor").join(unit)).unwrap();
         assert!(text.contains(installed), "{unit} runs {installed}");
+        // systemd's stop sends SIGTERM to the daemon alone (the default,
+        // control-group, sends it to every condor_submit in flight too),
+        // and waits longer than the daemon gives its runs to stop.
+        let setting = |key: &str| {
+            let mut found = text.lines().filter_map(|l| l.trim().strip_prefix(key)?.strip_prefix('='));
+            let value = found.next().unwrap_or_else(|| panic!("{unit} sets {key}")).trim().to_string();
+            assert!(found.next().is_none(), "{unit} sets {key} once");
+            value
+        };
+        assert_eq!(setting("KillMode"), "mixed", "{unit}");
+        let timeout = setting("TimeoutStopSec");
+        let timeout: u64 = timeout
+            .strip_suffix('s')
+            .and_then(|t| t.parse().ok())
+            .unwrap_or_else(|| panic!("{unit}: TimeoutStopSec={timeout}, in seconds like 60s"));
+        let grace = cosched::daemon::server::STOP_GRACE.as_secs();
+        assert!(timeout >= grace + 20, "{unit}: TimeoutStopSec={timeout}s leaves no margin over {grace} s");
         let copy = dir.path().join(unit);
         std::fs::write(&copy, text.replace(installed, bin.to_str().unwrap())).unwrap();
         let mut cmd = Command::new("systemd-analyze");
