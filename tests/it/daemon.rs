@@ -1072,7 +1072,9 @@ impl Daemon {
                 r["sites"].as_array().is_some_and(|s| s.iter().any(|x| x["running"].as_u64() > Some(0)))
             });
             runs.iter()
-                .all(|r| !matches!(r["state"].as_str(), Some("queued" | "running" | "cancelling")))
+                .all(|r| {
+                    !matches!(r["state"].as_str(), Some("queued" | "running" | "resuming" | "cancelling"))
+                })
                 .then_some(runs)
         });
         for r in &runs {

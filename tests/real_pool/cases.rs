@@ -378,7 +378,9 @@ fn daemon_kill_9(pool: &Pool) {
     drop(daemon);
     let daemon = Daemon::start(&case);
     let last = eventually("the run completes after the restart", MINUTES(5), || {
-        daemon.status(&run).filter(|s| s["state"] != "running" && s["state"] != "queued")
+        daemon
+            .status(&run)
+            .filter(|s| !matches!(s["state"].as_str(), Some("queued" | "running" | "resuming")))
     });
     assert_eq!((last["state"].as_str(), last["done"].as_u64()), (Some("done"), Some(20)), "{last}");
     case.assert_each_completed_once(20);
