@@ -158,7 +158,9 @@
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`,
 //!   and every HTCondor command dies with cosched, so none commits after a
-//!   resumed run looked for its batch).
+//!   resumed run looked for its batch). A clean stop (Ctrl-C, SIGTERM) waits
+//!   for the command in flight: each runs in a process group of its own, so
+//!   a terminal's SIGINT reaches cosched alone.
 //! - A withdrawal (an idle job taken back to go elsewhere) happens only if
 //!   HTCondor says the job has not started (`condor::CondorSite` asks
 //!   `condor_q`, for Condor-C the remote schedd too, and removes with
