@@ -455,6 +455,13 @@ fn a_daemon_run_stopped_and_restarted_resumes_from_its_checkpoint() {
     d.signal(libc::SIGTERM);
     assert_eq!(d.wait_exit(), Some(0), "SIGTERM is a clean stop:\n{}", d.log_text());
     assert!(checkpoint.is_file());
+    restart_from_the_checkpoint(&s, id, n, "after a restart from the checkpoint");
+}
+
+/// Starts the daemon again after a stop of run `id` (of `n` jobs), and
+/// checks that the run goes on from its checkpoint to the end, every job
+/// run once and counted.
+fn restart_from_the_checkpoint(s: &Setup, id: u64, n: u64, context: &str) {
     let d = s.start();
     wait_for("the run to resume", PATIENCE, || {
         d.log_text().contains(&format!("run {id}: resuming")).then_some(())
@@ -463,8 +470,8 @@ fn a_daemon_run_stopped_and_restarted_resumes_from_its_checkpoint() {
     assert!(log.contains(&format!("run {id}: resuming from its checkpoint")), "resumed without it:\n{log}");
     assert!(!log.contains("not using the checkpoint"), "{log}");
     d.wait_finished(&[id], &s.pool);
-    s.assert_exactly_once(1, n, "after a restart from the checkpoint");
-    assert!(d.run(id)["done"].as_u64() == Some(n), "the restored tally counts the whole run: {}", d.run(id));
+    s.assert_exactly_once(1, n, context);
+    assert_eq!(d.run(id)["done"].as_u64(), Some(n), "the restored tally counts the whole run: {}", d.run(id));
 }
 
 /// A tester's SIGTERM of the daemon: the log said `run 4: checkpointed for
@@ -491,16 +498,7 @@ fn a_sigterm_checkpoints_each_run_and_the_restart_goes_on_from_there() {
     assert!(checkpoint.is_file(), "no checkpoint of the stop:\n{log}");
     assert!(log.contains("checkpoint of the stop written to"), "{log}");
     assert!(!log.contains("checkpointed for the next start"), "{log}");
-    let d = s.start();
-    wait_for("the run to resume", PATIENCE, || {
-        d.log_text().contains(&format!("run {id}: resuming")).then_some(())
-    });
-    let log = d.log_text();
-    assert!(log.contains(&format!("run {id}: resuming from its checkpoint")), "resumed without it:\n{log}");
-    assert!(!log.contains("not using the checkpoint"), "{log}");
-    d.wait_finished(&[id], &s.pool);
-    s.assert_exactly_once(1, n, "after a restart from the checkpoint of the stop");
-    assert_eq!(d.run(id)["done"].as_u64(), Some(n), "the restored tally counts the whole run");
+    restart_from_the_checkpoint(&s, id, n, "after a restart from the checkpoint of the stop");
 }
 
 /// A tester's `kill -9` and restart: `cosched runs` showed the run
