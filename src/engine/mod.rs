@@ -226,6 +226,13 @@ where
         let actions = policy.handle(now, &input);
         for action in actions {
             observer.action(now, &action);
+            // Why each batch went where it did: what an operator reads to
+            // follow a run's decisions (`--log-level debug`).
+            if tracing::enabled!(tracing::Level::DEBUG) {
+                let entry = observe::TraceEntry::of(now, &action);
+                let site = entry.site.map_or(String::new(), |s| s.index().to_string());
+                tracing::debug!(site, "at {now:.1} s: {} {} job(s): {}", entry.action, entry.jobs, entry.why);
+            }
             match action {
                 Action::Submit { site, jobs, .. } if !jobs.is_empty() => {
                     let _ = commands[site.index()].send(Command::Submit(jobs));

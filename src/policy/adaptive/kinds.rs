@@ -156,17 +156,49 @@ pub struct ByKind {
     decided: Vec<Decision>,
 }
 
+/// Each kind's part of a site's own `initial_window`. The operator's
+/// number is a level below the site's knee in jobs of any kind, so the
+/// kinds' first cohorts together stay within it: equal parts, a kind with
+/// fewer jobs than its part leaving the rest to the others, and at least
+/// one job each (a kind must run to be learned). The policy's own
+/// `initial_window` is each kind's instead: a guess, not a fact of the
+/// site, and split among the kinds it cost the typed family a quarter of
+/// its makespan in ramp (docs/experiments.md, "each kind's first window
+/// its part of the site's").
+pub(super) fn shares_of(window: u32, jobs: &[u64]) -> Vec<u32> {
+    let mut order: Vec<usize> = (0..jobs.len()).collect();
+    order.sort_by_key(|&t| jobs[t]);
+    let mut shares = vec![0; jobs.len()];
+    let mut left = u64::from(window);
+    for (taken, &t) in order.iter().enumerate() {
+        let part = left / (order.len() - taken) as u64;
+        let share = part.min(jobs[t]).max(1);
+        shares[t] = u32::try_from(share).unwrap_or(u32::MAX);
+        left = left.saturating_sub(share);
+    }
+    shares
+}
+
 impl ByKind {
     pub fn new(spec: &RunSpec, params: &Params) -> Self {
         let numbers = KindNumbers::new(&spec.types, spec.n_jobs);
+        let jobs: Vec<u64> = spec.types.ids().map(|t| numbers.jobs_of(t).len() as u64).collect();
+        let operators: Vec<Option<Vec<u32>>> =
+            spec.sites.iter().map(|info| info.initial_window.map(|w| shares_of(w, &jobs))).collect();
         let lanes = spec
             .types
             .ids()
             .map(|t| {
+                let mut sites = spec.sites.clone();
+                for (info, shares) in sites.iter_mut().zip(&operators) {
+                    if let Some(shares) = shares {
+                        info.initial_window = Some(shares[t.index()]);
+                    }
+                }
                 let lane = RunSpec {
-                    n_jobs: numbers.jobs_of(t).len() as u64,
-                    types: JobTypes::single(numbers.jobs_of(t).len() as u64),
-                    sites: spec.sites.clone(),
+                    n_jobs: jobs[t.index()],
+                    types: JobTypes::single(jobs[t.index()]),
+                    sites,
                     memory: spec.memory.clone(),
                     kind_keys: vec![spec.kind_key(t).to_string()],
                     max_attempts: spec.max_attempts,

@@ -109,3 +109,30 @@ fn at_the_start_each_kind_plans_with_its_share_of_the_slots_and_withdraws_nothin
     };
     assert_eq!((sent(0), sent(1)), (32, 32));
 }
+
+#[test]
+fn an_operators_first_window_is_shared_by_the_kinds() {
+    // Equal parts, a kind of few jobs leaving the rest, one job at least.
+    assert_eq!(kinds::shares_of(10, &[500, 500, 500]), [3, 3, 4]);
+    assert_eq!(kinds::shares_of(10, &[2, 500]), [2, 8]);
+    assert_eq!(kinds::shares_of(2, &[5, 5, 5]), [1, 1, 1]);
+    assert_eq!(kinds::shares_of(16, &[40]), [16]);
+    // A site whose operator says 10 jobs of any kind are below its knee
+    // starts with 10, not 10 of each of three kinds (a tester's run: 30 on
+    // a knee of 20, every job twice as slow).
+    let types = JobTypes::interleaved(vec!["a".into(), "b".into(), "c".into()], &[100, 100, 100]).unwrap();
+    let mut run = RunSpec { types, ..spec(300, &[60, 60]) };
+    run.sites[0].initial_window = Some(10);
+    let mut p = build(&run, &Params::default());
+    let acts = p.handle(0.0, &Input::Start);
+    let sent = |s: u32| -> usize {
+        acts.iter()
+            .map(|a| match a {
+                Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
+                _ => 0,
+            })
+            .sum()
+    };
+    assert_eq!(sent(0), 10, "the operator's window, all kinds together");
+    assert_eq!(sent(1), 48, "the policy's first window is each kind's");
+}
