@@ -6,6 +6,7 @@
 use crate::bench::BenchArgs;
 use crate::daemon::client::{ClientArgs, RunRefArgs, StatusArgs};
 use crate::daemon::DaemonArgs;
+use crate::memory_cmd::MemoryArgs;
 use crate::replay::ReplayArgs;
 use crate::run::{CheckArgs, SubmitArgs};
 use crate::userlog::cmd::LogCommand;
@@ -69,6 +70,18 @@ pub enum Command {
   cosched bench --compare typed.jsonl blind.jsonl
     (per grid, blind's median makespan over the seeds ÷ typed's)"))]
     Bench(BenchArgs),
+    /// Show what runs remembered per site and kind of job, or forget it.
+    #[command(after_help = "Examples:
+  cosched memory
+    (the memory `cosched submit` uses: each site and kind, its capacity,
+    ceiling, mean run time, when it was learned and by which run)
+  cosched memory --json --memory shared/memory.db
+  cosched memory --state-dir /var/lib/cosched
+    (the daemon's, or that of `cosched submit --simulate --state-dir DIR`)
+  cosched memory forget ce1
+  cosched memory forget ce1 --kind name:my-analysis
+  cosched memory forget --all")]
+    Memory(MemoryArgs),
     /// Feed recorded user logs through a policy and print its decisions.
     #[command(after_help = with_policies("Example:\n  cosched replay run1/logs/*.log --sites sites.toml --policy thesis"))]
     Replay(ReplayArgs),
@@ -177,6 +190,7 @@ fn dispatch(command: Command) -> CmdResult {
         Command::Log(LogCommand::Report { logs, out }) => crate::report::command(&logs, &out),
         Command::Bench(args) => crate::bench::command(args),
         Command::Replay(args) => crate::replay::command(args),
+        Command::Memory(args) => crate::memory_cmd::command(args),
         Command::Daemon(args) => crate::daemon::command(args),
         Command::Runs(args) => crate::daemon::client::runs(args),
         Command::Status(args) => crate::daemon::client::status(args),

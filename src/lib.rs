@@ -90,6 +90,8 @@
 //! - [`daemon`] — `cosched daemon` (socket server with peer credentials,
 //!   HTCaaS fair share, sd_notify) and its clients; its runs go through
 //!   `run::drive`.
+//! - [`memory_cmd`] — `cosched memory`: what runs remembered per site and
+//!   kind, shown and forgotten, in the memory database `submit` would use.
 //! - [`sync`] — locks that stay usable after a panic elsewhere (why, there).
 //! - [`cli`] — the command tree and dispatch; `main.rs` only calls it.
 //!
@@ -154,7 +156,10 @@
 //! - The daemon runs only the HTCondor commands of its own configuration
 //!   (`condor_bin_dir`): a client's sites file chooses no program the
 //!   service account runs (`daemon::dbrun::condor_settings`), and a socket
-//!   path is replaced only where a stale socket lies.
+//!   path is replaced only where a stale socket lies. Nor does a client
+//!   choose a file that account reads for it: a submit naming an
+//!   executable or input its caller could not read is refused
+//!   (`daemon::access`; checked at the submit, by mode bits).
 //! - A job is out at one site at most; no job is lost or run twice by cosched's
 //!   own doing (also across crashes: intent is recorded before `condor_submit`,
 //!   and every HTCondor command dies with cosched, so none commits after a
@@ -210,6 +215,7 @@ pub mod config;
 pub mod daemon;
 pub mod engine;
 pub mod fake_condor;
+pub mod memory_cmd;
 pub mod policy;
 pub mod replay;
 pub mod report;

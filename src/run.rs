@@ -70,16 +70,19 @@ pub struct SubmitArgs {
     /// Where submit files, logs and the state database go.
     #[arg(long)]
     pub state_dir: Option<PathBuf>,
-    /// Continue an interrupted run from its state directory (its kinds are
-    /// recorded there; --jobs, if given, must be the same).
+    /// Continue an interrupted run from its state directory. Its kinds, the
+    /// text of their submit descriptions and its memory are recorded there:
+    /// it goes on with those (--jobs, --memory, --no-memory, if given, must
+    /// be the same), never with a description edited since (said).
     #[arg(long, value_name = "STATE_DIR", conflicts_with_all = ["n_jobs", "sites", "job", "state_dir"])]
     pub resume: Option<PathBuf>,
     /// The memory of sites and kinds of job to start from and add to
     /// (default: $COSCHED_MEMORY, else $XDG_STATE_HOME/cosched/memory.db,
-    /// else ~/.local/state/cosched/memory.db).
+    /// else ~/.local/state/cosched/memory.db). A resumed run keeps the one it
+    /// was started with; another given with --resume is refused.
     #[arg(long, value_name = "PATH", conflicts_with = "daemon")]
     pub memory: Option<PathBuf>,
-    /// Start cold and keep nothing of what the run learns.
+    /// Start cold and keep nothing of what the run learns (kept for --resume).
     #[arg(long, conflicts_with_all = ["memory", "daemon"])]
     pub no_memory: bool,
     /// Run on the built-in simulated grid: the fake HTCondor commands shipped
@@ -87,7 +90,10 @@ pub struct SubmitArgs {
     #[arg(long)]
     pub simulate: bool,
     /// With --simulate: simulated seconds per real second, at most 10000
-    /// (a resumed run keeps its own).
+    /// (a resumed run keeps its own). Every millisecond cosched and the fake
+    /// HTCondor take is this many of grid time: past a few hundred, events
+    /// reach the policy late and it decides otherwise than it would on a
+    /// grid (a warning says so).
     #[arg(long, default_value_t = 100.0, requires = "simulate", conflicts_with = "resume")]
     pub speedup: f64,
     /// Print the final summary as JSON.

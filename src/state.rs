@@ -6,7 +6,9 @@
 //! # Layout of a state directory
 //! ```text
 //! DIR/state.db            this database (WAL mode: also state.db-wal, state.db-shm)
-//! DIR/lock                held (flock) by the one cosched working in DIR
+//! DIR/lock                held (flock) by the one cosched working in DIR,
+//!                         which writes its pid and run there for the next
+//!                         one to name it
 //! DIR/memory.db           the daemon's memory of sites and kinds, shared by
 //!                         its users (a foreground run uses the user's own:
 //!                         see [`memory`])
@@ -24,7 +26,10 @@
 //!   `epoch_unix` (the instant that is t = 0 of the run; log timestamps are
 //!   mapped onto run time from it), `simulate`/`speedup` (a `--simulate` run and
 //!   its clock rate), `status` (`running`, `interrupted`, `done`, `failed`,
-//!   `hung`), `finished`.
+//!   `hung`), `finished`, `memory` (the memory database a foreground run was
+//!   started with, which its resumes use: a path, `''` for none (it starts
+//!   cold and keeps nothing); NULL for a daemon's run, whose memory is the
+//!   daemon's, and for a run recorded before schema 6).
 //! - `run_kinds` — per (`run`, `kind`, its index in the run): the kind's
 //!   `name`, its `count` of jobs, and its submit description as it was
 //!   (`job_path`/`job_text`). A run recorded before this table (schema < 3)
@@ -73,7 +78,7 @@ use std::fs::File;
 use std::path::{Path, PathBuf};
 
 /// The schema this build writes; `MIGRATIONS[i]` takes version i to i + 1.
-pub const SCHEMA_VERSION: u32 = 5;
+pub const SCHEMA_VERSION: u32 = 6;
 
 const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 0 → 1: the first schema.
@@ -146,6 +151,9 @@ const MIGRATIONS: [&str; SCHEMA_VERSION as usize] = [
     // 4 → 5: a run whose policy is told its jobs are of one kind
     // (`cosched submit --blind-types`).
     "ALTER TABLE runs ADD COLUMN blind_types INTEGER NOT NULL DEFAULT 0;",
+    // 5 → 6: the memory database a foreground run was started with, which
+    // its resumes keep (`Db::create_run_with_memory`).
+    "ALTER TABLE runs ADD COLUMN memory TEXT;",
 ];
 
 /// What went wrong with the state directory or database.
@@ -174,7 +182,8 @@ pub enum StateError {
 pub struct StateDir {
     root: PathBuf,
     /// Holds the `flock`; released when the file is closed (also by `kill -9`).
-    _lock: File,
+    /// Its content says whose it is ([`StateDir::claim`]).
+    lock: File,
 }
 
 impl StateDir {
@@ -189,11 +198,26 @@ impl StateDir {
     /// an instant: hence a few seconds' patience. When the lock stays taken
     /// the error names the processes holding it.
     pub fn open(root: &Path) -> Result<StateDir, StateError> {
-        StateDir::open_patiently(root, LOCK_PATIENCE)
+        StateDir::open_patiently(root, LOCK_PATIENCE, &mut |_, _| {})
     }
 
-    /// [`StateDir::open`], waiting at most `patience` for a taken lock.
-    fn open_patiently(root: &Path, patience: std::time::Duration) -> Result<StateDir, StateError> {
+    /// [`StateDir::open`] for a command someone watches: when the lock is
+    /// taken, `waiting` is told at once who holds it (as
+    /// [`StateError::Locked`] would name them) and how long this one waits,
+    /// before the wait begins, so that no wait is silent.
+    pub fn open_telling(
+        root: &Path,
+        waiting: &mut dyn FnMut(&str, std::time::Duration),
+    ) -> Result<StateDir, StateError> {
+        StateDir::open_patiently(root, LOCK_PATIENCE, waiting)
+    }
+
+    /// [`StateDir::open_telling`], waiting at most `patience` for a taken lock.
+    fn open_patiently(
+        root: &Path,
+        patience: std::time::Duration,
+        waiting: &mut dyn FnMut(&str, std::time::Duration),
+    ) -> Result<StateDir, StateError> {
         let io = |source| StateError::Io { path: root.to_path_buf(), source };
         std::fs::create_dir_all(root.join("runs")).map_err(io)?;
         let root = std::fs::canonicalize(root).map_err(io)?;
@@ -215,9 +239,35 @@ impl StateDir {
             if attempt >= tries {
                 return Err(StateError::Locked(root, describe_holders(&lock_path)));
             }
+            if attempt == 0 {
+                waiting(&describe_holders(&lock_path), patience);
+            }
             std::thread::sleep(std::time::Duration::from_millis(100));
         }
-        Ok(StateDir { root, _lock: lock })
+        let state = StateDir { root, lock };
+        state.write_claim(None);
+        Ok(state)
+    }
+
+    /// Writes into the lock file that `run` is the one working here, for
+    /// the messages of a cosched that finds the lock taken (its pid alone
+    /// is written when the lock is taken).
+    pub fn claim(&self, run: &str) {
+        self.write_claim(Some(run));
+    }
+
+    fn write_claim(&self, run: Option<&str>) {
+        use std::os::unix::fs::FileExt;
+        let mut note = format!("pid {}\n", std::process::id());
+        if let Some(run) = run {
+            note.push_str(&format!("run {run}\n"));
+        }
+        // Only messages read it: a note that cannot be written costs a
+        // waiting cosched the run's name, and the lock holds all the same.
+        let written = self.lock.set_len(0).and_then(|()| self.lock.write_all_at(note.as_bytes(), 0));
+        if let Err(e) = written {
+            tracing::debug!("{}: cannot note who holds the lock: {e}", self.root.join("lock").display());
+        }
     }
 
     pub fn root(&self) -> &Path {
@@ -228,7 +278,7 @@ impl StateDir {
     }
     /// The memory database of the daemon that works here ([`memory`]).
     pub fn memory_path(&self) -> PathBuf {
-        self.root.join("memory.db")
+        self.root.join(memory::FILE_NAME)
     }
     /// `runs/<id>/`, where a run's submit files, logs and fake pool live.
     pub fn run_dir(&self, run: &str) -> PathBuf {
@@ -243,10 +293,17 @@ impl StateDir {
 /// How long a taken lock is waited for before it is reported.
 const LOCK_PATIENCE: std::time::Duration = std::time::Duration::from_secs(5);
 
-/// Who holds `lock_path` open, as `pid N (command line)`, for the error
-/// message (Linux `/proc`; elsewhere, or when nothing is found, a generic
-/// phrase).
+/// Who holds `lock_path` open, as `pid N: command line`, with the run the
+/// holder noted in the lock file ([`StateDir::claim`]) when the note is
+/// that process's, for the messages (Linux `/proc`; elsewhere, or when
+/// nothing is found, a generic phrase).
 fn describe_holders(lock_path: &Path) -> String {
+    // A note left by a process gone (killed before it was rewritten) names
+    // no holder: it counts only for the pid it names.
+    let note = std::fs::read_to_string(lock_path).unwrap_or_default();
+    let noted = |key: &str| note.lines().find_map(|l| l.strip_prefix(key)).map(str::trim);
+    let noted_pid = noted("pid ").and_then(|p| p.parse::<u32>().ok());
+    let noted_run = noted("run ");
     let mut holders = Vec::new();
     if let Ok(procs) = std::fs::read_dir("/proc") {
         for entry in procs.filter_map(Result::ok) {
@@ -266,7 +323,11 @@ fn describe_holders(lock_path: &Path) -> String {
                     .filter(|w| !w.is_empty())
                     .map(|w| String::from_utf8_lossy(w).into_owned())
                     .collect();
-                holders.push(format!("pid {pid}: {}", words.join(" ")));
+                let mut holder = format!("pid {pid}: {}", words.join(" "));
+                if let (Some(run), true) = (noted_run, noted_pid == Some(pid)) {
+                    holder.push_str(&format!(", run {run}"));
+                }
+                holders.push(holder);
             }
         }
     }
@@ -275,6 +336,18 @@ fn describe_holders(lock_path: &Path) -> String {
     } else {
         format!("held by {}", holders.join("; "))
     }
+}
+
+/// The memory database a run was started with, as its record keeps it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordedMemory {
+    /// Not recorded: a daemon's run (its memory is the daemon's), or a run
+    /// recorded before schema 6.
+    Unknown,
+    /// It started cold and keeps nothing.
+    None,
+    /// It starts from and adds to this database.
+    At(PathBuf),
 }
 
 /// A run's lifecycle state in the `runs` table.
@@ -481,16 +554,45 @@ impl Db {
         StateError::Corrupt { path: self.path.clone(), message }
     }
 
-    /// Records a new run (status `running`) and its kinds, in one transaction.
+    /// Records a new run (status `running`) and its kinds, in one
+    /// transaction, its memory left to whoever drives it (the daemon's).
     pub fn create_run(&self, run: &RunRecord) -> Result<(), StateError> {
+        self.insert_run(run, None)
+    }
+
+    /// [`Db::create_run`] for a foreground run, with the memory database it
+    /// starts from and adds to (`None`: none), which its resumes use
+    /// ([`Db::run_memory`]).
+    pub fn create_run_with_memory(&self, run: &RunRecord, memory: Option<&Path>) -> Result<(), StateError> {
+        // '' for none: a path is never empty.
+        self.insert_run(run, Some(memory.map_or_else(String::new, |p| p.to_string_lossy().into_owned())))
+    }
+
+    /// The memory database run `id` was started with.
+    pub fn run_memory(&self, id: &str) -> Result<RecordedMemory, StateError> {
+        let memory: Option<Option<String>> = self
+            .conn
+            .query_row("SELECT memory FROM runs WHERE id = ?1", [id], |r| r.get(0))
+            .optional()
+            .map_err(|e| self.sql(e))?;
+        match memory {
+            None => Err(self.corrupt(format!("no run {id} recorded"))),
+            Some(None) => Ok(RecordedMemory::Unknown),
+            Some(Some(path)) if path.is_empty() => Ok(RecordedMemory::None),
+            Some(Some(path)) => Ok(RecordedMemory::At(PathBuf::from(path))),
+        }
+    }
+
+    /// Records run `run`, its kinds and its `memory` column (`None`: NULL).
+    fn insert_run(&self, run: &RunRecord, memory: Option<String>) -> Result<(), StateError> {
         let Some(first) = run.kinds.first() else {
             return Err(self.corrupt(format!("run {} has no kind of job", run.id)));
         };
         let tx = self.conn.unchecked_transaction().map_err(|e| self.sql(e))?;
         tx.execute(
             "INSERT INTO runs (id, created, n_jobs, sites_path, sites_text, job_path, job_text,
-                               policy, epoch_unix, simulate, speedup, status, blind_types)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                               policy, epoch_unix, simulate, speedup, status, blind_types, memory)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)",
             params![
                 run.id,
                 run.created,
@@ -505,6 +607,7 @@ impl Db {
                 run.speedup,
                 run.status.as_str(),
                 run.blind_types,
+                memory,
             ],
         )
         .map_err(|e| self.sql(e))?;
@@ -904,17 +1007,33 @@ mod tests {
         }
     }
 
+    fn open_at_once(root: &Path) -> Result<StateDir, StateError> {
+        StateDir::open_patiently(root, std::time::Duration::ZERO, &mut |held, _| {
+            panic!("told of a wait with no patience: {held}")
+        })
+    }
+
     #[test]
     fn a_state_dir_is_locked_against_a_second_cosched() {
         let dir = tempfile::tempdir().unwrap();
         let first = StateDir::open(dir.path()).unwrap();
-        let second = StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(200));
+        first.claim("r1");
+        let note = std::fs::read_to_string(dir.path().join("lock")).unwrap();
+        assert_eq!(note, format!("pid {}\nrun r1\n", std::process::id()), "whose the lock is");
+        let mut told = Vec::new();
+        let second =
+            StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(200), &mut |h, p| {
+                told.push((h.to_string(), p))
+            });
         assert!(matches!(second, Err(StateError::Locked(..))), "{second:?}");
+        assert_eq!(told.len(), 1, "the wait is told once, before it: {told:?}");
+        assert_eq!(told[0].1, std::time::Duration::from_millis(200), "with how long it is: {told:?}");
         drop(first);
         StateDir::open(dir.path()).expect("lock is released on drop");
     }
 
-    /// The refusal names the other process (pid and command), never the
+    /// The refusal, and the word before a wait, name the other process
+    /// (pid and command, and the run it noted in the lock file), never the
     /// one asking, which has the lock file open too.
     #[test]
     fn the_lock_refusal_names_the_other_holder() {
@@ -929,7 +1048,7 @@ mod tests {
             .expect("flock(1) runs");
         let mut tries = 0;
         let refusal = loop {
-            match StateDir::open_patiently(dir.path(), std::time::Duration::ZERO) {
+            match open_at_once(dir.path()) {
                 Err(StateError::Locked(_, holders)) => break holders,
                 Ok(state) => {
                     drop(state);
@@ -940,11 +1059,47 @@ mod tests {
                 Err(e) => panic!("{e}"),
             }
         };
+        // As a cosched holding the lock notes itself; then a note another
+        // process left, which names no holder.
+        std::fs::write(&lock, format!("pid {}\nrun r9\n", holder.id())).unwrap();
+        let mut told = String::new();
+        let noted =
+            StateDir::open_patiently(dir.path(), std::time::Duration::from_millis(100), &mut |h, _| {
+                told = h.to_string()
+            });
+        // No process has pid u32::MAX (Linux's pid_max is at most 2^22).
+        std::fs::write(&lock, format!("pid {}\nrun stale\n", u32::MAX)).unwrap();
+        let stale = open_at_once(dir.path());
         let _ = holder.kill();
         let _ = holder.wait();
         assert!(refusal.contains(&format!("pid {}:", holder.id())), "names flock: {refusal}");
         assert!(refusal.contains("sleep 30"), "with its command: {refusal}");
         assert!(!refusal.contains(&format!("pid {}:", std::process::id())), "not itself: {refusal}");
+        assert!(
+            told.contains(&format!("pid {}:", holder.id())) && told.contains("sleep 30, run r9"),
+            "{told}"
+        );
+        match noted {
+            Err(StateError::Locked(_, holders)) => assert_eq!(holders, told, "the refusal says the same"),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+        match stale {
+            Err(StateError::Locked(_, holders)) => assert!(!holders.contains("stale"), "{holders}"),
+            other => panic!("expected Locked, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_runs_memory_is_kept_as_started() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("state.db")).unwrap();
+        db.create_run_with_memory(&run_record("at"), Some(Path::new("/m/mm.db"))).unwrap();
+        db.create_run_with_memory(&run_record("cold"), None).unwrap();
+        db.create_run(&run_record("daemon")).unwrap();
+        assert_eq!(db.run_memory("at").unwrap(), RecordedMemory::At("/m/mm.db".into()));
+        assert_eq!(db.run_memory("cold").unwrap(), RecordedMemory::None);
+        assert_eq!(db.run_memory("daemon").unwrap(), RecordedMemory::Unknown);
+        assert!(db.run_memory("nope").is_err(), "no such run");
     }
 
     /// What kill -9 relies on: a child started while cosched holds the lock
@@ -964,7 +1119,7 @@ mod tests {
             })
             .unwrap_or_default();
         drop((db, state));
-        let reopened = StateDir::open_patiently(dir.path(), std::time::Duration::ZERO);
+        let reopened = open_at_once(dir.path());
         let _ = child.kill();
         let _ = child.wait();
         assert!(

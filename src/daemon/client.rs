@@ -4,7 +4,9 @@
 //! the protocol. `COSCHED_AS_UID` adds `as_uid` to requests (honoured only by
 //! a daemon with the test-only `trust_client_uid`).
 
-use super::protocol::{Envelope, KindRequest, Request, Response, RunStatus, SubmitRequest};
+use super::protocol::{
+    version_hint, Envelope, KindRequest, Request, Response, RunStatus, SubmitRequest, VERSION,
+};
 use crate::run::SubmitArgs;
 use crate::{CmdResult, Exit, Failure};
 use clap::Args;
@@ -58,7 +60,8 @@ impl Connection {
     /// Sends one request.
     pub fn send(&mut self, request: Request) -> Result<(), Failure> {
         let as_uid = std::env::var("COSCHED_AS_UID").ok().and_then(|v| v.trim().parse().ok());
-        let mut line = serde_json::to_string(&Envelope { request, as_uid })
+        let version = Some(VERSION.to_string());
+        let mut line = serde_json::to_string(&Envelope { request, as_uid, version })
             .map_err(|e| Failure::failed(format!("encoding the request: {e}")))?;
         line.push('\n');
         self.writer
@@ -86,7 +89,13 @@ impl Connection {
             Failure::failed(format!("the daemon answered something unreadable ({e}): {line}"))
         })?;
         if !response.ok {
-            return Err(refused(response.error.unwrap_or_else(|| "the daemon refused".into())));
+            let mut error = response.error.unwrap_or_else(|| "the daemon refused".into());
+            // After an upgrade the daemon may still be the old one, which
+            // may not read the request as this client means it.
+            if let Some(hint) = version_hint(response.version.as_deref(), VERSION) {
+                error = format!("{error}\n{hint}");
+            }
+            return Err(refused(error));
         }
         Ok(response)
     }

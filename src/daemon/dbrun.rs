@@ -19,6 +19,7 @@
 //! On the fake HTCondor (`COSCHED_FAKE_POOL` set in the daemon's environment,
 //! as in tests) run time follows the pool's epoch and speedup.
 
+use super::access::{self, Reader};
 use super::protocol::{warning_text, RunState, SubmitRequest};
 use super::server::{BoxFuture, Created, Machinery, PolicyWrap, StatusObserver, StoredRun};
 use crate::engine::Ending;
@@ -222,7 +223,8 @@ fn read_final_status(run_dir: &Path) -> Option<super::protocol::RunStatus> {
 }
 
 impl Machinery for DbMachinery {
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String> {
+    fn create(&self, request: &SubmitRequest, reader: &Reader) -> Result<Created, String> {
+        let owner = reader.uid;
         let sites_path = PathBuf::from(&request.sites_path);
         i64::try_from(request.n_jobs).map_err(|_| "N is too large".to_string())?;
         let kinds = request.run_kinds()?;
@@ -258,6 +260,15 @@ impl Machinery for DbMachinery {
         if !problems.is_empty() {
             let problems: Vec<String> = problems.iter().map(|p| p.to_string()).collect();
             return Err(format!("{}\nnothing was submitted", problems.join("\n")));
+        }
+        // Before HTCondor sees a file (its dry run reads the executable):
+        // the daemon's account would read for the caller what the caller
+        // may not read (`access`).
+        let who = access::who(owner);
+        let refused: Vec<String> =
+            descs.iter().flat_map(|(_, _, desc)| access::refusals(reader, &who, desc)).collect();
+        if !refused.is_empty() {
+            return Err(format!("{}\nnothing was submitted", refused.join("\n")));
         }
         let job_kinds =
             crate::submit_desc::JobKinds::new(descs).map_err(|e| format!("{e}\nnothing was submitted"))?;
@@ -541,11 +552,18 @@ mod tests {
         assert_eq!(checkpoint_every(sites, 0.001, 0.0), (0.001, None), "a floor of 0 is none");
     }
 
+    /// A user in no group.
+    fn user(uid: u32) -> Reader {
+        Reader { uid, groups: Vec::new() }
+    }
+
     /// A request of 3 jobs of `job.sh` at one local site, with a
     /// `condor_submit` that accepts every dry run, in `dir`; the tools'
     /// directory.
     fn small_request(dir: &Path) -> (SubmitRequest, PathBuf) {
         use std::os::unix::fs::PermissionsExt;
+        // Its files are read for users of other uids (`access`).
+        std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o755)).unwrap();
         let bin = dir.join("bin");
         std::fs::create_dir(&bin).unwrap();
         crate::condor::testing::script(&bin, "condor_submit", "exit 0");
@@ -577,7 +595,7 @@ mod tests {
         let orphan = "20250101T000000-d2".to_string();
         {
             let machinery = DbMachinery::open(&state, Some(bin.clone()), 0.0).unwrap();
-            let first = machinery.create(&request, 1000).unwrap();
+            let first = machinery.create(&request, &user(1000)).unwrap();
             assert_eq!(first.run.id, 1);
             let db = machinery.db.locked();
             let recorded = db.run(&machinery.text_id(1).unwrap()).unwrap().unwrap();
@@ -587,7 +605,7 @@ mod tests {
         let machinery = DbMachinery::open(&state, Some(bin), 0.0).unwrap();
         let listed: Vec<u64> = machinery.recorded().unwrap().iter().map(|r| r.id).collect();
         assert_eq!(listed, vec![1], "the orphan is not listed, so not resumed");
-        let next = machinery.create(&request, 1001).unwrap();
+        let next = machinery.create(&request, &user(1001)).unwrap();
         assert_eq!(next.run.id, 2, "its number is given again");
         let name = machinery.text_id(2).unwrap();
         assert!(name.ends_with("-d2") && name != orphan, "under a name of its own: {name}");
@@ -615,7 +633,7 @@ mod tests {
                     let (machinery, request, start) = (machinery.clone(), request.clone(), start.clone());
                     std::thread::spawn(move || {
                         start.wait();
-                        machinery.create(&request, 1000 + i as u32)
+                        machinery.create(&request, &user(1000 + i as u32))
                     })
                 })
                 .collect();

@@ -51,6 +51,7 @@
 //! given the same runs at different instants draw differently (nothing here
 //! is reproducible by seed; the bench is where runs are).
 
+use super::access::Reader;
 use super::config::DaemonConfig;
 use super::protocol::{RunState, SubmitRequest};
 use super::server::{BoxFuture, Created, Machinery, PolicyWrap, StatusObserver, StoredRun};
@@ -184,7 +185,9 @@ impl MemorySim {
 }
 
 impl Machinery for MemorySim {
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String> {
+    fn create(&self, request: &SubmitRequest, owner: &Reader) -> Result<Created, String> {
+        // Simulated jobs read no file: nothing to check of `owner` but who.
+        let owner = owner.uid;
         if request.n_jobs == 0 {
             return Err("N must be at least 1".into());
         }

@@ -33,7 +33,10 @@
 //! each run shown `resuming` until its past is replayed). An HTCondor command in flight is let
 //! finish within [`server::STOP_GRACE`]; the units' `KillMode=mixed` keeps
 //! systemd's SIGTERM to the daemon alone, where the default would send it
-//! to every `condor_submit` of the unit's cgroup at once. SIGHUP: read the
+//! to every `condor_submit` of the unit's cgroup at once. A second SIGTERM
+//! or SIGINT during the stop exits at once (exit 3, as `cosched submit`
+//! on a second Ctrl-C): the runs resume from their checkpoints at the next
+//! start, and a command in flight dies with the daemon. SIGHUP: read the
 //! config and its sites files again (capacities, weights, admins take
 //! effect at once; the socket path, state directory, `condor_bin_dir` and
 //! `min_checkpoint_every` only at the next start); a config that does not
@@ -76,6 +79,10 @@
 //! - The daemon deletes nothing at its socket path but a socket nobody
 //!   answers on ([`bind`]): a config that names a file or a directory
 //!   there is an error, not a loss.
+//! - A submit is accepted only if its caller could read, by the mode bits,
+//!   each file its jobs take from the submit host ([`access`]): HTCondor
+//!   reads them as the daemon's account, which may read what the caller
+//!   may not. Checked at the submit; what is not covered is listed there.
 //! - Stopping never waits on a client: a connection that does not read
 //!   what it is sent is dropped at shutdown, and only runs get the stop's
 //!   grace.
@@ -126,8 +133,15 @@
 //! "queued","running","held","done","agtime","kinds"?}` ([`protocol::SiteStatus`]),
 //! `kinds` in a run of several kinds: `[{"name","done","running",
 //! "mean_run_time","window","capacity"}…]`, each kind there.
-//! Any request may carry `"as_uid": N`, refused unless `trust_client_uid`.
+//! Any request may carry `"as_uid": N`, refused unless `trust_client_uid`,
+//! and `"version"`, the client's (`cosched --version`'s); every response
+//! carries the daemon's `"version"`. A client adds to an error that the
+//! daemon is of another version (after an upgrade, not restarted yet), and
+//! the daemon's answer to a request it cannot read names the field and
+//! both versions ([`protocol::version_hint`],
+//! [`protocol::unreadable_request`]).
 
+pub mod access;
 pub mod client;
 pub mod config;
 pub mod dbrun;
@@ -335,12 +349,27 @@ fn watch_signals(
             return;
         };
         loop {
-            tokio::select! {
+            let name = tokio::select! {
                 biased;
-                _ = term.recv() => { tracing::info!("SIGTERM: stopping"); shutdown.cancel(); return; }
-                _ = int.recv() => { tracing::info!("SIGINT: stopping"); shutdown.cancel(); return; }
-                _ = hup.recv() => { tracing::info!("SIGHUP: reloading the configuration"); let _ = reload.send(()); }
+                _ = term.recv() => "SIGTERM",
+                _ = int.recv() => "SIGINT",
+                _ = hup.recv() => { tracing::info!("SIGHUP: reloading the configuration"); let _ = reload.send(()); continue; }
+            };
+            // A second one while stopping: whoever sent it will not wait
+            // for the stop's grace (a person at a terminal, an operator
+            // whose `systemctl stop` hangs on a slow schedd). Exit at once,
+            // as the foreground `cosched submit` does on a second Ctrl-C.
+            if shutdown.is_cancelled() {
+                tracing::warn!(
+                    "{name} again: exiting at once (exit {}) without waiting for the runs; they resume from \
+                     their checkpoints at the next start, and a condor_submit in flight dies with the daemon \
+                     (the resume settles its batch)",
+                    Exit::Interrupted as i32
+                );
+                std::process::exit(Exit::Interrupted as i32);
             }
+            tracing::info!("{name}: stopping (send it again to exit at once)");
+            shutdown.cancel();
         }
     }
 }

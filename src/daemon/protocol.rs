@@ -4,7 +4,15 @@
 
 use serde::{Deserialize, Serialize};
 
-/// One request line: an operation plus, for tests only, `as_uid`.
+/// This build's version as requests and responses carry it: `cosched
+/// --version`'s, the release and its commit, so that two builds of one
+/// release are told apart too.
+pub const VERSION: &str = concat!(env!("CARGO_PKG_VERSION"), " (", env!("COSCHED_COMMIT"), ")");
+
+/// One request line: an operation plus the client's version and, for tests
+/// only, `as_uid`. No type of a request refuses a field it does not know
+/// (no `deny_unknown_fields`, here or in any earlier cosched): a field a
+/// newer client adds is ignored by an older daemon.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Envelope {
     #[serde(flatten)]
@@ -14,6 +22,11 @@ pub struct Envelope {
     /// otherwise.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub as_uid: Option<u32>,
+    /// The client's [`VERSION`] (absent from clients older than this
+    /// field): what the daemon says when it cannot read the request
+    /// ([`unreadable_request`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -158,6 +171,12 @@ pub struct Response {
     /// `runs`, `status`, `watch`: one entry per run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub runs: Option<Vec<RunStatus>>,
+    /// The daemon's [`VERSION`], on every response (absent from daemons
+    /// older than this field): after an upgrade, a daemon not restarted yet
+    /// is the old one, and the client says so with its errors
+    /// ([`version_hint`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
 }
 
 impl Response {
@@ -167,6 +186,77 @@ impl Response {
     pub fn ok() -> Self {
         Response { ok: true, ..Response::default() }
     }
+}
+
+/// What a client adds to a daemon's error when the two are of different
+/// versions (`daemon`: the response's [`Response::version`], `None` from a
+/// daemon older than that field), as after an upgrade before the daemon is
+/// restarted: a request the old daemon cannot read, or one it reads
+/// otherwise than the new client means. `None` when they are of one version.
+pub fn version_hint(daemon: Option<&str>, client: &str) -> Option<String> {
+    let daemon = match daemon {
+        Some(daemon) if daemon == client => return None,
+        Some(daemon) => format!("cosched {daemon}"),
+        None => "an older cosched, which does not say its version".to_string(),
+    };
+    Some(format!(
+        "the daemon runs {daemon} (this client is {client}): restart it (`systemctl restart cosched`) after an \
+         upgrade"
+    ))
+}
+
+/// The daemon's answer to a request line it cannot read as an
+/// [`Envelope`] (`error`, from reading `line`): serde's reason, the field
+/// it is about, and, for a JSON object, both versions, since a client of
+/// another version may send a request this daemon reads no more or not yet.
+pub fn unreadable_request(line: &str, error: &serde_json::Error) -> String {
+    let Ok(serde_json::Value::Object(fields)) = serde_json::from_str::<serde_json::Value>(line) else {
+        return format!("bad request: {error}; send one JSON object per line");
+    };
+    let said = error.to_string();
+    let field = quoted_after(&said, "missing field `")
+        .or_else(|| said.starts_with("unknown variant `").then_some("op"))
+        .map(str::to_string)
+        .or_else(|| field_at_fault(&fields));
+    let field = field.filter(|f| !said.contains(&format!("`{f}`"))).map(|f| format!(" (field `{f}`)"));
+    let versions = match fields.get("version").and_then(|v| v.as_str()) {
+        Some(client) if client == VERSION => return format!("bad request: {said}{}", field.unwrap_or_default()),
+        Some(client) => format!("the client is cosched {client} and this daemon cosched {VERSION}"),
+        None => format!(
+            "the client did not say its version (a cosched older than this daemon's {VERSION}, or another program)"
+        ),
+    };
+    format!(
+        "bad request: {said}{}: {versions}; a client of another version may send what this daemon does not \
+         read: use a client of the daemon's version, or restart the daemon (`systemctl restart cosched`) after \
+         an upgrade",
+        field.unwrap_or_default()
+    )
+}
+
+/// The name between `start` and the next backquote of `text`.
+fn quoted_after<'a>(text: &'a str, start: &str) -> Option<&'a str> {
+    let rest = &text[text.find(start)? + start.len()..];
+    rest.split('`').next()
+}
+
+/// Which field of a request that does not read makes it fail, where serde
+/// does not say (a value of the wrong type): the one without which the
+/// request reads, or fails only for want of it. `op` chooses the fields,
+/// so it is not one of those.
+fn field_at_fault(fields: &serde_json::Map<String, serde_json::Value>) -> Option<String> {
+    fields
+        .keys()
+        .filter(|key| *key != "op")
+        .find(|key| {
+            let mut without = fields.clone();
+            without.remove(key.as_str());
+            match serde_json::from_value::<Envelope>(serde_json::Value::Object(without)) {
+                Ok(_) => true,
+                Err(e) => e.to_string().starts_with(&format!("missing field `{key}`")),
+            }
+        })
+        .cloned()
 }
 
 /// A warning about an input file as [`Response::warnings`] carries it, for
@@ -294,9 +384,9 @@ mod tests {
     #[test]
     fn requests_read_from_documented_json() {
         let e: Envelope = serde_json::from_str(r#"{"op":"cancel","run":7}"#).unwrap();
-        assert_eq!(e, Envelope { request: Request::Cancel { run: 7 }, as_uid: None });
+        assert_eq!(e, Envelope { request: Request::Cancel { run: 7 }, as_uid: None, version: None });
         let e: Envelope = serde_json::from_str(r#"{"op":"status","as_uid":1001}"#).unwrap();
-        assert_eq!(e, Envelope { request: Request::Status { run: None }, as_uid: Some(1001) });
+        assert_eq!(e, Envelope { request: Request::Status { run: None }, as_uid: Some(1001), version: None });
         let e: Envelope = serde_json::from_str(r#"{"op":"runs"}"#).unwrap();
         assert_eq!(e.request, Request::Runs);
         assert!(serde_json::from_str::<Envelope>(r#"{"op":"explode"}"#).is_err());
@@ -373,6 +463,103 @@ mod tests {
         assert_eq!(RunState::parse("resuming"), Some(RunState::Resuming));
         assert_eq!(RunState::Resuming.as_str(), "resuming");
         assert!(!RunState::Resuming.finished());
+    }
+
+    /// After an upgrade, a new client against the old daemon got "missing
+    /// field `cwd`", with no word of versions.
+    #[test]
+    fn a_client_says_when_the_daemon_is_of_another_version() {
+        assert_eq!(version_hint(Some("0.3.0 (abc)"), "0.3.0 (abc)"), None, "one version: nothing to add");
+        let hint = version_hint(Some("0.2.0 (abc)"), "0.3.0 (def)").unwrap();
+        assert_eq!(
+            hint,
+            "the daemon runs cosched 0.2.0 (abc) (this client is 0.3.0 (def)): restart it \
+             (`systemctl restart cosched`) after an upgrade"
+        );
+        let hint = version_hint(None, "0.3.0 (def)").unwrap();
+        assert!(
+            hint.starts_with("the daemon runs an older cosched, which does not say its version"),
+            "{hint}"
+        );
+        assert!(
+            hint.contains("(this client is 0.3.0 (def))") && hint.contains("systemctl restart"),
+            "{hint}"
+        );
+        let from_daemon: Response =
+            serde_json::from_str(r#"{"ok":false,"error":"x","version":"9"}"#).unwrap();
+        assert_eq!(from_daemon.version.as_deref(), Some("9"));
+        let from_older: Response = serde_json::from_str(r#"{"ok":false,"error":"x"}"#).unwrap();
+        assert_eq!(from_older.version, None);
+    }
+
+    /// The envelope of the daemons before `version`: they must read a new
+    /// client's requests, which carry it.
+    #[test]
+    fn a_daemon_older_than_the_version_field_reads_requests_that_carry_it() {
+        #[derive(Debug, Deserialize)]
+        struct OlderEnvelope {
+            #[serde(flatten)]
+            request: Request,
+            #[serde(default)]
+            as_uid: Option<u32>,
+        }
+        let requests = [
+            Request::Ping,
+            Request::Runs,
+            Request::Status { run: Some(3) },
+            Request::Watch { run: 3 },
+            Request::Submit(SubmitRequest {
+                n_jobs: 2,
+                sites_path: "/h/s.toml".into(),
+                sites_toml: String::new(),
+                job_path: "/h/j.sub".into(),
+                job_sub: "queue\n".into(),
+                kinds: Vec::new(),
+                policy: None,
+            }),
+        ];
+        for request in requests {
+            let sent = Envelope { request: request.clone(), as_uid: Some(5), version: Some(VERSION.into()) };
+            let line = serde_json::to_string(&sent).unwrap();
+            assert!(
+                line.contains(&format!("\"version\":{}", serde_json::to_string(VERSION).unwrap())),
+                "{line}"
+            );
+            let read: OlderEnvelope = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{line}: {e}"));
+            assert_eq!((read.request, read.as_uid), (request, Some(5)));
+        }
+    }
+
+    fn unreadable(line: &str) -> String {
+        let e = serde_json::from_str::<Envelope>(line).expect_err("a request this daemon cannot read");
+        unreadable_request(line, &e)
+    }
+
+    #[test]
+    fn a_request_the_daemon_cannot_read_is_answered_with_its_field_and_the_versions() {
+        let other = r#"{"op":"submit","n_jobs":2,"sites_toml":"","version":"0.9.0 (abc)"}"#;
+        let said = unreadable(other);
+        assert!(said.starts_with("bad request: missing field `sites_path`"), "{said}");
+        assert!(
+            said.contains(&format!("the client is cosched 0.9.0 (abc) and this daemon cosched {VERSION}")),
+            "{said}"
+        );
+        assert!(said.contains("a client of another version") && said.contains("systemctl restart"), "{said}");
+        let older = unreadable(r#"{"op":"submit","n_jobs":"two","sites_path":"/h/s","sites_toml":""}"#);
+        assert!(older.contains("(field `n_jobs`)"), "the field of a value of the wrong type: {older}");
+        assert!(older.contains("the client did not say its version"), "{older}");
+        let op = unreadable(r#"{"op":"explode"}"#);
+        assert!(
+            op.starts_with("bad request: unknown variant `explode`") && op.contains("(field `op`)"),
+            "{op}"
+        );
+        let same = unreadable(&format!(r#"{{"op":"cancel","run":-1,"version":"{VERSION}"}}"#));
+        assert!(same.contains("(field `run`)") && !same.contains("version"), "one version: {same}");
+        let not_json = unreadable("ping");
+        assert!(
+            not_json.ends_with("send one JSON object per line") && !not_json.contains("version"),
+            "{not_json}"
+        );
     }
 
     #[test]

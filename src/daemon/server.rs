@@ -8,6 +8,7 @@
 //! restarted. Connections and runs are tasks of their own; a bad client or a
 //! failed run is logged and stays local.
 
+use super::access::Reader;
 use super::config::{self, DaemonConfig};
 use super::fairshare::{allot, Claim};
 use super::notify::Notifier;
@@ -119,8 +120,10 @@ pub struct Created {
 /// it, list and update what is recorded. Implemented over the state database
 /// and [`crate::run::drive`] for real runs; tests may implement it in memory.
 pub trait Machinery: Send + Sync + 'static {
-    /// Checks a new run's inputs and records it (state `queued`).
-    fn create(&self, request: &SubmitRequest, owner: u32) -> Result<Created, String>;
+    /// Checks a new run's inputs and records it (state `queued`), owned by
+    /// `owner.uid`. Machinery that submits as the daemon's account takes
+    /// only the files `owner` may read ([`super::access`]).
+    fn create(&self, request: &SubmitRequest, owner: &Reader) -> Result<Created, String>;
     /// Every run recorded, oldest first.
     fn recorded(&self) -> Result<Vec<StoredRun>, String>;
     /// Runs (or resumes, from whatever is recorded) run `id` until it settles
@@ -206,6 +209,9 @@ impl Shared {
 #[derive(Clone, Copy, Debug)]
 struct Caller {
     uid: u32,
+    /// The kernel's primary gid of the caller; `None` for an `as_uid`,
+    /// whose primary group is its passwd entry's ([`groups`]).
+    gid: Option<u32>,
     admin: bool,
 }
 
@@ -744,7 +750,7 @@ async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result
             return Ok(());
         }
         if !line.ends_with(b"\n") && n as u64 >= MAX_REQUEST {
-            client.send(&Response::error(format!("request longer than {MAX_REQUEST} bytes"))).await?;
+            client.send(Response::error(format!("request longer than {MAX_REQUEST} bytes"))).await?;
             return Ok(());
         }
         let text = match std::str::from_utf8(&line) {
@@ -752,7 +758,7 @@ async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result
             Err(e) => {
                 let at = e.valid_up_to() + 1;
                 client
-                    .send(&Response::error(format!(
+                    .send(Response::error(format!(
                         "bad request: not UTF-8 (byte {at} of the line); send JSON in UTF-8"
                     )))
                     .await?;
@@ -762,14 +768,14 @@ async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result
         let envelope: Envelope = match serde_json::from_str(text.trim()) {
             Ok(e) => e,
             Err(e) => {
-                client.send(&Response::error(format!("bad request: {e}"))).await?;
+                client.send(Response::error(super::protocol::unreadable_request(text.trim(), &e))).await?;
                 continue;
             }
         };
         let caller = match identify(shared, cred.uid(), cred.gid(), envelope.as_uid) {
             Ok(c) => c,
             Err(e) => {
-                client.send(&Response::error(e)).await?;
+                client.send(Response::error(e)).await?;
                 continue;
             }
         };
@@ -777,7 +783,7 @@ async fn connection(shared: &Arc<Shared>, stream: UnixStream) -> std::io::Result
             Request::Watch { run } => watch_run(shared, caller, run, &mut client).await?,
             request => {
                 let response = answer(shared, caller, request).await;
-                client.send(&response).await?;
+                client.send(response).await?;
             }
         }
     }
@@ -794,11 +800,17 @@ fn identify(shared: &Shared, uid: u32, gid: u32, as_uid: Option<u32>) -> Result<
                 .into())
         }
     };
-    let admin = uid == 0 || (as_uid.is_none() && uid == shared.euid) || {
-        let primary = gid.or_else(|| config::user_name(uid).and_then(|n| primary_gid(&n)));
-        primary.is_some_and(|g| config::groups_of(uid, g).iter().any(|g| config.admin_gids.contains(g)))
-    };
-    Ok(Caller { uid, admin })
+    let admin = uid == 0
+        || (as_uid.is_none() && uid == shared.euid)
+        || groups(uid, gid).iter().any(|g| config.admin_gids.contains(g));
+    Ok(Caller { uid, gid, admin })
+}
+
+/// Every group of `uid`: its primary `gid` (else its passwd entry's) and
+/// its supplementary groups; none for a uid the host does not know.
+fn groups(uid: u32, gid: Option<u32>) -> Vec<u32> {
+    let primary = gid.or_else(|| config::user_name(uid).and_then(|n| primary_gid(&n)));
+    primary.map(|g| config::groups_of(uid, g)).unwrap_or_default()
 }
 
 fn primary_gid(user: &str) -> Option<u32> {
@@ -820,9 +832,11 @@ struct Client {
 }
 
 impl Client {
-    /// Writes one response line; gives up (an error) when the daemon stops.
-    async fn send(&mut self, response: &Response) -> std::io::Result<()> {
-        let mut line = serde_json::to_string(response).map_err(std::io::Error::other)?;
+    /// Writes one response line, with the daemon's version; gives up (an
+    /// error) when the daemon stops.
+    async fn send(&mut self, response: Response) -> std::io::Result<()> {
+        let response = Response { version: Some(super::protocol::VERSION.to_string()), ..response };
+        let mut line = serde_json::to_string(&response).map_err(std::io::Error::other)?;
         line.push('\n');
         tokio::select! {
             biased;
@@ -851,9 +865,13 @@ async fn answer(shared: &Arc<Shared>, caller: Caller, request: Request) -> Respo
                 ));
             }
             let machinery = shared.machinery.clone();
-            let uid = caller.uid;
-            // Recording a run writes files and the database: off the runtime.
-            let created = tokio::task::spawn_blocking(move || machinery.create(&submit, uid)).await;
+            let (uid, gid) = (caller.uid, caller.gid);
+            // Recording a run writes files and the database, and the groups
+            // are the host's user database: off the runtime.
+            let created = tokio::task::spawn_blocking(move || {
+                machinery.create(&submit, &Reader { uid, groups: groups(uid, gid) })
+            })
+            .await;
             match created {
                 Ok(Ok(Created { run: stored, warnings })) => {
                     let id = stored.id;
@@ -914,14 +932,14 @@ async fn watch_run(
     client: &mut Client,
 ) -> std::io::Result<()> {
     let Some(run) = shared.run(id).filter(|r| caller.sees(r)) else {
-        return client.send(&no_such_run(id)).await;
+        return client.send(no_such_run(id)).await;
     };
     let mut changes = run.changed.subscribe();
     loop {
         changes.mark_unchanged();
         let status = run.snapshot();
         let finished = RunState::parse(&status.state).is_some_and(|s| s.finished());
-        client.send(&Response { runs: Some(vec![status]), ..Response::ok() }).await?;
+        client.send(Response { runs: Some(vec![status]), ..Response::ok() }).await?;
         if finished {
             return Ok(());
         }

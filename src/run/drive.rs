@@ -287,6 +287,16 @@ pub async fn run(
         spec.types = spec.types.blind();
         spec.kind_keys = vec![submit_desc::blind_kind_key(&spec.kind_keys)];
     }
+    // Said as the run starts: which memory it reads and writes, and where
+    // each kind starts warm (a tester could tell only from decisions.jsonl).
+    let kind_keys: Vec<(String, String)> =
+        spec.types.ids().map(|t| (spec.types.name(t).to_string(), spec.kind_key(t).to_string())).collect();
+    watcher.tally().starts_from(crate::state::memory::MemoryAtStart::new(
+        memory.as_deref(),
+        &spec.memory,
+        &kind_keys,
+        &names,
+    ));
     let build = || policy::build(&config, &spec, None).map_err(Failure::usage);
     let mut policy = build()?;
     let checkpoints =

@@ -2,8 +2,20 @@
 //! kind's submit description validated, by cosched and then by
 //! `condor_submit -dry-run` (`condor::preflight`; nothing is submitted when
 //! anything is wrong, exit 2), the state directory opened and locked, and the run
-//! recorded with its kinds (`cosched submit`) or found (`--resume`, with the
-//! files as they are now but the run's sites and kinds).
+//! recorded with its kinds, the text of their descriptions and its memory
+//! database (`cosched submit`) or found (`--resume`: the run's sites, kinds,
+//! descriptions and memory, with the sites file as it is now).
+//!
+//! A run is one thing: a resume submits from the descriptions' text as the
+//! run recorded it (a file edited since is said, and not read), and keeps
+//! what it learns in the memory it started with. The sites file is read as
+//! it is now (a fix after a refused batch is welcome) but must list the
+//! run's sites.
+//!
+//! The run's clock (its `epoch_unix`: the makespan, the elapsed time, the
+//! report's start) starts once the state directory's lock is this run's: a
+//! wait for another cosched to let go of it is said at once, and is not
+//! the run's.
 //!
 //! Root: HTCondor does not let root own jobs, so cosched refuses to run as
 //! root. `COSCHED_ALLOW_ROOT=1` lifts that, and `--simulate` does not need
@@ -14,8 +26,8 @@ use super::simulate::{foreign_fake_pool, simulated_pool};
 use super::SubmitArgs;
 use crate::config::{Problem, SitesFile};
 use crate::fake_condor;
-use crate::state::{RecordedKind, RunRecord, RunStatus, StateDir};
-use crate::submit_desc::{self, JobKinds, KindSpec};
+use crate::state::{RecordedKind, RecordedMemory, RunRecord, RunStatus, StateDir, StateError};
+use crate::submit_desc::{self, JobKinds, KindSpec, SubmitDescription};
 use crate::Failure;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -34,7 +46,15 @@ impl Plan {
         let (sites_path, kind_specs) = args.inputs()?;
         let sites_path = sites_path.as_path();
         check_root(args.simulate)?;
-        let (mut sites, kinds) = load_inputs(sites_path, &kind_specs)?;
+        // Read once: the text validated is the text recorded, and submitted.
+        let (descs, texts) = match read_descriptions(&kind_specs) {
+            Some(read) => {
+                let (descs, texts): (Vec<_>, Vec<_>) = read.into_iter().unzip();
+                (Some(descs), texts)
+            }
+            None => (None, Vec::new()),
+        };
+        let (mut sites, kinds) = load_inputs(sites_path, &kind_specs, descs)?;
         let policy = sites.policy_named(args.policy.as_deref()).map_err(Failure::usage)?;
         for ignored in crate::config::ignored_settings(&policy, &sites) {
             eprintln!("{ignored}");
@@ -49,20 +69,23 @@ impl Plan {
                 args.speedup
             )));
         }
-        let run_id = new_run_id();
-        let (epoch, rate, pool_config) = if args.simulate {
+        if args.simulate && args.speedup > FAITHFUL_SPEEDUP {
+            eprintln!(
+                "cosched: warning: --speedup {}: each millisecond cosched and the fake HTCondor take is {} \
+                 simulated seconds, so the policy hears of starts and ends late and decides otherwise than on a \
+                 grid (at 1000, starts heard up to 90 s late made it queue jobs on waits that were not); keep \
+                 it at {FAITHFUL_SPEEDUP} or less to watch the policy, or use `cosched bench` (virtual time)",
+                args.speedup,
+                args.speedup / 1000.0
+            );
+        }
+        if args.simulate {
             let declared = crate::sim::model::declared_kinds(&sites.simulate.kinds);
             for t in 0..kinds.types().len() {
                 let name = kinds.types().name(crate::policy::JobTypeId(t as u16));
                 crate::sim::model::declared_kind(&declared, name, sites_path).map_err(Failure::usage)?;
             }
-            let epoch = crate::engine::wall_clock_unix();
-            (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
-        } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {
-            (epoch, speedup, None)
-        } else {
-            (crate::engine::wall_clock_unix(), 1.0, None)
-        };
+        }
         // Nothing is submitted before the run is recorded: a state directory
         // that cannot hold it is the user's to fix (exit 2).
         let state_dir = args.state_dir.as_deref().unwrap_or(Path::new("cosched-state"));
@@ -72,7 +95,22 @@ impl Plan {
                 f.message
             ))
         };
-        let state = StateDir::open(state_dir).map_err(|e| unusable(state_failure(e)))?;
+        let state = open_state(state_dir).map_err(|e| match e {
+            StateError::Locked(..) => Failure::usage(format!("{e}\n  nothing was submitted")),
+            e => unusable(state_failure(e)),
+        })?;
+        let run_id = new_run_id();
+        state.claim(&run_id);
+        // The run starts now that the state directory is its own: time spent
+        // waiting for its lock is in no figure of the run.
+        let (epoch, rate, pool_config) = if args.simulate {
+            let epoch = crate::engine::wall_clock_unix();
+            (epoch, args.speedup, Some(simulated_pool(&sites, epoch, args.speedup)?))
+        } else if let Some((_, epoch, speedup)) = foreign_fake_pool()? {
+            (epoch, speedup, None)
+        } else {
+            (crate::engine::wall_clock_unix(), 1.0, None)
+        };
         let db = state.db().map_err(|e| unusable(state_failure(e)))?;
         if let Some(open) = db
             .runs()
@@ -112,11 +150,17 @@ impl Plan {
             sites_text: std::fs::read_to_string(sites_path).unwrap_or_default(),
             kinds: kind_specs
                 .iter()
-                .map(|k| RecordedKind {
+                .enumerate()
+                .map(|(i, k)| RecordedKind {
                     name: k.name.clone(),
                     count: k.count.unwrap_or(0).max(0) as u64,
                     job_path: absolute(&k.path),
-                    job_text: std::fs::read_to_string(&k.path).unwrap_or_default(),
+                    // No text from the first read: the file changed between
+                    // it and `load_inputs`', which found it good.
+                    job_text: texts
+                        .get(i)
+                        .cloned()
+                        .unwrap_or_else(|| std::fs::read_to_string(&k.path).unwrap_or_default()),
                 })
                 .collect(),
             policy: policy.name().to_string(),
@@ -126,7 +170,8 @@ impl Plan {
             speedup: rate,
             status: RunStatus::Running,
         };
-        db.create_run(&run).map_err(state_failure)?;
+        let memory = memory_place(args, args.simulate.then_some(&state));
+        db.create_run_with_memory(&run, memory.as_deref()).map_err(state_failure)?;
         let run = Run {
             db: Arc::new(Mutex::new(db)),
             record: run,
@@ -136,7 +181,7 @@ impl Plan {
             policy,
             rate,
             resumed: false,
-            memory: memory_place(args, args.simulate.then_some(&state)),
+            memory,
         };
         Ok(Plan { state, run, pool })
     }
@@ -163,7 +208,7 @@ impl Plan {
                 dir.display()
             )));
         }
-        let state = StateDir::open(dir).map_err(state_failure)?;
+        let state = open_state(dir).map_err(state_failure)?;
         let db = state.db().map_err(state_failure)?;
         let runs = db.runs().map_err(state_failure)?;
         let Some(run) = runs.iter().rev().find(|r| r.status.resumable()).cloned() else {
@@ -177,13 +222,20 @@ impl Plan {
                 None => nothing_recorded(),
             });
         };
+        state.claim(&run.id);
         check_root(run.simulate)?;
         let recorded_kinds = recorded_specs(&run);
         same_kinds(&run, &recorded_kinds, &args.jobs)?;
-        // The files as they are now (a fix after a permanent error is
+        let recorded_memory = db.run_memory(&run.id).map_err(state_failure)?;
+        let memory = resumed_memory(&run, recorded_memory, args, &state)?;
+        // The sites file as it is now (a fix after a permanent error is
         // welcome), but the site list and the kinds must be the run's: jobs
-        // are out there, numbered over those kinds.
-        let (mut sites, kinds) = load_inputs(&run.sites_path, &recorded_kinds)?;
+        // are out there, numbered over those kinds. The descriptions are the
+        // run's own text: jobs out there were submitted from it, and what the
+        // run learns is kept under its fingerprint.
+        let descs = recorded_descriptions(&run)?;
+        warn_of_edited_descriptions(&run);
+        let (mut sites, kinds) = load_inputs(&run.sites_path, &recorded_kinds, Some(descs))?;
         let (recorded, _) = crate::config::parse(&run.sites_path, &run.sites_text)
             .map_err(|e| Failure::failed(format!("the run's recorded sites file no longer parses: {e}")))?;
         let names = |s: &SitesFile| s.sites.iter().map(|x| x.name.clone()).collect::<Vec<_>>();
@@ -213,7 +265,6 @@ impl Plan {
         } else if let Some((_, _, speedup)) = foreign_fake_pool()? {
             rate = speedup;
         }
-        let memory = memory_place(args, run.simulate.then_some(&state));
         let run = Run {
             db: Arc::new(Mutex::new(db)),
             dir: state.run_dir(&run.id),
@@ -239,13 +290,9 @@ fn memory_place(args: &SubmitArgs, simulated: Option<&StateDir>) -> Option<PathB
     if args.no_memory {
         return None;
     }
-    if let Some(path) = &args.memory {
-        return Some(path.clone());
-    }
-    if let Some(state) = simulated {
-        return Some(state.memory_path());
-    }
-    crate::state::memory::user_memory_path()
+    // Recorded with the run, for its resumes, which may start elsewhere.
+    let given = args.memory.as_ref().map(|path| std::path::absolute(path).unwrap_or_else(|_| path.clone()));
+    crate::state::memory::memory_file(given.as_deref(), simulated.map(StateDir::root))
         .inspect_err(|e| eprintln!("cosched: warning: {e}; this run starts cold and keeps nothing"))
         .ok()
 }
@@ -283,13 +330,25 @@ fn check_root(simulated: bool) -> Result<(), Failure> {
     Ok(())
 }
 
-/// Loads and validates the sites file and every kind's description; every
-/// problem is printed.
-fn load_inputs(sites_path: &Path, kinds: &[KindSpec]) -> Result<(SitesFile, JobKinds), Failure> {
+/// Loads the sites file and validates it with every kind's description
+/// (`descs`, in kind order; `None`: read each from its file); every problem
+/// is printed.
+fn load_inputs(
+    sites_path: &Path,
+    kinds: &[KindSpec],
+    descs: Option<Vec<SubmitDescription>>,
+) -> Result<(SitesFile, JobKinds), Failure> {
+    let given = descs.is_some();
     let sites = crate::config::load_with_warnings(sites_path);
-    let descs: Result<Vec<_>, _> = kinds.iter().map(|k| submit_desc::load(&k.path)).collect();
+    let descs: Result<Vec<_>, _> = match descs {
+        Some(descs) => Ok(descs),
+        None => kinds.iter().map(|k| submit_desc::load(&k.path)).collect(),
+    };
     let (Ok((sites, warnings)), Ok(descs)) = (sites, descs) else {
-        let (problems, _) = submit_desc::check_problems(sites_path, kinds);
+        // What `cosched check` says of the files; of the descriptions only
+        // when they are the files (the ones given parsed already).
+        let on_disk = if given { &[][..] } else { kinds };
+        let (problems, _) = submit_desc::check_problems(sites_path, on_disk);
         return Err(usage_problems(&problems).unwrap_or_else(|| Failure::usage("the inputs cannot be read")));
     };
     let mut problems = warnings;
@@ -302,6 +361,132 @@ fn load_inputs(sites_path: &Path, kinds: &[KindSpec]) -> Result<(SitesFile, JobK
     let named = kinds.iter().zip(descs).map(|(k, d)| (k.name.clone(), k.count.unwrap_or(0).max(0) as u64, d));
     let kinds = JobKinds::new(named.collect()).map_err(Failure::usage)?;
     Ok((sites, kinds))
+}
+
+/// Each kind's submit description read once, with its text: what is
+/// validated is what is recorded. `None` when one cannot be read or
+/// parsed, for [`load_inputs`] to report with every other problem.
+fn read_descriptions(kinds: &[KindSpec]) -> Option<Vec<(SubmitDescription, String)>> {
+    kinds
+        .iter()
+        .map(|k| {
+            let text = std::fs::read_to_string(&k.path).ok()?;
+            submit_desc::parse(&k.path, &text).ok().map(|desc| (desc, text))
+        })
+        .collect()
+}
+
+/// A resumed run's submit descriptions, parsed from the text it recorded
+/// at its start, at their recorded paths (so a relative `executable` or
+/// input still resolves against the description's own directory). A kind
+/// recorded without its text (its file could not be read again as the run
+/// was recorded) is read from its file.
+fn recorded_descriptions(run: &RunRecord) -> Result<Vec<SubmitDescription>, Failure> {
+    run.kinds
+        .iter()
+        .map(|kind| {
+            if kind.job_text.is_empty() {
+                return submit_desc::load(&kind.job_path).map_err(|e| Failure::usage(e.to_string()));
+            }
+            submit_desc::parse(&kind.job_path, &kind.job_text).map_err(|e| {
+                Failure::failed(format!(
+                    "run {}: the submit description its kind `{}` was started with ({}, kept in its state \
+                     database) no longer parses: {e}\nresume it with the cosched that started it",
+                    run.id,
+                    kind.name,
+                    kind.job_path.display()
+                ))
+            })
+        })
+        .collect()
+}
+
+/// Says, once per file, that a resumed run's submit description is no
+/// longer on disk as the run started with it (edited, or gone): the run
+/// goes on with the text it recorded, never the file's, so that its jobs
+/// are all of one description and what it learns is kept under that one's
+/// fingerprint.
+fn warn_of_edited_descriptions(run: &RunRecord) {
+    let mut said = std::collections::BTreeSet::new();
+    for kind in run.kinds.iter().filter(|k| !k.job_text.is_empty()) {
+        if !said.insert(&kind.job_path) {
+            continue;
+        }
+        let now = match std::fs::read_to_string(&kind.job_path) {
+            Ok(text) if text == kind.job_text => continue,
+            Ok(_) => "changed since".to_string(),
+            Err(e) => format!("cannot be read ({e}) since"),
+        };
+        eprintln!(
+            "cosched: warning: {}: {now} run {} started; the run goes on with the text it started with \
+             (kept in its state database). To run the new text, start a new run (another --state-dir) \
+             once this one is done or its jobs are removed",
+            kind.job_path.display(),
+            run.id
+        );
+    }
+}
+
+/// The memory database a resumed run goes on with: the one it was started
+/// with, from its record, so that what it learns before and after the
+/// resume goes to one place. `--memory` or `--no-memory` beside `--resume`
+/// that says otherwise is refused (exit 2), like `--policy`: a run keeps
+/// its own. A run recorded without its memory (before schema 6) takes the
+/// command line's, as it always did.
+fn resumed_memory(
+    run: &RunRecord,
+    recorded: RecordedMemory,
+    args: &SubmitArgs,
+    state: &StateDir,
+) -> Result<Option<PathBuf>, Failure> {
+    let started = match recorded {
+        RecordedMemory::Unknown => return Ok(memory_place(args, run.simulate.then_some(state))),
+        RecordedMemory::None => None,
+        RecordedMemory::At(path) => Some(path),
+    };
+    let asked = match (&args.memory, args.no_memory) {
+        (Some(path), _) => Some(Some(path.as_path())),
+        (None, true) => Some(None),
+        (None, false) => None,
+    };
+    let same = |a: Option<&Path>, b: Option<&Path>| match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => {
+            std::path::absolute(a).is_ok_and(|a| a == b)
+                || std::fs::canonicalize(a).is_ok_and(|a| std::fs::canonicalize(b).is_ok_and(|b| a == b))
+        }
+        _ => false,
+    };
+    match asked {
+        Some(asked) if !same(asked, started.as_deref()) => {
+            let what = |m: Option<&Path>| match m {
+                Some(path) => format!("the memory database {}", path.display()),
+                None => "no memory (--no-memory: it starts cold and keeps nothing)".to_string(),
+            };
+            Err(Failure::usage(format!(
+                "run {} was started with {}, and a run keeps one memory; resume it without --memory and \
+                 --no-memory (it goes on with its own), or use {} in a new run (another --state-dir)",
+                run.id,
+                what(started.as_deref()),
+                what(asked)
+            )))
+        }
+        _ => Ok(started),
+    }
+}
+
+/// Opens and locks the state directory `dir`. When another cosched holds
+/// it, who (pid, command, run) and how long this one waits are said at
+/// once: a run that waits in silence looks hung.
+fn open_state(dir: &Path) -> Result<StateDir, StateError> {
+    StateDir::open_telling(dir, &mut |held, patience| {
+        eprintln!(
+            "cosched: {}: another cosched is working in this state directory ({held}); waiting up to \
+             {} s for it to let go (this run's clock starts once it has)",
+            dir.display(),
+            patience.as_secs_f64()
+        )
+    })
 }
 
 /// The kinds of a recorded run, as the command line would give them.
@@ -334,14 +519,16 @@ fn same_kinds(run: &RunRecord, recorded: &[KindSpec], given: &[KindSpec]) -> Res
     )))
 }
 
-/// A `[[site]]` setting (a limit, a first window) that a policy chosen
-/// with `--policy` will not honour is said before anything is submitted
-/// (the file's own policy was checked with the file), not found out from
-/// the queue.
 /// The fastest a `--simulate` run goes: its fake HTCondor commands are real
 /// processes, and each millisecond they take is `speedup` ms of simulated
 /// time, which past this distorts the run (BENCHMARKS.md, "Limits").
 const MAX_SPEEDUP: f64 = 10_000.0;
+
+/// The speedup past which `--simulate` is warned about: the tail and the
+/// fake HTCondor take some milliseconds per event, which the speedup makes
+/// seconds of grid time (docs/experiments.md, "Waits counted only while a
+/// slot is free").
+const FAITHFUL_SPEEDUP: f64 = 200.0;
 
 /// A run id people can type: `20261121T0612-3f9a`.
 #[allow(clippy::disallowed_methods)] // the edge: ids carry the wall-clock start

@@ -25,6 +25,7 @@ use crate::engine::{Ending, Observer};
 use crate::policy::{
     Action, Decision, DecisionKind, JobId, JobTypeId, JobTypes, Outcome, Policy, SiteEvent, SiteId, Time,
 };
+use crate::state::memory::MemoryAtStart;
 use crate::stats::{self, Effect, JobTimes, SiteMeans};
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -140,6 +141,8 @@ pub struct Progress {
     /// one kind. Not in the tally: a policy tells its windows again after a
     /// resume's replay, and a restored one as they change.
     kind_windows: Vec<Vec<Option<WindowTold>>>,
+    /// What the run starts from, for the summary ([`Progress::starts_from`]).
+    memory: Option<MemoryAtStart>,
 }
 
 /// A window and the capacity found, as a policy told them.
@@ -211,6 +214,10 @@ pub struct Summary {
     pub cut_short_seconds: f64,
     pub sites: Vec<SiteSummary>,
     pub failed_jobs: Vec<FailedJob>,
+    /// What the run started from: its memory file, and per kind the sites
+    /// where it started warm (absent where the run was not told).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub memory: Option<MemoryAtStart>,
     /// Each kind of job over the run (absent in a run of one kind).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub kinds: Vec<KindSummary>,
@@ -310,7 +317,19 @@ impl Progress {
             notes: Vec::new(),
             unreachable: BTreeMap::new(),
             kind_windows: Vec::new(),
+            memory: None,
         }
+    }
+
+    /// Tells what the run starts from: the memory file and, per kind, the
+    /// sites where it starts warm. Said once, at the next redraw (not
+    /// `--json`'s quiet display: its summary holds it), and kept for the
+    /// summary.
+    pub fn starts_from(&mut self, memory: MemoryAtStart) {
+        if self.display != Display::Quiet {
+            self.notes.push(memory.line());
+        }
+        self.memory = Some(memory);
     }
 
     /// Tells the kind of each job, to show each kind per site when there
@@ -738,6 +757,7 @@ impl Progress {
             .map(|(i, name)| {
                 let t = &self.tally.sites[i];
                 let view = policy.site_view(SiteId(i as u32));
+                let kinds = self.kind_site_summaries(SiteId(i as u32));
                 SiteSummary {
                     name: name.clone(),
                     done: t.done,
@@ -746,14 +766,22 @@ impl Progress {
                     mean_queue_wait: t.means.queue_wait(),
                     mean_run_time: t.means.run_time(),
                     mean_turnaround: t.means.turnaround(),
-                    capacity: learned.of_site(name).find_map(|(_, m)| m.capacity).or(view.capacity),
+                    capacity: if kinds.is_empty() {
+                        learned.of_site(name).find_map(|(_, m)| m.capacity).or(view.capacity)
+                    } else {
+                        // Of several kinds, the capacities of the kind
+                        // lines below added, as the decisions, the report
+                        // and `status` tell a site's (the first kind's
+                        // remembered one alone was shown here).
+                        kinds.iter().filter_map(|k| k.capacity).reduce(|a, b| a + b)
+                    },
                     class: view.class.to_string(),
                     peak_running: Some(self.tally.peaks[i]),
                     cut_short: t.cut_short,
                     cut_short_seconds: t.cut_short_seconds,
                     last_hold_reason: t.last_hold_reason.clone(),
                     grid_resource_down: t.down_since.is_some(),
-                    kinds: self.kind_site_summaries(SiteId(i as u32)),
+                    kinds,
                 }
             })
             .collect();
@@ -804,6 +832,7 @@ impl Progress {
             cut_short_seconds: self.tally.sites.iter().map(|t| t.cut_short_seconds).sum(),
             sites,
             failed_jobs,
+            memory: self.memory.clone(),
             kinds,
         }
     }

@@ -143,10 +143,17 @@ fn script_with_crlf(exe: &Path) -> bool {
 /// Where relative input names point: `initialdir` against the description's
 /// directory; `None` where `initialdir` differs from job to job.
 fn input_dir(desc: &SubmitDescription) -> Option<PathBuf> {
-    match desc.get("initialdir") {
-        Some(dir) if dir.contains("$(") => None,
-        Some(dir) => Some(desc.dir.join(dir)),
-        None => Some(desc.dir.clone()),
+    let initialdir = desc.get("initialdir");
+    (!initialdir.is_some_and(|dir| dir.contains("$("))).then(|| job_dir(desc, initialdir))
+}
+
+/// A job's directory on the submit host, where its relative input names
+/// point: `initialdir` (the text `initialdir`, macros as written) against
+/// the description's directory, else that directory.
+pub(super) fn job_dir(desc: &SubmitDescription, initialdir: Option<&str>) -> PathBuf {
+    match initialdir {
+        Some(dir) => desc.dir.join(dir),
+        None => desc.dir.clone(),
     }
 }
 

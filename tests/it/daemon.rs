@@ -12,6 +12,7 @@ use cosched::sim::{Capacity, SiteParams};
 use serde_json::{json, Value};
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader, Write};
+use std::os::unix::fs::PermissionsExt;
 use std::os::unix::net::UnixStream;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -73,6 +74,13 @@ impl Setup {
         let bin =
             fake_condor::install_with_exe(&pool, &config, &util::cosched_bin()).expect("fake pool installs");
         util::write_echo_job(dir.path());
+        // The tests submit as users of other uids, who must be able to read
+        // the job's program (the daemon takes only files its caller may
+        // read), whatever the umask.
+        for (path, readable) in [(dir.path().to_path_buf(), 0o755), (dir.path().join("job.sh"), 0o444)] {
+            let mode = std::fs::metadata(&path).unwrap().permissions().mode() | readable;
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(mode)).unwrap();
+        }
         let condor = format!(
             "[condor]\nbin_dir = \"{}\"\nsubmit_timeout = 20\nretries = 6\npoll_interval = 0.2\n\n",
             bin.display()
@@ -1420,4 +1428,98 @@ fn a_submit_the_daemon_refuses_exits_2() {
     assert_eq!(out.status.code(), Some(2), "stderr:\n{stderr}");
     assert!(stderr.contains("elsewhere"), "the daemon's reason is shown:\n{stderr}");
     assert_eq!(d.request(&json!({"op": "runs"}))["runs"], json!([]), "nothing was recorded");
+}
+
+/// The daemon submits as its own account, which reads the files the jobs
+/// take from the submit host: a user could name in a description a file
+/// only that account may read (another user's, the daemon's state), and
+/// HTCondor would ship it with the job. The caller must be able to read
+/// each such file themselves.
+#[test]
+fn a_submit_naming_an_input_its_user_cannot_read_is_refused() {
+    const NOBODY: u32 = 65534;
+    let chmod =
+        |p: &std::path::Path, mode| std::fs::set_permissions(p, std::fs::Permissions::from_mode(mode));
+    let s = Setup::new(|_| {}, 60.0, "");
+    let secret = s.path("secret.txt");
+    std::fs::write(&secret, "the owner's alone\n").unwrap();
+    chmod(&secret, 0o600).unwrap();
+    let job =
+        std::fs::read_to_string(s.path("job.sub")).unwrap().replace("queue", "input = secret.txt\nqueue");
+    let d = s.start();
+    let submit = || {
+        d.request(&json!({
+            "op": "submit", "n_jobs": 2, "policy": "bulk",
+            "sites_path": s.path("good.toml").display().to_string(),
+            "sites_toml": std::fs::read_to_string(s.path("good.toml")).unwrap(),
+            "job_path": s.path("secret.sub").display().to_string(),
+            "job_sub": job,
+            "as_uid": NOBODY,
+        }))
+    };
+    let r = submit();
+    let error = r["error"].as_str().unwrap_or_default();
+    assert_eq!(r["ok"], false, "a file of mode 0600 was taken for uid {NOBODY}: {r}");
+    let named = format!("`input` names `{}`: uid {NOBODY}", secret.display());
+    assert!(error.contains(&named) && error.contains("cannot read"), "names the file and the user: {error}");
+    assert!(error.contains("make it readable by you"), "says what to do: {error}");
+    assert!(error.ends_with("nothing was submitted"), "{error}");
+    assert_eq!(d.request(&json!({"op": "runs"}))["runs"], json!([]), "nothing was recorded");
+
+    chmod(&secret, 0o644).unwrap();
+    let r = submit();
+    assert_eq!(r["ok"], true, "a file anyone may read is taken: {r}");
+    d.wait_finished(&[r["run"].as_u64().expect("a run id")], &s.pool);
+}
+
+/// The foreground `cosched submit` exits at once on a second Ctrl-C; the
+/// daemon waited out its whole stop grace (30 s) whatever it was sent
+/// meanwhile. Here the stop waits on a `condor_submit` that takes an hour.
+#[test]
+#[allow(clippy::disallowed_methods)] // how long the exit takes is the point
+fn a_second_sigterm_while_stopping_exits_at_once() {
+    let s = Setup::new(|c| c.submit_delay = 3600.0, 60.0, "");
+    let mut d = s.start();
+    s.submit(&d, USER_A, 4, "good.toml", Some("bulk"));
+    // Its jobs are queued before the fake condor_submit's delay: from here
+    // the run's site task waits on it, and so does a stop.
+    wait_for("a condor_submit to queue its jobs", PATIENCE, || {
+        fake_condor::history(&s.pool).iter().any(|r| r.status == HistoryStatus::Queued).then_some(())
+    });
+    d.signal(libc::SIGTERM);
+    wait_for("the daemon to begin its stop", PATIENCE, || {
+        d.log_text().contains("SIGTERM: stopping").then_some(())
+    });
+    let asked = Instant::now();
+    d.signal(libc::SIGTERM);
+    let code = d.wait_exit();
+    let took = asked.elapsed();
+    let log = d.log_text();
+    assert_eq!(code, Some(3), "exits as interrupted, after {took:?}:\n{log}");
+    assert!(took < Duration::from_secs(10), "the exit took {took:?}:\n{log}");
+    assert!(log.contains("resume from their checkpoints at the next start"), "{log}");
+}
+
+/// After an upgrade, a new client against the old daemon got "missing
+/// field `cwd`" and no word of versions: the daemon now says its version
+/// on every answer, and what it cannot read of a request.
+#[test]
+fn the_daemon_says_its_version_and_the_field_of_a_request_it_cannot_read() {
+    let s = simulated("");
+    let d = s.start();
+    let version = d.request(&json!({"op": "ping"}))["version"].as_str().map(str::to_string);
+    let out = s.command(&["--version"]).output().expect("cosched --version runs");
+    let own = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        version.as_ref().is_some_and(|v| own.trim() == format!("cosched {v}")),
+        "the daemon says {version:?}; `cosched --version` says {own}"
+    );
+    let r = d.request(&json!({"op": "cancel", "run": "seven", "version": "0.0.1 (old)"}));
+    let error = r["error"].as_str().unwrap_or_default();
+    assert_eq!(r["ok"], false, "{r}");
+    assert!(error.contains("(field `run`)"), "names the field: {error}");
+    assert!(
+        error.contains("the client is cosched 0.0.1 (old)") && error.contains("systemctl restart"),
+        "{error}"
+    );
 }

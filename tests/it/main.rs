@@ -6,6 +6,7 @@ mod adaptive_model;
 mod bench;
 mod daemon;
 mod htcaas;
+mod memory;
 mod policy;
 mod replay;
 mod report;

@@ -414,9 +414,9 @@ mod check {
             .collect()
     }
 
-    /// `fp1:` and 32 hex digits (a 128-bit fingerprint).
+    /// `fp2:` and 32 hex digits (a 128-bit fingerprint).
     fn is_fingerprint(key: &str) -> bool {
-        key.strip_prefix("fp1:").is_some_and(|h| h.len() == 32 && h.chars().all(|c| c.is_ascii_hexdigit()))
+        key.strip_prefix("fp2:").is_some_and(|h| h.len() == 32 && h.chars().all(|c| c.is_ascii_hexdigit()))
     }
 
     /// Issue 55: `check` prints each kind's memory key, so a person sees
@@ -899,6 +899,17 @@ mod e2e {
             }
             // Each kind's window there, as its controller told it last.
             assert!(per_kind.iter().all(|k| k["window"].as_f64().is_some()), "{site}");
+            // The site's capacity is its kinds' added, as the decisions,
+            // the report and `status` have it (a tester saw the first
+            // kind's alone, 16 beside kinds of 16 and 21.3).
+            let kinds_capacity: Vec<f64> = per_kind.iter().filter_map(|k| k["capacity"].as_f64()).collect();
+            let site_capacity = site["capacity"].as_f64();
+            if kinds_capacity.is_empty() {
+                assert_eq!(site_capacity, None, "{site}");
+            } else {
+                let added: f64 = kinds_capacity.iter().sum();
+                assert!(site_capacity.is_some_and(|c| (c - added).abs() < 1e-6), "{site}");
+            }
         }
         // The report, from the logs and the clusters' kinds: every job
         // succeeded once, under its kind.
@@ -998,7 +1009,7 @@ mod e2e {
         let kinds: Vec<&str> = m.iter().map(|(_, kind, _)| kind).collect();
         assert!(!kinds.is_empty(), "the run kept what it learned");
         assert!(
-            kinds.iter().all(|k| k.starts_with("blind:fp1:") && k.contains("+fp1:")),
+            kinds.iter().all(|k| k.starts_with("blind:fp2:") && k.contains("+fp2:")),
             "a blind run learns of its mix, under its kinds' keys joined: {kinds:?}"
         );
     }
@@ -1699,9 +1710,13 @@ mod e2e {
         assert!(sites.contains("initial_window = 16"), "{sites}");
         std::fs::write(s.path("sites.toml"), sites).unwrap();
         let job = std::fs::read_to_string(s.path("job.sub")).unwrap();
-        for (dir, exe) in [("first", "job.sh"), ("again", "job.sh"), ("other", "other.sh")] {
+        // The same program named from another directory is the same job; a
+        // copy of it is another program, as another executable is.
+        for (dir, exe) in [("first", "job.sh"), ("again", "../first/job.sh"), ("other", "other.sh")] {
             std::fs::create_dir(s.path(dir)).unwrap();
-            std::fs::copy(s.path("job.sh"), s.path(dir).join(exe)).unwrap();
+            if !exe.contains('/') {
+                std::fs::copy(s.path("job.sh"), s.path(dir).join(exe)).unwrap();
+            }
             std::fs::write(s.path(dir).join("job.sub"), job.replace("job.sh", exe)).unwrap();
         }
         let run = |dir: &str, n: u64| {
@@ -1748,6 +1763,115 @@ mod e2e {
         let kept = memory(&s.path("m/x.db"));
         let sites: Vec<&str> = kept.iter().map(|(site, _, _)| site).collect();
         assert_eq!(sites, ["dead", "good", "slow"], "{kept:?}");
+    }
+
+    /// `--resume` dropped `--memory PATH`: what the run learned after the
+    /// resume went to the default memory, silently. A resumed run keeps
+    /// the memory it was started with, and another given beside `--resume`
+    /// is refused, naming the run's.
+    #[test]
+    fn a_resumed_run_keeps_the_memory_it_was_started_with_and_refuses_another() {
+        let s = stopped_two_kinds(&["--memory", "mm.db"]);
+        for other in [&["--memory", "other.db"][..], &["--no-memory"]] {
+            let mut args = vec!["submit", "--resume", "state"];
+            args.extend(other);
+            let out = s.run(&args);
+            let err = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{other:?}: {err}");
+            assert!(err.contains("mm.db") && err.contains("keeps one memory"), "{other:?}: {err}");
+        }
+        assert!(!s.path("other.db").exists(), "a refused resume made the memory it was given");
+        schedd_answers_again(&s);
+        let out = s.run(&["submit", "--resume", "state", "--json"]);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{}", text(&out.stderr));
+        assert_two_kinds_ran(&s, "resumed");
+        assert!(!memory(&s.path("mm.db")).is_empty(), "what the resumed run learned went to its --memory");
+        assert!(
+            !s.path("memory.db").exists(),
+            "the resumed run wrote the memory the resume's environment names ($COSCHED_MEMORY)"
+        );
+    }
+
+    /// `--resume` re-read an edited submit description: the batches after
+    /// it ran the new text, and what the run learned was kept under the new
+    /// fingerprint. A resumed run submits the text it started with, says
+    /// once that the file changed, and keeps what it learns under the
+    /// fingerprint of what it ran. It resumes here from another directory:
+    /// the description's relative executable is still its directory's.
+    #[test]
+    fn a_resumed_run_submits_its_descriptions_as_it_started_and_says_one_was_edited() {
+        let s = stopped_two_kinds(&[]);
+        let io = std::fs::read_to_string(s.path("io.sub")).unwrap();
+        let edited = io.replace("arguments = from-io", "arguments = edited-io");
+        assert_ne!(edited, io, "the edit changes io.sub: {io}");
+        std::fs::write(s.path("io.sub"), &edited).unwrap();
+        let key = |text: &str| {
+            let desc = cosched::submit_desc::parse(&s.path("io.sub"), text).expect("io.sub parses");
+            cosched::submit_desc::kind_key(&desc)
+        };
+        assert_ne!(key(&io), key(&edited), "the edit is another job to the memory");
+        schedd_answers_again(&s);
+        std::fs::create_dir(s.path("elsewhere")).unwrap();
+        let out = wait_bounded(
+            s.command(&["submit", "--resume", "../state", "--json"])
+                .current_dir(s.path("elsewhere"))
+                .spawn()
+                .expect("cosched starts"),
+            PATIENCE,
+            &["submit", "--resume"],
+        );
+        let err = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(0), "stderr:\n{err}");
+        // Every io job ran `from-io …`, the text the run started with.
+        assert_two_kinds_ran(&s, "resumed after an edit");
+        let said: Vec<&str> = err.lines().filter(|l| l.contains("changed since")).collect();
+        assert_eq!(said.len(), 1, "the edit is said once: {err}");
+        assert!(
+            said[0].contains("io.sub") && said[0].contains("goes on with the text it started with"),
+            "naming the file and what the run does: {err}"
+        );
+        let learned: Vec<String> =
+            memory(&s.path("memory.db")).iter().map(|(_, k, _)| k.to_string()).collect();
+        assert!(learned.contains(&key(&io)), "kept under the run's io key {}: {learned:?}", key(&io));
+        assert!(!learned.contains(&key(&edited)), "kept under the edited text's key: {learned:?}");
+    }
+
+    /// A second run on a busy state directory waited in silence, and the
+    /// wait was counted in its makespan. It says at once who holds the
+    /// directory and that it waits, and its clock (its epoch: the makespan,
+    /// the elapsed time and the report's start) starts once the lock is
+    /// its own. On `--simulate`, where cosched sets the clock (a pool named
+    /// by COSCHED_FAKE_POOL has its own).
+    #[test]
+    fn a_run_waiting_for_a_busy_state_directory_says_so_and_its_clock_starts_after() {
+        use std::os::fd::AsRawFd;
+        let s = Setup::new(|_| {});
+        let sim = "[simulate]\nbase_runtime = 60\njitter = 0\n\n\
+                   [[site]]\nname = \"a\"\nslots = 8\n[site.simulate]\ncapacity = 8\n";
+        std::fs::write(s.path("sim.toml"), sim).unwrap();
+        std::fs::create_dir_all(s.path("state")).unwrap();
+        let lock = std::fs::File::create(s.path("state/lock")).unwrap();
+        // SAFETY: flock(2) on a descriptor this test owns.
+        let taken = unsafe { libc::flock(lock.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        assert_eq!(taken, 0, "the test holds the lock: {}", std::io::Error::last_os_error());
+        let args =
+            ["submit", "6", "sim.toml", "job.sub", "--simulate", "--speedup", "1000", "--state-dir", "state"];
+        let mut job = ShellJob::start(&s, &args, "warn");
+        assert!(job.wait_for_line("waiting up to", PATIENCE), "no word of the wait: {:?}", job.stderr);
+        let said = job.stderr.last().cloned().unwrap_or_default();
+        assert!(said.contains(&format!("pid {}:", std::process::id())), "names the holder: {said}");
+        let released = cosched::engine::wall_clock_unix();
+        drop(lock);
+        let (code, stderr) = job.exit(PATIENCE, "once the lock is free");
+        assert_eq!(code, Some(0), "{stderr}");
+        let db = cosched::state::Db::open(&s.path("state/state.db")).unwrap();
+        let runs = db.runs().unwrap();
+        assert_eq!(runs.len(), 1, "{runs:?}");
+        assert!(
+            runs[0].epoch_unix >= released,
+            "the run's clock started {:.3} s before it had the state directory",
+            released - runs[0].epoch_unix
+        );
     }
 
     /// What the memory database at `path` holds.

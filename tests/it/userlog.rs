@@ -861,3 +861,141 @@ fn a_follower_fed_in_pieces_names_the_line_and_starts_again_at_1_after_truncatio
     assert_eq!(diags.iter().map(|d| d.line).collect::<Vec<_>>(), [Some(lines + 1), Some(1)], "{diags:?}");
     assert!(diags[0].message.contains("truncated"), "{diags:?}");
 }
+
+// ---------------------------------------------------------------------------
+// Rotated more than once between two reads.
+
+/// How a log's rotated files are named.
+#[derive(Clone, Copy, Debug)]
+enum Scheme {
+    /// HTCondor with `EVENT_LOG_MAX_ROTATIONS = 1`: `LOG.old`, overwritten
+    /// by the next rotation.
+    Old,
+    /// HTCondor with more rotations (3 here), and logrotate: `LOG.1` is the
+    /// newest, the older ones move up a number and the last falls off.
+    Shifting,
+    /// Numbered in the order of rotation (`LOG.1` the oldest), as the model
+    /// test above rotates.
+    Counting,
+}
+
+/// Rotates `path` as `scheme` does; `count` numbers [`Scheme::Counting`]'s files.
+fn rotate(path: &Path, scheme: Scheme, count: &mut u32) {
+    let named = |suffix: &str| std::path::PathBuf::from(format!("{}.{suffix}", path.display()));
+    *count += 1;
+    match scheme {
+        Scheme::Old => std::fs::rename(path, named("old")).unwrap(),
+        Scheme::Shifting => {
+            for i in (2..=3).rev() {
+                let from = named(&(i - 1).to_string());
+                if from.exists() {
+                    std::fs::rename(from, named(&i.to_string())).unwrap();
+                }
+            }
+            std::fs::rename(path, named("1")).unwrap();
+        }
+        Scheme::Counting => std::fs::rename(path, named(&count.to_string())).unwrap(),
+    }
+}
+
+/// The events of clusters `ids`, as one piece of log.
+fn events_of(ids: std::ops::Range<i64>) -> Vec<u8> {
+    ids.flat_map(|n| event_text(n).into_bytes()).collect()
+}
+
+fn clusters(events: Vec<Event>) -> Vec<i64> {
+    events.iter().map(|e| e.cluster).collect()
+}
+
+/// Regression: rotated twice between two polls, the follower read the rest
+/// of the file it had open, then the new one at the path, and silently
+/// never read the file in between (jobs whose ends were there never ended).
+#[test]
+fn a_log_rotated_twice_between_two_reads_loses_no_events() {
+    for scheme in [Scheme::Old, Scheme::Shifting, Scheme::Counting] {
+        let tmp = util::tempdir();
+        let path = tmp.path().join("job.log");
+        let mut count = 0;
+        append(&path, &events_of(1..3));
+        let mut follower = Follower::new(path.clone(), 0).polling_only();
+        assert_eq!(clusters(follower.poll().unwrap()), [1, 2], "{scheme:?}");
+        // One rotation: the file read to its end is not read again later.
+        rotate(&path, scheme, &mut count);
+        append(&path, &events_of(3..4));
+        assert_eq!(clusters(follower.poll().unwrap()), [3], "{scheme:?}");
+        // The open file gets one more event and rotates; so does the next
+        // file, before any poll.
+        append(&path, &events_of(4..5));
+        rotate(&path, scheme, &mut count);
+        append(&path, &events_of(5..7));
+        rotate(&path, scheme, &mut count);
+        append(&path, &events_of(7..8));
+        assert_eq!(clusters(follower.poll().unwrap()), [4, 5, 6, 7], "{scheme:?}");
+        assert_eq!(follower.offset(), std::fs::metadata(&path).unwrap().len(), "{scheme:?}");
+        let diags = follower.take_diagnostics();
+        match scheme {
+            // `.old` was overwritten: one more rotation would have lost a
+            // file without a trace, and the follower says so.
+            Scheme::Old => {
+                assert_eq!(diags.len(), 1, "{diags:?}");
+                assert!(diags[0].message.contains("job.log.old"), "{diags:?}");
+            }
+            _ => assert!(diags.is_empty(), "{scheme:?}: {diags:?}"),
+        }
+        // What was read is not read again at the next rotation.
+        rotate(&path, scheme, &mut count);
+        append(&path, &events_of(8..9));
+        assert_eq!(clusters(follower.poll().unwrap()), [8], "{scheme:?}");
+        assert!(follower.take_diagnostics().is_empty(), "{scheme:?}");
+    }
+}
+
+/// Where a file rotated away between two reads cannot be read, the follower
+/// says which and what to do, and wakes its reader to say it even if no
+/// event comes with it.
+#[tokio::test]
+async fn a_rotated_file_that_cannot_be_read_is_reported() {
+    // logrotate's `compress`: the file in between is only there gzipped.
+    let tmp = util::tempdir();
+    let path = tmp.path().join("job.log");
+    let mut count = 0;
+    append(&path, &events_of(1..3));
+    let mut follower = Follower::new(path.clone(), 0).polling_only();
+    assert_eq!(clusters(follower.poll().unwrap()), [1, 2]);
+    rotate(&path, Scheme::Shifting, &mut count);
+    append(&path, &events_of(3..5));
+    rotate(&path, Scheme::Shifting, &mut count);
+    let rotated = tmp.path().join("job.log.1");
+    let gz = tmp.path().join("job.log.1.gz");
+    std::fs::write(&gz, b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\x03").unwrap();
+    std::fs::remove_file(&rotated).unwrap();
+    std::fs::write(&path, b"").unwrap();
+    let got = tokio::time::timeout(Duration::from_secs(10), follower.next())
+        .await
+        .expect("a loss wakes the reader")
+        .unwrap();
+    assert!(got.is_empty(), "{got:?}");
+    let diags = follower.take_diagnostics();
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    let message = &diags[0].message;
+    assert!(message.contains("job.log.1.gz") && message.contains("lost"), "{message}");
+    assert!(message.contains("condor_history"), "says what to do: {message}");
+
+    // HTCondor's `.old`, rotated three times: the file in between is gone.
+    let tmp = util::tempdir();
+    let path = tmp.path().join("job.log");
+    append(&path, &events_of(1..3));
+    let mut follower = Follower::new(path.clone(), 0).polling_only();
+    assert_eq!(clusters(follower.poll().unwrap()), [1, 2]);
+    append(&path, &events_of(3..4));
+    rotate(&path, Scheme::Old, &mut count);
+    append(&path, &events_of(4..5));
+    rotate(&path, Scheme::Old, &mut count);
+    append(&path, &events_of(5..6));
+    rotate(&path, Scheme::Old, &mut count);
+    append(&path, &events_of(6..7));
+    assert_eq!(clusters(follower.poll().unwrap()), [3, 5, 6]);
+    let diags = follower.take_diagnostics();
+    assert_eq!(diags.len(), 1, "{diags:?}");
+    assert!(diags[0].message.contains("job.log.old") && diags[0].message.contains("lost"), "{diags:?}");
+}
