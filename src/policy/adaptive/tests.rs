@@ -16,6 +16,16 @@ fn spec(n: u64, slots: &[u32]) -> RunSpec {
     }
 }
 
+/// Jobs `acts` submit to `site`.
+fn submitted_to(acts: &[Action], site: SiteId) -> usize {
+    acts.iter()
+        .map(|a| match a {
+            Action::Submit { site: s, jobs, .. } if *s == site => jobs.len(),
+            _ => 0,
+        })
+        .sum()
+}
+
 #[test]
 fn params_reject_unknown_keys_and_default_missing_ones() {
     let p: Params = toml::from_str("initial_window = 8").unwrap();
@@ -27,14 +37,7 @@ fn params_reject_unknown_keys_and_default_missing_ones() {
 fn a_start_sends_the_initial_window_to_every_site() {
     let mut p = Adaptive::new(&spec(1000, &[400, 5]), &Params::default());
     let acts = p.handle(0.0, &Input::Start);
-    let sent = |s: u32| -> usize {
-        acts.iter()
-            .map(|a| match a {
-                Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
-                _ => 0,
-            })
-            .sum()
-    };
+    let sent = |s: u32| submitted_to(&acts, SiteId(s));
     assert_eq!(sent(0), 16);
     assert_eq!(sent(1), 5, "capped by the slots");
     let _ = Outcome::Success;
@@ -125,14 +128,7 @@ fn an_operators_first_window_is_shared_by_the_kinds() {
     run.sites[0].initial_window = Some(10);
     let mut p = build(&run, &Params::default());
     let acts = p.handle(0.0, &Input::Start);
-    let sent = |s: u32| -> usize {
-        acts.iter()
-            .map(|a| match a {
-                Action::Submit { site, jobs, .. } if *site == SiteId(s) => jobs.len(),
-                _ => 0,
-            })
-            .sum()
-    };
+    let sent = |s: u32| submitted_to(&acts, SiteId(s));
     assert_eq!(sent(0), 10, "the operator's window, all kinds together");
     assert_eq!(sent(1), 48, "the policy's first window is each kind's");
 }
